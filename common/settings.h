@@ -1,0 +1,109 @@
+// The settings registry: every tunable of hvrun, declared once (settings_catalog.cc) with its type,
+// default, accepted range, description, CLI flag and HVRUN_* environment variable.
+//
+// Values are parsed and validated once, when they are set; a bad value is an error that names the
+// setting, the value and what is accepted. Components read the values they need into their own
+// option structs once at start (tests build those structs directly, without setenv).
+//
+// Precedence, lowest first: default < environment (HVRUN_*) < command-line flag < explicit
+// override (Settings::set with SettingSource::kOverride, used by tests and embedding code).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <iosfwd>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "common/status.h"
+
+namespace hvrun {
+
+enum class SettingKind { kBool, kInt, kDouble, kString, kChoice };
+enum class SettingSource { kDefault, kEnvironment, kFlag, kOverride };
+
+std::string_view setting_source_name(SettingSource source);
+
+struct SettingSpec {
+  std::string_view name;           // registry key, e.g. "fusion_threshold_mb"
+  std::string_view flag;           // e.g. "--fusion-threshold-mb"
+  std::string_view env;            // e.g. "HVRUN_FUSION_THRESHOLD"
+  SettingKind kind;
+  std::string_view default_value;  // in the same text form a user would write
+  double min = 0;                  // kInt / kDouble: inclusive range
+  double max = 0;
+  std::string_view choices;        // kChoice: '|'-separated, e.g. "auto|on|off"
+  std::string_view unit;           // shown in help and errors, e.g. "MiB"
+  std::string_view scope;          // "launcher", "coordinator" or "worker"
+  std::string_view description;
+};
+
+// The whole catalogue, in the order --print-config and --help show it.
+std::span<const SettingSpec> all_settings();
+const SettingSpec* find_setting(std::string_view name);
+const SettingSpec* find_setting_by_flag(std::string_view flag);
+const SettingSpec* find_setting_by_env(std::string_view env);
+
+// A typed name for one registered setting (see setting_keys below).
+template <typename T>
+struct SettingKey {
+  std::string_view name;
+};
+
+class Settings {
+ public:
+  using Value = std::variant<bool, int64_t, double, std::string>;
+
+  // Every setting at its default.
+  Settings();
+
+  // Reads every registered HVRUN_* variable that `getenv` returns a value for.
+  Status apply_environment(const std::function<const char*(const char*)>& getenv);
+  Status apply_process_environment();
+
+  // Sets from a command-line flag. `value` is empty for a bare boolean flag (`--verbose`).
+  Status apply_flag(std::string_view flag, std::string_view value, bool has_value);
+
+  // Sets by registry name.
+  Status set(std::string_view name, std::string_view text, SettingSource source);
+
+  bool get(SettingKey<bool> key) const { return std::get<bool>(entry(key.name).value); }
+  int64_t get(SettingKey<int64_t> key) const { return std::get<int64_t>(entry(key.name).value); }
+  double get(SettingKey<double> key) const { return std::get<double>(entry(key.name).value); }
+  const std::string& get(SettingKey<std::string> key) const {
+    return std::get<std::string>(entry(key.name).value);
+  }
+
+  SettingSource source(std::string_view name) const { return entry(name).source; }
+  const std::string& text(std::string_view name) const { return entry(name).text; }
+
+  // The table `--print-config` shows: every setting, its value and where it came from.
+  void print(std::ostream& out) const;
+
+  // HVRUN_*=value for every setting not at its default, so a launcher can hand its effective
+  // configuration to the processes it starts.
+  std::vector<std::pair<std::string, std::string>> non_default_environment() const;
+
+ private:
+  struct Entry {
+    const SettingSpec* spec;
+    Value value;
+    std::string text;  // canonical text of value
+    SettingSource source;
+  };
+  const Entry& entry(std::string_view name) const;
+  Status assign(Entry& e, std::string_view text, SettingSource source, std::string_view given_as);
+
+  std::vector<Entry> entries_;
+};
+
+// Parses `text` as the setting `spec` says; errors name the setting, the value and what is
+// accepted. `given_as` is how the user spelled it (flag or variable), for the message.
+Result<Settings::Value> parse_setting_value(const SettingSpec& spec, std::string_view text,
+                                            std::string_view given_as);
+
+}  // namespace hvrun

@@ -1,0 +1,77 @@
+// Every tunable of hvrun, once. Keep README.md's settings table in step with this list
+// (tests/common/settings_readme_test.cc checks that every flag and variable is documented).
+#include <array>
+
+#include "common/settings.h"
+
+namespace hvrun {
+namespace {
+
+constexpr std::array kCatalog = {
+    SettingSpec{.name = "log_level", .flag = "--log-level", .env = "HVRUN_LOG_LEVEL",
+                .kind = SettingKind::kChoice, .default_value = "info",
+                .choices = "trace|debug|info|warn|error|off", .scope = "all",
+                .description = "Log level of hvrun, the coordinator and the worker library."},
+
+    SettingSpec{.name = "verbose", .flag = "--verbose", .env = "HVRUN_VERBOSE",
+                .kind = SettingKind::kBool, .default_value = "false", .scope = "launcher",
+                .description = "Print the job plan, the per-rank environment hvrun sets and why "
+                               "each NCCL setting was chosen."},
+    SettingSpec{.name = "output_filename", .flag = "--output-filename",
+                .env = "HVRUN_OUTPUT_FILENAME", .kind = SettingKind::kString,
+                .default_value = "", .unit = "directory", .scope = "launcher",
+                .description = "Also write each rank's stdout and stderr to files under this "
+                               "directory (still echoed to the terminal)."},
+    SettingSpec{.name = "grace_period_s", .flag = "--grace-period",
+                .env = "HVRUN_GRACE_PERIOD", .kind = SettingKind::kDouble,
+                .default_value = "5", .min = 0, .max = 3600, .unit = "seconds",
+                .scope = "launcher",
+                .description = "After a failure or a signal, how long workers get between "
+                               "SIGTERM and SIGKILL."},
+    SettingSpec{.name = "gpu_pinning", .flag = "--gpu-pinning", .env = "HVRUN_GPU_PINNING",
+                .kind = SettingKind::kChoice, .default_value = "local-rank",
+                .choices = "local-rank|visible-devices", .scope = "launcher",
+                .description = "local-rank: every GPU stays visible and the worker library "
+                               "selects GPU <local rank>; visible-devices: CUDA_VISIBLE_DEVICES "
+                               "is set to that one GPU."},
+    SettingSpec{.name = "nccl_p2p", .flag = "--nccl-p2p", .env = "HVRUN_NCCL_P2P",
+                .kind = SettingKind::kChoice, .default_value = "auto",
+                .choices = "auto|on|off", .scope = "launcher",
+                .description = "NCCL peer-to-peer: off sets NCCL_P2P_DISABLE=1; auto does so "
+                               "only when a GPU pair on the host reports no peer access."},
+
+    SettingSpec{.name = "start_timeout_s", .flag = "--start-timeout",
+                .env = "HVRUN_START_TIMEOUT", .kind = SettingKind::kDouble,
+                .default_value = "30", .min = 0.1, .max = 86400, .unit = "seconds",
+                .scope = "coordinator",
+                .description = "How long rendezvous waits for every rank to register, counted "
+                               "from the first registration."},
+    SettingSpec{.name = "coordinator_port", .flag = "--coordinator-port",
+                .env = "HVRUN_COORDINATOR_PORT", .kind = SettingKind::kInt,
+                .default_value = "0", .min = 0, .max = 65535, .unit = "port",
+                .scope = "coordinator",
+                .description = "TCP port of the coordinator; 0 picks a free one."},
+    SettingSpec{.name = "fusion_threshold_mb", .flag = "--fusion-threshold-mb",
+                .env = "HVRUN_FUSION_THRESHOLD", .kind = SettingKind::kDouble,
+                .default_value = "128", .min = 0, .max = 65536, .unit = "MiB",
+                .scope = "coordinator",
+                .description = "Largest fused buffer; ready tensors are packed into responses "
+                               "of at most this size. 0 turns fusion off."},
+    SettingSpec{.name = "cycle_time_ms", .flag = "--cycle-time-ms", .env = "HVRUN_CYCLE_TIME",
+                .kind = SettingKind::kDouble, .default_value = "1", .min = 0, .max = 10000,
+                .unit = "ms", .scope = "coordinator",
+                .description = "Longest time requests are collected for fusion; a lone request "
+                               "with nothing else coming does not wait for it."},
+    SettingSpec{.name = "cache_capacity", .flag = "--cache-capacity",
+                .env = "HVRUN_CACHE_CAPACITY", .kind = SettingKind::kInt,
+                .default_value = "1024", .min = 0, .max = 1048576, .unit = "entries",
+                .scope = "coordinator",
+                .description = "Response cache entries; cached tensors are negotiated by a "
+                               "small id instead of name and shape. 0 turns the cache off."},
+};
+
+}  // namespace
+
+std::span<const SettingSpec> all_settings() { return kCatalog; }
+
+}  // namespace hvrun

@@ -1,0 +1,84 @@
+// The coordinator's gRPC service, runnable in-process (hvrun starts it before its workers) or as
+// the standalone daemon hvrun-coordinator (for jobs that mpirun, Slurm or Kubernetes start).
+//
+// Threads: start() spins up gRPC's own threads; abort(), address(), wait_for_end() and shutdown()
+// may be called from any thread. The event callback runs on a coordinator thread and must not
+// block (post to your own loop).
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/settings.h"
+#include "common/status.h"
+
+namespace hvrun::coordinator {
+
+// Where the launcher plans rank r to run. Empty plan: ranks come from the workers' requests
+// (requested_rank from their environment) or are assigned in order of registration.
+struct PlannedRank {
+  std::string host;
+  int local_rank = 0;
+};
+
+struct CoordinatorOptions {
+  // "127.0.0.1:0" (loopback, free port) for single-host jobs; "unix:/path" for a unix socket;
+  // "ADDR:PORT" on the chosen interface for multi-host jobs.
+  std::string listen_address = "127.0.0.1:0";
+  std::string secret;                 // required on every call (metadata "x-hvrun-secret")
+  std::string job_id;                 // names per-job resources; made up when empty
+  int world_size = 0;                 // number of ranks expected to register
+  std::vector<PlannedRank> plan;      // empty, or world_size entries
+  std::chrono::milliseconds start_timeout{30000};  // counted from the first registration
+  int64_t fusion_threshold_bytes = 128LL << 20;    // 0 = fusion off
+  std::chrono::microseconds cycle_time{1000};
+  int cache_capacity = 1024;          // 0 = cache off
+  // Effective settings handed to every worker at registration (registry name -> text).
+  std::map<std::string, std::string> job_settings;
+
+  // Fills the tunables from the registry (start timeout, fusion, cycle, cache, job settings).
+  static CoordinatorOptions from_settings(const Settings& settings);
+};
+
+// What the coordinator tells its owner (the launcher) about the job's life.
+struct CoordinatorEvent {
+  enum class Kind {
+    kRegistrationComplete,  // every rank registered
+    kRegistrationFailed,    // start timeout: message names the missing ranks and hosts
+    kAborted,               // a worker, an agent or the launcher aborted the job
+    kWorkerLost,            // a worker's stream ended without a Goodbye
+  };
+  Kind kind;
+  std::string message;
+  int rank = -1;
+  std::string host;
+};
+
+class CoordinatorServer {
+ public:
+  using EventCallback = std::function<void(const CoordinatorEvent&)>;
+
+  // Binds, starts serving and returns. Fails with a readable message (address in use, ...).
+  static Result<std::unique_ptr<CoordinatorServer>> start(CoordinatorOptions options,
+                                                          EventCallback on_event = nullptr);
+
+  virtual ~CoordinatorServer() = default;
+
+  // The address workers dial, with the real port: "127.0.0.1:40123" or "unix:/path".
+  virtual std::string address() const = 0;
+  virtual const std::string& job_id() const = 0;
+
+  // Job-wide abort: every connected worker receives JobAbort with this reason at once, and
+  // workers connecting later are refused with it. Idempotent; the first reason wins.
+  virtual void abort(const std::string& reason, int rank = -1, const std::string& host = "") = 0;
+
+  // Stops serving (in-flight calls are cancelled). Idempotent; also done by the destructor.
+  virtual void shutdown() = 0;
+};
+
+}  // namespace hvrun::coordinator

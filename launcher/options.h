@@ -1,0 +1,48 @@
+// hvrun's command line: `hvrun [options] COMMAND [ARGS...]`.
+//
+// Job-shape options (-np, -H, --hostfile) are the launcher's own; every tunable is a setting of
+// the registry (common/settings.h) and is accepted as its flag. Parsing stops at the first
+// argument that is not an option: that is the command, and what follows belongs to it.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/settings.h"
+#include "common/status.h"
+
+namespace hvrun::launcher {
+
+struct HostSlots {
+  std::string host;
+  int slots = 0;
+};
+
+struct LaunchOptions {
+  std::optional<int> num_proc;       // -np / --num-proc
+  std::vector<HostSlots> hosts;      // -H / --hosts, or --hostfile
+  std::string hostfile;
+  std::vector<std::string> command;  // COMMAND [ARGS...]
+  Settings settings;                 // defaults < HVRUN_* environment < flags
+  bool print_config = false;
+  bool check_build = false;
+  bool show_version = false;
+  bool show_help = false;
+};
+
+// Parses argv (argv[0] excluded). Environment settings are applied before flags, so flags win.
+// Errors are one line (no trailing newline) meant to follow "hvrun: ".
+Result<LaunchOptions> parse_command_line(const std::vector<std::string>& args,
+                                         const std::function<const char*(const char*)>& getenv);
+
+// "host:slots[,host:slots...]"
+Result<std::vector<HostSlots>> parse_hosts(const std::string& text);
+
+// Lines "host slots=N" (or "host"), '#' comments.
+Result<std::vector<HostSlots>> read_hostfile(const std::string& path);
+
+std::string usage_text();
+
+}  // namespace hvrun::launcher

@@ -1,0 +1,36 @@
+// Runs a program for a test: captured stdout/stderr, an environment of the test's choosing, and a
+// hard deadline after which the whole process group is killed. Nothing outlives the call.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace hvrun::test {
+
+struct RunOptions {
+  // Added to (or, with a null value, removed from) the test's own environment.
+  std::map<std::string, std::optional<std::string>> env;
+  std::chrono::milliseconds timeout{30000};
+  std::string stdin_text;
+};
+
+struct RunResult {
+  int exit_code = -1;       // exit status, or 128+signal when killed by a signal
+  bool timed_out = false;   // the deadline passed and the process group was killed
+  std::string out;
+  std::string err;
+  std::chrono::milliseconds elapsed{0};
+};
+
+RunResult run_process(const std::vector<std::string>& argv, const RunOptions& options = {});
+
+// <build>/bin/NAME, from HVRUN_BIN_DIR that ctest sets.
+std::string bin_path(const std::string& name);
+
+// Lines of `text` without the trailing empty one.
+std::vector<std::string> split_lines(const std::string& text);
+
+}  // namespace hvrun::test
