@@ -1,19 +1,17 @@
 // Every setting's flag and variable must be documented in README.md.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
 #include "common/settings.h"
+#include "tests/support/subprocess.h"
 
 namespace hvrun {
 namespace {
 
 TEST(SettingsReadmeTest, EveryFlagAndVariableIsDocumented) {
-  const char* src = std::getenv("HVRUN_SOURCE_DIR");
-  ASSERT_NE(src, nullptr) << "run through ctest";
-  std::ifstream in(std::string(src) + "/README.md");
+  std::ifstream in(test::source_dir() + "/README.md");
   ASSERT_TRUE(in) << "README.md not found";
   std::stringstream buf;
   buf << in.rdbuf();

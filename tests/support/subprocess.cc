@@ -122,8 +122,12 @@ RunResult run_process(const std::vector<std::string>& argv, const RunOptions& op
 
 std::string bin_path(const std::string& name) {
   const char* dir = std::getenv("HVRUN_BIN_DIR");
-  if (dir == nullptr) throw std::runtime_error("HVRUN_BIN_DIR is not set (run tests via ctest)");
-  return std::string(dir) + "/" + name;
+  return std::string(dir != nullptr ? dir : HVRUN_TEST_BIN_DIR) + "/" + name;
+}
+
+std::string source_dir() {
+  const char* dir = std::getenv("HVRUN_SOURCE_DIR");
+  return dir != nullptr ? dir : HVRUN_TEST_SOURCE_DIR;
 }
 
 std::vector<std::string> split_lines(const std::string& text) {

@@ -27,8 +27,11 @@ struct RunResult {
 
 RunResult run_process(const std::vector<std::string>& argv, const RunOptions& options = {});
 
-// <build>/bin/NAME, from HVRUN_BIN_DIR that ctest sets.
+// <build>/bin/NAME (HVRUN_BIN_DIR overrides <build>/bin).
 std::string bin_path(const std::string& name);
+
+// The source tree's root (HVRUN_SOURCE_DIR overrides it).
+std::string source_dir();
 
 // Lines of `text` without the trailing empty one.
 std::vector<std::string> split_lines(const std::string& text);
