@@ -17,6 +17,8 @@ inline constexpr SettingKey<std::string> kOutputFilename{"output_filename"};
 inline constexpr SettingKey<double> kGracePeriodSeconds{"grace_period_s"};
 inline constexpr SettingKey<std::string> kGpuPinning{"gpu_pinning"};
 inline constexpr SettingKey<std::string> kNcclP2p{"nccl_p2p"};
+inline constexpr SettingKey<std::string> kDevice{"device"};
+inline constexpr SettingKey<bool> kTagOutput{"tag_output"};
 
 // Coordinator.
 inline constexpr SettingKey<double> kStartTimeoutSeconds{"start_timeout_s"};
@@ -24,5 +26,10 @@ inline constexpr SettingKey<int64_t> kCoordinatorPort{"coordinator_port"};
 inline constexpr SettingKey<double> kFusionThresholdMb{"fusion_threshold_mb"};
 inline constexpr SettingKey<double> kCycleTimeMs{"cycle_time_ms"};
 inline constexpr SettingKey<int64_t> kCacheCapacity{"cache_capacity"};
+inline constexpr SettingKey<double> kStallWarningSeconds{"stall_warning_s"};
+inline constexpr SettingKey<double> kStallShutdownSeconds{"stall_shutdown_s"};
+
+// Worker library.
+inline constexpr SettingKey<double> kOpTimeoutSeconds{"op_timeout_s"};
 
 }  // namespace hvrun::setting

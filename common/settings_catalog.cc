@@ -39,6 +39,16 @@ constexpr std::array kCatalog = {
                 .choices = "auto|on|off", .scope = "launcher",
                 .description = "NCCL peer-to-peer: off sets NCCL_P2P_DISABLE=1; auto does so "
                                "only when a GPU pair on the host reports no peer access."},
+    SettingSpec{.name = "device", .flag = "--device", .env = "HVRUN_DEVICE",
+                .kind = SettingKind::kChoice, .default_value = "auto",
+                .choices = "auto|gpu|cpu", .scope = "launcher",
+                .description = "auto: a GPU job when this host has a visible GPU (one rank per "
+                               "GPU at most); gpu: require GPUs; cpu: ignore GPUs (no pinning, "
+                               "no NCCL tuning, any number of ranks)."},
+    SettingSpec{.name = "tag_output", .flag = "--tag-output", .env = "HVRUN_TAG_OUTPUT",
+                .kind = SettingKind::kBool, .default_value = "true", .scope = "launcher",
+                .description = "Prefix every line a worker prints with [rank]<stdout>: or "
+                               "[rank]<stderr>: (--tag-output=false turns it off)."},
 
     SettingSpec{.name = "start_timeout_s", .flag = "--start-timeout",
                 .env = "HVRUN_START_TIMEOUT", .kind = SettingKind::kDouble,
@@ -68,6 +78,24 @@ constexpr std::array kCatalog = {
                 .scope = "coordinator",
                 .description = "Response cache entries; cached tensors are negotiated by a "
                                "small id instead of name and shape. 0 turns the cache off."},
+    SettingSpec{.name = "stall_warning_s", .flag = "--stall-warning",
+                .env = "HVRUN_STALL_WARNING", .kind = SettingKind::kDouble,
+                .default_value = "60", .min = 0, .max = 86400, .unit = "seconds",
+                .scope = "coordinator",
+                .description = "Log a warning naming the missing ranks when a tensor some ranks "
+                               "submitted has waited this long for the others. 0 turns it off."},
+    SettingSpec{.name = "stall_shutdown_s", .flag = "--stall-shutdown",
+                .env = "HVRUN_STALL_SHUTDOWN", .kind = SettingKind::kDouble,
+                .default_value = "0", .min = 0, .max = 86400, .unit = "seconds",
+                .scope = "coordinator",
+                .description = "Abort the job, naming the tensor and the missing ranks, when a "
+                               "tensor has waited this long for some ranks. 0 = never."},
+
+    SettingSpec{.name = "op_timeout_s", .flag = "--op-timeout", .env = "HVRUN_OP_TIMEOUT",
+                .kind = SettingKind::kDouble, .default_value = "300", .min = 0.1,
+                .max = 86400, .unit = "seconds", .scope = "worker",
+                .description = "Bounds every data-plane operation of the worker library and "
+                               "every handle wait without an explicit timeout."},
 };
 
 }  // namespace

@@ -38,10 +38,15 @@ struct CoordinatorOptions {
   int64_t fusion_threshold_bytes = 128LL << 20;    // 0 = fusion off
   std::chrono::microseconds cycle_time{1000};
   int cache_capacity = 1024;          // 0 = cache off
+  // A tensor submitted by some ranks and waiting this long for the others: a warning naming the
+  // missing ranks; after stall_shutdown (0 = never) the job is aborted with that message.
+  std::chrono::milliseconds stall_warning{60000};  // 0 = no warning
+  std::chrono::milliseconds stall_shutdown{0};
   // Effective settings handed to every worker at registration (registry name -> text).
   std::map<std::string, std::string> job_settings;
 
-  // Fills the tunables from the registry (start timeout, fusion, cycle, cache, job settings).
+  // Fills the tunables from the registry (start timeout, fusion, cycle, cache, stall thresholds,
+  // job settings).
   static CoordinatorOptions from_settings(const Settings& settings);
 };
 
@@ -51,7 +56,8 @@ struct CoordinatorEvent {
     kRegistrationComplete,  // every rank registered
     kRegistrationFailed,    // start timeout: message names the missing ranks and hosts
     kAborted,               // a worker, an agent or the launcher aborted the job
-    kWorkerLost,            // a worker's stream ended without a Goodbye
+    kWorkerLost,            // a worker's stream ended without a Goodbye (kAborted follows)
+    kJobFinished,           // every rank said Goodbye: the job ended cleanly
   };
   Kind kind;
   std::string message;
@@ -79,6 +85,10 @@ class CoordinatorServer {
 
   // Stops serving (in-flight calls are cancelled). Idempotent; also done by the destructor.
   virtual void shutdown() = 0;
+
+  // Waits at most `timeout` for the job to end: OK when every rank said Goodbye, the abort's
+  // ABORTED status, or the rendezvous' DEADLINE_EXCEEDED. nullopt while the job still runs.
+  virtual std::optional<Status> wait_for_end(std::chrono::milliseconds timeout) = 0;
 };
 
 }  // namespace hvrun::coordinator

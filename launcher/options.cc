@@ -154,12 +154,14 @@ std::string usage_text() {
   out << "usage: hvrun [options] COMMAND [ARGS...]\n\n"
          "Runs COMMAND as a data-parallel job: one worker process per slot.\n\n"
          "Job:\n"
-         "  -np, --num-proc N        number of worker processes\n"
+         "  -np, --num-proc N        number of worker processes (default: the slots of -H,\n"
+         "                           else one per GPU found, else 1)\n"
          "  -H, --hosts H:S[,H:S]    hosts and their slots, e.g. localhost:2\n"
          "  --hostfile FILE          lines 'host slots=N'\n"
          "  --print-config           print every setting, its value and its source, then exit\n"
          "  --check-build            print what this build contains (CUDA, NCCL, Gloo, MPI)\n"
-         "  --version                print the version\n\n"
+         "  --version                print the version\n"
+         "  --                       end of hvrun's options (the command may start with '-')\n\n"
          "Settings (flag, environment variable, default):\n";
   for (const SettingSpec& s : all_settings()) {
     std::string flag(s.flag);

@@ -1,0 +1,47 @@
+// Stall reports: tensors some ranks submitted long ago, and who is still missing.
+#include <algorithm>
+#include <sstream>
+
+#include "coordinator/engine/engine_state.h"
+
+namespace hvrun::coordinator {
+
+std::vector<StalledTensor> NegotiationEngine::stalled_tensors(TimePoint now,
+                                                              Clock::duration older_than) const {
+  const State& s = *state_;
+  std::vector<const engine::PendingTensor*> old;
+  for (const engine::PendingTensor* tensor : s.active) {
+    if (!tensor->ready && now - tensor->first_time >= older_than) old.push_back(tensor);
+  }
+  std::sort(old.begin(), old.end(), [](auto* a, auto* b) { return a->arrival < b->arrival; });
+  std::vector<StalledTensor> stalls;
+  for (const engine::PendingTensor* tensor : old) {
+    StalledTensor stall;
+    stall.name = tensor->name;
+    stall.op = tensor->reference ? tensor->reference->op : v1::COLLECTIVE_OP_UNSPECIFIED;
+    stall.waited = now - tensor->first_time;
+    for (int r = 0; r < s.options.world_size; ++r) {
+      if (tensor->has_rank(r)) {
+        stall.submitted_ranks.push_back(r);
+      } else if (!s.joined[r]) {
+        stall.missing_ranks.push_back(r);
+      }
+    }
+    stalls.push_back(std::move(stall));
+  }
+  return stalls;
+}
+
+std::string describe_stall(const StalledTensor& stall) {
+  std::ostringstream out;
+  out << engine::op_name(stall.op) << " '" << stall.name << "' has waited "
+      << std::chrono::duration_cast<std::chrono::milliseconds>(stall.waited).count() / 1000.0
+      << " s for " << (stall.missing_ranks.size() == 1 ? "rank " : "ranks ")
+      << engine::format_ranks(stall.missing_ranks) << " (submitted by "
+      << (stall.submitted_ranks.size() == 1 ? "rank " : "ranks ")
+      << engine::format_ranks(stall.submitted_ranks)
+      << "); are those ranks stuck, or running a different code path?";
+  return out.str();
+}
+
+}  // namespace hvrun::coordinator

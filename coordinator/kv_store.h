@@ -1,0 +1,41 @@
+// The job's key-value store, for the data planes' bootstrap (Gloo's rendezvous store, NCCL's
+// unique id). Every wait is bounded; abort() wakes every waiter with the job's abort status.
+//
+// Threads: every method may be called from any thread (guarded by mutex_).
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace hvrun::coordinator {
+
+class KvStore {
+ public:
+  // Sets (or replaces) a key and wakes the waiters.
+  void set(const std::string& key, std::string value);
+
+  // Waits until every key exists and returns their values in order; DEADLINE_EXCEEDED naming the
+  // missing keys after `timeout` (0 = do not wait); ABORTED when the job is aborted meanwhile.
+  Result<std::vector<std::string>> get(const std::vector<std::string>& keys,
+                                       std::chrono::milliseconds timeout);
+
+  // Keys starting with `prefix`, sorted.
+  std::vector<std::string> list(const std::string& prefix) const;
+
+  // Fails every present and future wait with `status` (the first call wins).
+  void abort(const Status& status);
+
+ private:
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  std::map<std::string, std::string> values_;  // guarded by mutex_
+  Status aborted_;                              // guarded by mutex_
+};
+
+}  // namespace hvrun::coordinator

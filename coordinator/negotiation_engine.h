@@ -1,0 +1,114 @@
+// The negotiation engine: decides, from every rank's requests, which tensors run, in what order
+// and fused how. Pure: no I/O, no threads, no clock of its own (callers pass `now`), so the same
+// inputs always give the same plans and tests drive it with simulated ranks.
+//
+// Threads: not thread-safe; one owner thread calls everything (the service's negotiation loop).
+//
+// The protocol, step by step (the worker side is in proto/hvrun.proto and the shared brief):
+//  1. A rank submits a RequestBatch: full TensorRequests (cache_id 0: name, op, dtype, shape, ...)
+//     and/or cache ids (TensorRequest{cache_id} or RequestBatch.cached_ids) for tensors whose
+//     metadata is unchanged since the coordinator assigned the id. A cache id stands for exactly
+//     the metadata the tensor had when the id was (last) sent back in a plan.
+//  2. The engine marks (tensor, rank). The first submission of a name fixes the reference
+//     metadata; later ranks' submissions are compared with it (allgather and alltoall may differ
+//     in the first dimension). A rank submitting a name it already has in flight gets an error
+//     response of its own (Response.error_ranks = {rank}); its first submission stays in flight.
+//  3. A tensor is ready when every rank that has not joined submitted it. A ready tensor whose
+//     ranks disagreed becomes an error response naming each rank and what it sent; a tensor that
+//     can never complete (a rank left cleanly without it, a broadcast root that joined) becomes an
+//     error response too. Errors never wait.
+//  4. Fusion: ready allreduces with equal dtype, device, reduce op, prescale and postscale (and
+//     ready allgathers with equal dtype and device) are packed, in order of first submission, into
+//     responses of at most fusion_threshold_bytes (a larger tensor goes alone; 0 = no fusion).
+//     Other ops get one response per tensor; a grouped allreduce (group_id) waits for all of its
+//     group_size members and runs as one response.
+//  5. Cycle: ready fusable tensors wait for company at most cycle_time after they became ready,
+//     and not at all when no pending (partly submitted) tensor could join their response, or when
+//     they already fill a buffer. So a lone 4-byte allreduce is answered at once.
+//  6. take_plan(now) returns the responses due at `now` as the next Plan (seq 1, 2, 3, ...); the
+//     caller sends that same Plan to every rank. next_deadline() says when to call it again if
+//     nothing new arrives.
+//  7. Cache: a successful response assigns each cacheable tensor (allreduce, allgather, broadcast,
+//     reducescatter) an id 1, 2, 3, ... in plan order, or keeps its id, updating the remembered
+//     metadata when ranks re-sent it in full. Ids are never evicted or reused; at capacity new
+//     tensors get id 0 and keep negotiating in full.
+//  8. Join: a JOIN request ("join") marks its rank joined; tensors become ready without joined
+//     ranks, whose responses list them in joined_ranks (they contribute neutral data) and count
+//     contributing_ranks without them. When every rank has joined, a JOIN response with
+//     last_joined_rank follows, and the join state resets for the next round.
+//  9. rank_departed(r): rank r left cleanly (Goodbye); every tensor still waiting for r fails.
+// 10. Stalls: stalled_tensors() lists tensors some ranks submitted long ago and the ranks still
+//     missing, for warnings and the stall shutdown (the service decides what to do).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "hvrun.pb.h"
+
+namespace hvrun::coordinator {
+
+struct EngineOptions {
+  int world_size = 0;
+  int64_t fusion_threshold_bytes = 128LL << 20;  // 0 = no fusion
+  std::chrono::microseconds cycle_time{1000};
+  int cache_capacity = 1024;                     // 0 = no cache
+};
+
+// A tensor that has waited long for some ranks.
+struct StalledTensor {
+  std::string name;
+  v1::CollectiveOp op = v1::COLLECTIVE_OP_UNSPECIFIED;
+  std::chrono::steady_clock::duration waited{};
+  std::vector<int> missing_ranks;    // neither submitted it nor joined
+  std::vector<int> submitted_ranks;
+};
+
+// "allreduce 'grad.w' has waited 62 s for rank 3, 5 (submitted by ranks 0-2, 4, 6-7)"
+std::string describe_stall(const StalledTensor& stall);
+
+class NegotiationEngine {
+ public:
+  using Clock = std::chrono::steady_clock;
+  using TimePoint = Clock::time_point;
+
+  explicit NegotiationEngine(EngineOptions options);
+  ~NegotiationEngine();
+  NegotiationEngine(const NegotiationEngine&) = delete;
+  NegotiationEngine& operator=(const NegotiationEngine&) = delete;
+
+  // Takes one rank's batch. Mistakes in tensors (mismatch, duplicate) become error responses;
+  // an error Status means the rank broke the protocol (unknown cache id, missing name or op,
+  // rank out of range) and the job cannot continue safely.
+  Status submit(int rank, const v1::RequestBatch& batch, TimePoint now);
+
+  // Rank `rank` left cleanly; tensors that still wait for it fail (see step 9).
+  void rank_departed(int rank, TimePoint now);
+
+  // The responses due at `now`, as the next plan; nullopt when none are due.
+  std::optional<v1::Plan> take_plan(TimePoint now);
+
+  // When take_plan() has something due even without new submissions; nullopt = nothing waits.
+  std::optional<TimePoint> next_deadline() const;
+
+  // Tensors not yet ready whose first submission is at least `older_than` before `now`, oldest
+  // first.
+  std::vector<StalledTensor> stalled_tensors(TimePoint now, Clock::duration older_than) const;
+
+  // Tensors submitted by at least one rank and not yet sent in a plan (for stall reports).
+  size_t in_flight_count() const;
+  // Cache ids assigned so far.
+  size_t cache_size() const;
+
+  struct State;  // engine/engine_state.h
+
+ private:
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace hvrun::coordinator

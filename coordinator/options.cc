@@ -1,0 +1,30 @@
+// CoordinatorOptions from the settings registry.
+#include <cmath>
+
+#include "common/setting_keys.h"
+#include "coordinator/server.h"
+
+namespace hvrun::coordinator {
+
+CoordinatorOptions CoordinatorOptions::from_settings(const Settings& settings) {
+  CoordinatorOptions options;
+  options.listen_address =
+      "127.0.0.1:" + std::to_string(settings.get(setting::kCoordinatorPort));
+  options.start_timeout = std::chrono::milliseconds(
+      std::llround(settings.get(setting::kStartTimeoutSeconds) * 1000.0));
+  options.fusion_threshold_bytes =
+      std::llround(settings.get(setting::kFusionThresholdMb) * 1024.0 * 1024.0);
+  options.cycle_time =
+      std::chrono::microseconds(std::llround(settings.get(setting::kCycleTimeMs) * 1000.0));
+  options.cache_capacity = static_cast<int>(settings.get(setting::kCacheCapacity));
+  options.stall_warning = std::chrono::milliseconds(
+      std::llround(settings.get(setting::kStallWarningSeconds) * 1000.0));
+  options.stall_shutdown = std::chrono::milliseconds(
+      std::llround(settings.get(setting::kStallShutdownSeconds) * 1000.0));
+  for (const SettingSpec& spec : all_settings()) {
+    options.job_settings[std::string(spec.name)] = settings.text(spec.name);
+  }
+  return options;
+}
+
+}  // namespace hvrun::coordinator

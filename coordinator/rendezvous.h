@@ -1,0 +1,78 @@
+// Rendezvous: workers register, get their rank and topology once every rank has arrived, or a
+// message naming the missing ranks when the start timeout (counted from the first registration)
+// passes.
+//
+// Ranks: the launcher's plan (host, local rank) when there is one; else the rank the worker
+// requested (its launcher's environment); else the lowest free rank, in order of registration.
+//
+// Threads: every method may be called from any thread (guarded by mutex_). register_worker()
+// blocks its caller until the rendezvous ends.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "coordinator/server.h"
+#include "hvrun.pb.h"
+
+namespace hvrun::coordinator {
+
+struct Registered {
+  v1::Topology topology;
+  std::vector<v1::RankInfo> ranks;  // every rank, by rank
+};
+
+class Rendezvous {
+ public:
+  using Clock = std::chrono::steady_clock;
+  // Called once, outside the lock, when the rendezvous completes (OK) or fails (the error).
+  using Listener = std::function<void(const Status&)>;
+
+  Rendezvous(int world_size, std::vector<PlannedRank> plan, std::chrono::milliseconds start_timeout,
+             Listener on_end);
+
+  // Registers a worker and waits for the others (bounded by the start timeout).
+  Result<Registered> register_worker(const v1::WorkerInfo& worker);
+
+  // Fails the rendezvous if the start timeout has passed; returns whether it has ended.
+  // (Waiting workers check this themselves; the service's loop calls it as a backstop.)
+  bool check_deadline(Clock::time_point now);
+
+  // Fails waiting and later registrations with `status` (job aborted).
+  void abort(const Status& status);
+
+  bool complete() const;
+  // The rank's registration; nullopt before the rendezvous completes.
+  std::optional<v1::RankInfo> rank_info(int rank) const;
+
+ private:
+  Status claim_rank(const v1::WorkerInfo& worker, int* slot);  // requires mutex_
+  void finish_locked();                                        // requires mutex_
+  std::string missing_message() const;                         // requires mutex_
+  Status check_consistency_locked() const;  // NCCL versions, GPUs; requires mutex_
+  void end_locked(Status status, std::vector<Listener>* to_call);  // requires mutex_
+
+  const int world_size_;
+  const std::vector<PlannedRank> plan_;
+  const std::chrono::milliseconds start_timeout_;
+
+  mutable std::mutex mutex_;
+  std::condition_variable ended_cv_;
+  Listener on_end_;                               // guarded by mutex_; taken once
+  std::vector<v1::WorkerInfo> workers_;           // by registration order
+  std::vector<int> rank_of_worker_;               // -1 until assigned
+  std::vector<int> worker_of_rank_;               // -1 until claimed
+  std::optional<Clock::time_point> deadline_;     // set by the first registration
+  bool ended_ = false;
+  Status end_status_;                             // after ended_: OK or why it failed
+  std::vector<v1::Topology> topology_;            // by rank, after success
+  std::vector<v1::RankInfo> ranks_;               // by rank, after success
+};
+
+}  // namespace hvrun::coordinator

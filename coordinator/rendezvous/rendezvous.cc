@@ -1,0 +1,259 @@
+#include "coordinator/rendezvous.h"
+
+#include <algorithm>
+#include <map>
+#include <sstream>
+
+namespace hvrun::coordinator {
+
+namespace {
+std::string describe_worker(const v1::WorkerInfo& w) {
+  return "host " + w.host() + " pid " + std::to_string(w.pid());
+}
+}  // namespace
+
+Rendezvous::Rendezvous(int world_size, std::vector<PlannedRank> plan,
+                       std::chrono::milliseconds start_timeout, Listener on_end)
+    : world_size_(world_size),
+      plan_(std::move(plan)),
+      start_timeout_(start_timeout),
+      on_end_(std::move(on_end)),
+      worker_of_rank_(world_size, -1) {}
+
+Status Rendezvous::claim_rank(const v1::WorkerInfo& worker, int* slot) {
+  const int index = static_cast<int>(workers_.size());
+  int rank = worker.requested_rank();
+  if (rank < 0 && !plan_.empty()) {
+    for (int r = 0; r < world_size_; ++r) {
+      if (plan_[r].host == worker.host() && plan_[r].local_rank == worker.local_rank()) rank = r;
+    }
+    if (rank < 0) {
+      return invalid_argument("worker on " + describe_worker(worker) + " (local rank " +
+                              std::to_string(worker.local_rank()) +
+                              ") matches no slot of the launcher's plan; check HVRUN_HOST and "
+                              "HVRUN_LOCAL_RANK");
+    }
+  }
+  if (rank >= world_size_) {
+    return invalid_argument("worker on " + describe_worker(worker) + " asked for rank " +
+                            std::to_string(rank) + ", but the job has " +
+                            std::to_string(world_size_) + " ranks (0-" +
+                            std::to_string(world_size_ - 1) + ")");
+  }
+  if (rank >= 0 && worker_of_rank_[rank] >= 0) {
+    return already_exists("rank " + std::to_string(rank) + " registered twice: first by " +
+                          describe_worker(workers_[worker_of_rank_[rank]]) + ", now by " +
+                          describe_worker(worker) + "; check each worker's HVRUN_RANK");
+  }
+  if (index >= world_size_) {
+    return resource_exhausted("worker on " + describe_worker(worker) +
+                              " registered, but all " + std::to_string(world_size_) +
+                              " ranks of the job are taken; check -np / --world-size");
+  }
+  workers_.push_back(worker);
+  rank_of_worker_.push_back(rank);
+  if (rank >= 0) worker_of_rank_[rank] = index;
+  *slot = index;
+  return Status::ok();
+}
+
+void Rendezvous::finish_locked() {
+  // Workers that asked for no rank take the free ones, in order of registration.
+  int next_free = 0;
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    if (rank_of_worker_[i] >= 0) continue;
+    while (worker_of_rank_[next_free] >= 0) ++next_free;
+    rank_of_worker_[i] = next_free;
+    worker_of_rank_[next_free] = static_cast<int>(i);
+  }
+  // Hosts in order of their lowest rank; local ranks as planned, as given, or in rank order.
+  std::vector<std::string> host_order;
+  std::map<std::string, std::vector<int>> ranks_on_host;
+  for (int r = 0; r < world_size_; ++r) {
+    const auto& host = workers_[worker_of_rank_[r]].host();
+    if (!ranks_on_host.count(host)) host_order.push_back(host);
+    ranks_on_host[host].push_back(r);
+  }
+  std::vector<int> local_rank(world_size_);
+  for (int r = 0; r < world_size_; ++r) {
+    const v1::WorkerInfo& w = workers_[worker_of_rank_[r]];
+    const auto& on_host = ranks_on_host[w.host()];
+    if (!plan_.empty()) {
+      local_rank[r] = plan_[r].local_rank;
+    } else if (w.local_rank() >= 0) {
+      local_rank[r] = w.local_rank();
+    } else {
+      local_rank[r] = static_cast<int>(std::find(on_host.begin(), on_host.end(), r) - on_host.begin());
+    }
+  }
+  topology_.assign(world_size_, {});
+  ranks_.assign(world_size_, {});
+  for (int r = 0; r < world_size_; ++r) {
+    const v1::WorkerInfo& w = workers_[worker_of_rank_[r]];
+    v1::Topology& t = topology_[r];
+    t.set_rank(r);
+    t.set_size(world_size_);
+    t.set_local_rank(local_rank[r]);
+    t.set_local_size(static_cast<int>(ranks_on_host[w.host()].size()));
+    int cross_rank = 0;
+    int cross_size = 0;
+    for (const auto& host : host_order) {
+      const auto& on_host = ranks_on_host[host];
+      const bool has_slot = std::any_of(on_host.begin(), on_host.end(),
+                                        [&](int other) { return local_rank[other] == local_rank[r]; });
+      if (!has_slot) continue;
+      if (host == w.host()) cross_rank = cross_size;
+      ++cross_size;
+    }
+    t.set_cross_rank(cross_rank);
+    t.set_cross_size(cross_size);
+    v1::RankInfo& info = ranks_[r];
+    info.set_rank(r);
+    info.set_host(w.host());
+    info.set_local_rank(local_rank[r]);
+    info.set_pid(w.pid());
+  }
+}
+
+Status Rendezvous::check_consistency_locked() const {
+  // One NCCL version per job: ranks built against different NCCLs hang or crash in collectives.
+  std::map<int, std::vector<int>> ranks_by_nccl;
+  for (int r = 0; r < world_size_; ++r) {
+    const int version = workers_[worker_of_rank_[r]].nccl_version();
+    if (version != 0) ranks_by_nccl[version].push_back(r);
+  }
+  if (ranks_by_nccl.size() > 1) {
+    std::string detail;
+    for (const auto& [version, ranks] : ranks_by_nccl) {
+      detail += (detail.empty() ? "" : "; ") + std::string("NCCL ") + std::to_string(version) +
+                " on rank(s) ";
+      for (size_t i = 0; i < ranks.size(); ++i) detail += (i ? ", " : "") + std::to_string(ranks[i]);
+    }
+    return failed_precondition("ranks use different NCCL versions (" + detail +
+                               "); install one NCCL everywhere");
+  }
+  // One GPU per rank: two ranks of a host on one GPU means the pinning went wrong.
+  std::map<std::pair<std::string, std::string>, int> rank_of_gpu;
+  for (int r = 0; r < world_size_; ++r) {
+    const v1::WorkerInfo& w = workers_[worker_of_rank_[r]];
+    const std::string& gpu = !w.gpu_uuid().empty() ? w.gpu_uuid() : w.pci_bus_id();
+    if (gpu.empty()) continue;
+    auto [it, added] = rank_of_gpu.try_emplace({w.host(), gpu}, r);
+    if (!added) {
+      return failed_precondition("ranks " + std::to_string(it->second) + " and " +
+                                 std::to_string(r) + " on host " + w.host() +
+                                 " both use GPU " + gpu +
+                                 "; each rank needs its own GPU (check --gpu-pinning and "
+                                 "CUDA_VISIBLE_DEVICES)");
+    }
+  }
+  return Status::ok();
+}
+
+std::string Rendezvous::missing_message() const {
+  std::string missing;
+  int unclaimed = 0;
+  for (int r = 0; r < world_size_; ++r) {
+    if (worker_of_rank_[r] >= 0) continue;
+    ++unclaimed;
+    if (!missing.empty()) missing += ", ";
+    missing += "rank " + std::to_string(r);
+    if (!plan_.empty()) {
+      missing += " (host " + plan_[r].host + ", local rank " + std::to_string(plan_[r].local_rank) + ")";
+    }
+  }
+  const int registered = static_cast<int>(workers_.size());
+  std::ostringstream seconds;
+  seconds << start_timeout_.count() / 1000.0;
+  std::string message = "rendezvous timed out after " + seconds.str() + " s: " +
+                        std::to_string(registered) + " of " + std::to_string(world_size_) +
+                        " ranks registered; ";
+  if (plan_.empty() && registered > world_size_ - unclaimed) {
+    message += std::to_string(world_size_ - registered) + " more worker(s) expected; unclaimed ";
+  } else {
+    message += "missing ";
+  }
+  message += missing + ". Did those workers start (check their output), can they reach the "
+             "coordinator, and do they use the job's secret? Raise --start-timeout if they are "
+             "just slow";
+  return message;
+}
+
+void Rendezvous::end_locked(Status status, std::vector<Listener>* to_call) {
+  if (ended_) return;
+  ended_ = true;
+  end_status_ = std::move(status);
+  if (on_end_) to_call->push_back(std::move(on_end_));
+  on_end_ = nullptr;
+  ended_cv_.notify_all();
+}
+
+Result<Registered> Rendezvous::register_worker(const v1::WorkerInfo& worker) {
+  std::vector<Listener> to_call;
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (ended_) {
+    if (!end_status_.is_ok()) return end_status_;
+    return failed_precondition("worker on " + describe_worker(worker) +
+                               " registered after the rendezvous completed; every rank is "
+                               "already taken");
+  }
+  int slot = -1;
+  HVRUN_RETURN_IF_ERROR(claim_rank(worker, &slot));
+  if (!deadline_) deadline_ = Clock::now() + start_timeout_;
+  if (static_cast<int>(workers_.size()) == world_size_) {
+    finish_locked();
+    end_locked(check_consistency_locked(), &to_call);
+  }
+  while (!ended_) {
+    if (ended_cv_.wait_until(lock, *deadline_) == std::cv_status::timeout && !ended_ &&
+        Clock::now() >= *deadline_) {
+      end_locked(deadline_exceeded(missing_message()), &to_call);
+    }
+  }
+  Status status = end_status_;
+  const int rank = status.is_ok() ? rank_of_worker_[slot] : -1;
+  Registered result;
+  if (status.is_ok()) {
+    result.topology = topology_[rank];
+    result.ranks = ranks_;
+  }
+  lock.unlock();
+  for (auto& listener : to_call) listener(status);
+  if (!status.is_ok()) return status;
+  return result;
+}
+
+bool Rendezvous::check_deadline(Clock::time_point now) {
+  std::vector<Listener> to_call;
+  Status status;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!ended_ && deadline_ && now >= *deadline_) end_locked(deadline_exceeded(missing_message()), &to_call);
+    status = end_status_;
+    if (to_call.empty()) return ended_;
+  }
+  for (auto& listener : to_call) listener(status);
+  return true;
+}
+
+void Rendezvous::abort(const Status& status) {
+  std::vector<Listener> to_call;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    end_locked(status, &to_call);
+  }
+  for (auto& listener : to_call) listener(status);
+}
+
+bool Rendezvous::complete() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return ended_ && end_status_.is_ok();
+}
+
+std::optional<v1::RankInfo> Rendezvous::rank_info(int rank) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!ended_ || !end_status_.is_ok() || rank < 0 || rank >= world_size_) return std::nullopt;
+  return ranks_[rank];
+}
+
+}  // namespace hvrun::coordinator

@@ -1,0 +1,142 @@
+#include "coordinator/service/job.h"
+
+#include <spdlog/spdlog.h>
+
+namespace hvrun::coordinator::service {
+
+namespace {
+EngineOptions engine_options(const CoordinatorOptions& options) {
+  EngineOptions engine;
+  engine.world_size = options.world_size;
+  engine.fusion_threshold_bytes = options.fusion_threshold_bytes;
+  engine.cycle_time = options.cycle_time;
+  engine.cache_capacity = options.cache_capacity;
+  return engine;
+}
+}  // namespace
+
+Job::Job(CoordinatorOptions options, CoordinatorServer::EventCallback on_event)
+    : options_(std::move(options)),
+      events_(std::move(on_event)),
+      rendezvous_(options_.world_size, options_.plan, options_.start_timeout,
+                  [this](const Status& status) {
+                    if (status.is_ok()) {
+                      spdlog::info("all {} ranks registered", options_.world_size);
+                      loop_.expect_streams_by(NegotiationEngine::Clock::now() +
+                                              options_.start_timeout);
+                      emit({CoordinatorEvent::Kind::kRegistrationComplete,
+                            "all " + std::to_string(options_.world_size) + " ranks registered"});
+                    } else if (status.code() != StatusCode::kAborted &&
+                               status.code() != StatusCode::kCancelled) {
+                      // Timed out, or the ranks that came do not fit together.
+                      spdlog::error("{}", status.message());
+                      emit({CoordinatorEvent::Kind::kRegistrationFailed, status.message()});
+                      end(status);
+                    }
+                  }),
+      loop_(engine_options(options_),
+            {.warning = options_.stall_warning, .shutdown = options_.stall_shutdown},
+            {.protocol_error =
+                 [this](int rank, const Status& error) {
+                   std::string host;
+                   if (auto info = rendezvous_.rank_info(rank)) host = info->host();
+                   abort("rank " + std::to_string(rank) + " broke the negotiation protocol: " +
+                             error.message(),
+                         rank, host);
+                 },
+             .streams_missing =
+                 [this](const std::vector<int>& ranks) {
+                   std::string who;
+                   for (int r : ranks) {
+                     if (!who.empty()) who += ", ";
+                     who += "rank " + std::to_string(r);
+                     if (auto info = rendezvous_.rank_info(r)) {
+                       who += " (host " + info->host() + ", pid " + std::to_string(info->pid()) + ")";
+                     }
+                   }
+                   abort(who + " registered but did not open the negotiation stream within the "
+                               "start timeout; is the worker stuck before its first collective?",
+                         ranks.front(), "");
+                 },
+             .everyone_left =
+                 [this] {
+                   spdlog::info("every rank said goodbye; the job is finished");
+                   emit({CoordinatorEvent::Kind::kJobFinished, "every rank finished cleanly"});
+                   end(Status::ok());
+                 },
+             .stalled =
+                 [this](const StalledTensor& stall) {
+                   abort("stall shutdown (--stall-shutdown): " + describe_stall(stall),
+                         stall.missing_ranks.empty() ? -1 : stall.missing_ranks.front(), "");
+                 }}) {}
+
+Job::~Job() { loop_.stop(); }
+
+void Job::emit(CoordinatorEvent event) { events_.post(std::move(event)); }
+
+void Job::end(Status status) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (end_) return;
+    end_ = status;
+  }
+  ended_cv_.notify_all();
+  if (!status.is_ok()) {
+    rendezvous_.abort(status);
+    kv_.abort(status);
+    v1::JobAbort message;
+    message.set_reason(status.message());
+    message.set_rank(-1);
+    loop_.abort(message, status);
+  }
+}
+
+void Job::abort(const std::string& reason, int rank, const std::string& host) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (end_ || aborting_) return;
+    aborting_ = true;
+  }
+  spdlog::error("job aborted: {}", reason);
+  // Streams first, so every worker hears the reason before anything else ends.
+  v1::JobAbort message;
+  message.set_reason(reason);
+  message.set_rank(rank);
+  message.set_host(host);
+  const Status status = aborted(reason);
+  loop_.abort(message, status);
+  emit({CoordinatorEvent::Kind::kAborted, reason, rank, host});
+  end(status);
+}
+
+void Job::shutdown() { end(cancelled("the coordinator shut down before the job ended")); }
+
+void Job::worker_lost(int rank) {
+  std::string who = "rank " + std::to_string(rank);
+  std::string host;
+  if (auto info = rendezvous_.rank_info(rank)) {
+    host = info->host();
+    who += " on host " + host + " (pid " + std::to_string(info->pid()) + ")";
+  }
+  const std::string reason = who + " disconnected without saying goodbye (its process exited or "
+                                   "was killed); see that rank's output";
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (end_ || aborting_) return;
+  }
+  emit({CoordinatorEvent::Kind::kWorkerLost, reason, rank, host});
+  abort(reason, rank, host);
+}
+
+std::optional<Status> Job::end_status() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return end_;
+}
+
+std::optional<Status> Job::wait_for_end(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  ended_cv_.wait_for(lock, timeout, [&] { return end_.has_value(); });
+  return end_;
+}
+
+}  // namespace hvrun::coordinator::service

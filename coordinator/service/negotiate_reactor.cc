@@ -1,0 +1,168 @@
+#include "coordinator/service/negotiate_reactor.h"
+
+#include <grpcpp/support/proto_buffer_reader.h>
+#include <spdlog/spdlog.h>
+
+#include "coordinator/grpc_status.h"
+
+namespace hvrun::coordinator::service {
+
+void Outbox::send(std::shared_ptr<const grpc::ByteBuffer> message) {
+  NegotiateReactor* start = nullptr;
+  const grpc::ByteBuffer* first = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!reactor_ || finish_requested_) return;
+    queue_.push_back(std::move(message));
+    if (writing_) return;
+    writing_ = true;
+    start = reactor_;
+    first = queue_.front().get();
+  }
+  // Outside the lock: gRPC may run reactions inline. Only this thread may start the write now.
+  start->StartWrite(first);
+}
+
+void Outbox::finish(const Status& status) {
+  NegotiateReactor* finisher = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!reactor_ || finish_requested_) return;
+    finish_requested_ = true;
+    finish_status_ = to_grpc(status);
+    if (writing_) return;  // on_write_done finishes once the queue is written
+    finished_ = true;
+    finisher = reactor_;
+  }
+  finisher->Finish(finish_status_);
+}
+
+void Outbox::on_write_done(bool ok) {
+  NegotiateReactor* reactor = nullptr;
+  const grpc::ByteBuffer* next = nullptr;
+  bool finish_now = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    queue_.pop_front();
+    if (!ok) queue_.clear();  // the stream is broken; the read side reports it
+    if (!queue_.empty()) {
+      next = queue_.front().get();
+    } else {
+      writing_ = false;
+      if (finish_requested_ && !finished_) {
+        finished_ = true;
+        finish_now = true;
+      }
+    }
+    reactor = reactor_;
+  }
+  if (!reactor) return;
+  if (next) {
+    reactor->StartWrite(next);
+  } else if (finish_now) {
+    reactor->Finish(finish_status_);
+  }
+}
+
+bool Outbox::finishing() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return finish_requested_;
+}
+
+void Outbox::on_done() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  reactor_ = nullptr;
+  queue_.clear();
+}
+
+NegotiateReactor::NegotiateReactor(Job& job, std::string peer, const Status& refusal)
+    : job_(job), peer_(std::move(peer)), outbox_(std::make_shared<Outbox>(this)) {
+  if (!refusal.is_ok()) {
+    refused_ = true;
+    outbox_->finish(refusal);
+    return;
+  }
+  StartRead(&incoming_);
+}
+
+void NegotiateReactor::OnReadDone(bool ok) {
+  if (!ok) {
+    // The worker closed its side (after Goodbye) or the connection broke.
+    if (said_goodbye_ || !attached_) {
+      outbox_->finish(Status::ok());
+    } else {
+      job_.worker_lost(rank_);
+      outbox_->finish(job_.end_status().value_or(aborted("rank " + std::to_string(rank_) +
+                                                         " disconnected")));
+    }
+    return;
+  }
+  v1::WorkerMessage message;
+  grpc::ProtoBufferReader reader(&incoming_);
+  if (!message.ParseFromZeroCopyStream(&reader)) {
+    outbox_->finish(invalid_argument("Negotiate: a message from " + peer_ +
+                                     " is not a WorkerMessage (hvrun protocol v1)"));
+    return;
+  }
+  handle(message);
+  if (!outbox_->finishing()) StartRead(&incoming_);
+}
+
+void NegotiateReactor::handle(const v1::WorkerMessage& message) {
+  if (!attached_ && message.kind_case() != v1::WorkerMessage::kHello) {
+    outbox_->finish(failed_precondition("Negotiate: the first message of a stream must be Hello"));
+    return;
+  }
+  switch (message.kind_case()) {
+    case v1::WorkerMessage::kHello:
+      on_hello(message.hello());
+      break;
+    case v1::WorkerMessage::kRequests:
+      job_.loop().submit(rank_, message.requests());
+      break;
+    case v1::WorkerMessage::kHeartbeat:
+      break;
+    case v1::WorkerMessage::kAbort: {
+      const auto& request = message.abort();
+      job_.abort(request.reason(), request.rank() >= 0 ? request.rank() : rank_, request.host());
+      break;
+    }
+    case v1::WorkerMessage::kGoodbye:
+      said_goodbye_ = true;
+      job_.loop().goodbye(rank_);
+      break;
+    default:
+      break;
+  }
+}
+
+void NegotiateReactor::on_hello(const v1::Hello& hello) {
+  if (attached_) {
+    outbox_->finish(failed_precondition("Negotiate: Hello sent twice on one stream"));
+    return;
+  }
+  if (!job_.rendezvous().complete()) {
+    outbox_->finish(failed_precondition("Negotiate: rank " + std::to_string(hello.rank()) +
+                                        " opened its stream before the rendezvous completed; "
+                                        "call Register first"));
+    return;
+  }
+  Status status = job_.loop().attach(hello.rank(), outbox_);
+  if (!status.is_ok()) {
+    outbox_->finish(status);
+    return;
+  }
+  rank_ = hello.rank();
+  attached_ = true;
+  SPDLOG_DEBUG("rank {} negotiating from {}", rank_, peer_);
+}
+
+void NegotiateReactor::OnWriteDone(bool ok) { outbox_->on_write_done(ok); }
+
+void NegotiateReactor::OnDone() {
+  outbox_->on_done();
+  if (attached_) job_.loop().detach(rank_, outbox_.get());
+  delete this;
+}
+
+}  // namespace hvrun::coordinator::service

@@ -1,0 +1,227 @@
+#include "coordinator/service/negotiation_loop.h"
+
+#include <spdlog/spdlog.h>
+
+namespace hvrun::coordinator::service {
+
+std::shared_ptr<const grpc::ByteBuffer> serialize(const v1::CoordinatorMessage& message) {
+  const std::string bytes = message.SerializeAsString();
+  grpc::Slice slice(bytes);
+  return std::make_shared<const grpc::ByteBuffer>(&slice, 1);
+}
+
+namespace {
+// How often stalls are looked for: a quarter of the smallest threshold, at least every 50 ms.
+std::chrono::milliseconds stall_check_period(const NegotiationLoop::StallOptions& stall) {
+  std::chrono::milliseconds smallest = std::chrono::milliseconds::max();
+  for (auto threshold : {stall.warning, stall.shutdown}) {
+    if (threshold.count() > 0) smallest = std::min(smallest, threshold);
+  }
+  return std::max(std::chrono::milliseconds(50), smallest / 4);
+}
+}  // namespace
+
+NegotiationLoop::NegotiationLoop(EngineOptions options, StallOptions stall, Hooks hooks)
+    : world_size_(options.world_size),
+      stall_(stall),
+      hooks_(std::move(hooks)),
+      engine_(options),
+      streams_(options.world_size),
+      said_goodbye_(options.world_size, 0),
+      attached_once_(options.world_size, 0) {
+  if (stall_.warning.count() > 0 || stall_.shutdown.count() > 0) {
+    next_stall_check_ = NegotiationEngine::Clock::now() + stall_check_period(stall_);
+  }
+  thread_ = std::thread([this] { run(); });
+}
+
+NegotiationLoop::~NegotiationLoop() { stop(); }
+
+void NegotiationLoop::stop() {
+  {
+    std::lock_guard<std::mutex> lock(inbox_mutex_);
+    stopping_ = true;
+  }
+  inbox_cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+Status NegotiationLoop::attach(int rank, std::shared_ptr<StreamSink> sink) {
+  std::lock_guard<std::mutex> lock(streams_mutex_);
+  if (abort_message_) {
+    sink->send(abort_message_);
+    sink->finish(abort_status_);
+    return abort_status_;
+  }
+  if (rank < 0 || rank >= world_size_) {
+    return invalid_argument("Negotiate: Hello from rank " + std::to_string(rank) +
+                            ", but the job has ranks 0-" + std::to_string(world_size_ - 1));
+  }
+  if (streams_[rank] || said_goodbye_[rank]) {
+    return already_exists("Negotiate: rank " + std::to_string(rank) +
+                          " already has (or had) a negotiation stream; one per worker");
+  }
+  streams_[rank] = sink;
+  attached_once_[rank] = 1;
+  v1::CoordinatorMessage welcome;
+  welcome.mutable_welcome()->set_first_plan_seq(last_seq_ + 1);
+  sink->send(serialize(welcome));
+  return Status::ok();
+}
+
+void NegotiationLoop::detach(int rank, const StreamSink* sink) {
+  std::lock_guard<std::mutex> lock(streams_mutex_);
+  if (rank >= 0 && rank < world_size_ && streams_[rank].get() == sink) streams_[rank].reset();
+}
+
+void NegotiationLoop::expect_streams_by(NegotiationEngine::TimePoint deadline) {
+  {
+    std::lock_guard<std::mutex> lock(inbox_mutex_);
+    attach_deadline_ = deadline;
+    deadline_changed_ = true;
+  }
+  inbox_cv_.notify_one();
+}
+
+void NegotiationLoop::check_streams_attached() {
+  std::vector<int> missing;
+  {
+    std::lock_guard<std::mutex> lock(streams_mutex_);
+    if (abort_message_) return;
+    for (int r = 0; r < world_size_; ++r) {
+      if (!attached_once_[r] && !said_goodbye_[r]) missing.push_back(r);
+    }
+  }
+  if (!missing.empty() && hooks_.streams_missing) hooks_.streams_missing(missing);
+}
+
+void NegotiationLoop::check_stalls(NegotiationEngine::TimePoint now) {
+  const auto smallest = stall_.warning.count() > 0 && (stall_.shutdown.count() == 0 ||
+                                                       stall_.warning < stall_.shutdown)
+                            ? stall_.warning
+                            : stall_.shutdown;
+  std::set<std::string> still_stalled;
+  for (const StalledTensor& stall : engine_.stalled_tensors(now, smallest)) {
+    still_stalled.insert(stall.name);
+    if (stall_.shutdown.count() > 0 && stall.waited >= stall_.shutdown) {
+      if (hooks_.stalled) hooks_.stalled(stall);
+      return;
+    }
+    if (stall_.warning.count() > 0 && stall.waited >= stall_.warning && !warned_.count(stall.name)) {
+      spdlog::warn("stall: {}", describe_stall(stall));
+      warned_.insert(stall.name);
+    }
+  }
+  // Forget tensors that moved on, so that a later stall of the same name is reported again.
+  for (auto it = warned_.begin(); it != warned_.end();) {
+    it = still_stalled.count(*it) ? std::next(it) : warned_.erase(it);
+  }
+}
+
+void NegotiationLoop::submit(int rank, v1::RequestBatch batch) {
+  {
+    std::lock_guard<std::mutex> lock(inbox_mutex_);
+    inbox_.emplace_back(Submission{rank, std::move(batch)});
+  }
+  inbox_cv_.notify_one();
+}
+
+void NegotiationLoop::goodbye(int rank) {
+  bool everyone = false;
+  {
+    std::lock_guard<std::mutex> lock(streams_mutex_);
+    if (rank < 0 || rank >= world_size_ || said_goodbye_[rank]) return;
+    said_goodbye_[rank] = 1;
+    everyone = ++goodbyes_ == world_size_;
+  }
+  {
+    std::lock_guard<std::mutex> lock(inbox_mutex_);
+    inbox_.emplace_back(Departure{rank});
+  }
+  inbox_cv_.notify_one();
+  if (everyone && hooks_.everyone_left) hooks_.everyone_left();
+}
+
+void NegotiationLoop::abort(const v1::JobAbort& message, const Status& status) {
+  std::vector<std::shared_ptr<StreamSink>> streams;
+  {
+    std::lock_guard<std::mutex> lock(streams_mutex_);
+    if (abort_message_) return;
+    v1::CoordinatorMessage wrapped;
+    *wrapped.mutable_abort() = message;
+    abort_message_ = serialize(wrapped);
+    abort_status_ = status;
+    streams = streams_;
+  }
+  for (auto& stream : streams) {
+    if (!stream) continue;
+    stream->send(abort_message_);
+    stream->finish(status);
+  }
+}
+
+void NegotiationLoop::broadcast(v1::Plan plan) {
+  const uint64_t seq = plan.seq();
+  v1::CoordinatorMessage wrapped;
+  *wrapped.mutable_plan() = std::move(plan);
+  const auto message = serialize(wrapped);
+  std::vector<std::shared_ptr<StreamSink>> streams;
+  {
+    // A stream attaching after this point is welcomed with first_plan_seq = seq + 1.
+    std::lock_guard<std::mutex> lock(streams_mutex_);
+    if (abort_message_) return;
+    last_seq_ = seq;
+    streams = streams_;
+  }
+  for (auto& stream : streams) {
+    if (stream) stream->send(message);
+  }
+}
+
+void NegotiationLoop::run() {
+  std::vector<Input> batch;
+  for (;;) {
+    bool check_attached = false;
+    {
+      std::unique_lock<std::mutex> lock(inbox_mutex_);
+      auto has_work = [&] { return stopping_ || !inbox_.empty() || deadline_changed_; };
+      auto deadline = engine_.next_deadline();
+      for (const auto& other : {attach_deadline_, next_stall_check_}) {
+        if (other && (!deadline || *other < *deadline)) deadline = other;
+      }
+      if (deadline) {
+        inbox_cv_.wait_until(lock, *deadline, has_work);
+      } else {
+        inbox_cv_.wait(lock, has_work);
+      }
+      if (stopping_) return;
+      deadline_changed_ = false;
+      if (attach_deadline_ && NegotiationEngine::Clock::now() >= *attach_deadline_) {
+        attach_deadline_.reset();
+        check_attached = true;
+      }
+      batch.swap(inbox_);
+    }
+    if (check_attached) check_streams_attached();
+    if (next_stall_check_ && NegotiationEngine::Clock::now() >= *next_stall_check_) {
+      check_stalls(NegotiationEngine::Clock::now());
+      next_stall_check_ = NegotiationEngine::Clock::now() + stall_check_period(stall_);
+    }
+    for (Input& input : batch) {
+      const auto now = NegotiationEngine::Clock::now();
+      if (auto* submission = std::get_if<Submission>(&input)) {
+        Status status = engine_.submit(submission->rank, submission->batch, now);
+        if (!status.is_ok() && hooks_.protocol_error) hooks_.protocol_error(submission->rank, status);
+      } else {
+        engine_.rank_departed(std::get<Departure>(input).rank, now);
+      }
+    }
+    batch.clear();
+    while (auto plan = engine_.take_plan(NegotiationEngine::Clock::now())) {
+      SPDLOG_TRACE("plan {} with {} responses", plan->seq(), plan->responses_size());
+      broadcast(std::move(*plan));
+    }
+  }
+}
+
+}  // namespace hvrun::coordinator::service

@@ -1,0 +1,102 @@
+// The coordinator's negotiation loop: the one thread that owns the NegotiationEngine. Streams
+// hand it their workers' batches (submit) and it sends every plan, in seq order, to every
+// attached stream. It wakes on new batches and at the engine's next deadline (cycle time).
+//
+// Threads: every public method may be called from any thread. The hooks run on the loop thread
+// or the caller's thread and must not call back into the loop.
+#pragma once
+
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <variant>
+#include <vector>
+
+#include "coordinator/negotiation_engine.h"
+#include "coordinator/service/stream_sink.h"
+
+namespace hvrun::coordinator::service {
+
+class NegotiationLoop {
+ public:
+  struct Hooks {
+    std::function<void(int rank, const Status& error)> protocol_error;  // a rank broke protocol
+    // Ranks that never attached a stream by the deadline of expect_streams_by().
+    std::function<void(const std::vector<int>& ranks)> streams_missing;
+    std::function<void()> everyone_left;  // every rank said Goodbye
+    // A tensor waited past the stall shutdown threshold (message names it and the missing ranks).
+    std::function<void(const StalledTensor& stall)> stalled;
+  };
+
+  struct StallOptions {
+    std::chrono::milliseconds warning{0};   // 0 = no warnings
+    std::chrono::milliseconds shutdown{0};  // 0 = never
+  };
+
+  NegotiationLoop(EngineOptions options, StallOptions stall, Hooks hooks);
+  ~NegotiationLoop();  // stops the thread
+
+  // Attaches rank's stream and sends it Welcome. Fails when the rank is out of range, already
+  // has a stream, or the job was aborted (then the sink also receives the JobAbort).
+  Status attach(int rank, std::shared_ptr<StreamSink> sink);
+  // The stream of `rank` ended; `sink` guards against detaching a newer stream.
+  void detach(int rank, const StreamSink* sink);
+
+  // Every rank must have attached a stream by `deadline` (else hooks.streams_missing).
+  void expect_streams_by(NegotiationEngine::TimePoint deadline);
+
+  void submit(int rank, v1::RequestBatch batch);
+  void goodbye(int rank);
+
+  // Sends JobAbort to every stream and finishes them with `status`; refuses later attaches.
+  void abort(const v1::JobAbort& message, const Status& status);
+
+  void stop();
+
+ private:
+  struct Submission {
+    int rank;
+    v1::RequestBatch batch;
+  };
+  struct Departure {
+    int rank;
+  };
+  using Input = std::variant<Submission, Departure>;
+
+  void run();
+  void broadcast(v1::Plan plan);
+  void check_streams_attached();
+  void check_stalls(NegotiationEngine::TimePoint now);
+
+  const int world_size_;
+  const StallOptions stall_;
+  Hooks hooks_;
+  NegotiationEngine engine_;  // loop thread only
+  std::optional<NegotiationEngine::TimePoint> next_stall_check_;  // loop thread only
+  std::set<std::string> warned_;                                  // loop thread only: stalls logged
+
+  std::mutex inbox_mutex_;
+  std::condition_variable inbox_cv_;
+  std::vector<Input> inbox_;   // guarded by inbox_mutex_
+  bool stopping_ = false;      // guarded by inbox_mutex_
+  std::optional<NegotiationEngine::TimePoint> attach_deadline_;  // guarded by inbox_mutex_
+  bool deadline_changed_ = false;  // guarded by inbox_mutex_: wakes the loop to re-plan its wait
+
+  std::mutex streams_mutex_;   // also orders Welcome before the plans a stream receives
+  std::vector<std::shared_ptr<StreamSink>> streams_;  // by rank; guarded by streams_mutex_
+  std::vector<uint8_t> said_goodbye_;                 // guarded by streams_mutex_
+  std::vector<uint8_t> attached_once_;                // guarded by streams_mutex_
+  int goodbyes_ = 0;                                  // guarded by streams_mutex_
+  uint64_t last_seq_ = 0;                             // guarded by streams_mutex_
+  std::shared_ptr<const grpc::ByteBuffer> abort_message_;  // guarded by streams_mutex_
+  Status abort_status_;                               // guarded by streams_mutex_
+
+  std::thread thread_;
+};
+
+}  // namespace hvrun::coordinator::service

@@ -1,0 +1,27 @@
+// Where the negotiation loop sends one worker's messages (its Negotiate stream). Messages are
+// CoordinatorMessages serialized once (a plan goes to every rank: serializing it per stream
+// would cost the loop thread as much as negotiating it).
+#pragma once
+
+#include <memory>
+
+#include <grpcpp/support/byte_buffer.h>
+
+#include "common/status.h"
+#include "hvrun.pb.h"
+
+namespace hvrun::coordinator::service {
+
+class StreamSink {
+ public:
+  virtual ~StreamSink() = default;
+  // Queues a message; messages are written in the order of send() calls. Never blocks.
+  virtual void send(std::shared_ptr<const grpc::ByteBuffer> message) = 0;
+  // Ends the stream with `status` once the queued messages are written. Idempotent.
+  virtual void finish(const Status& status) = 0;
+};
+
+// A CoordinatorMessage as the bytes every stream sends.
+std::shared_ptr<const grpc::ByteBuffer> serialize(const v1::CoordinatorMessage& message);
+
+}  // namespace hvrun::coordinator::service

@@ -1,0 +1,37 @@
+// The job's coordinator as the launcher sees it: started in-process before the workers
+// (coordinator/server.h), its events turned into job failures, aborted when the job fails.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "common/settings.h"
+#include "common/status.h"
+#include "launcher/job_plan.h"
+
+namespace hvrun::launcher {
+
+struct ControlPlaneEvents {
+  // Registration timed out, the job was aborted, or a worker's stream was lost. Called on a
+  // coordinator thread: post, never block.
+  std::function<void(const std::string& message, int rank)> on_failure;
+  // Informational (every rank registered). Same thread rules.
+  std::function<void(const std::string& message)> on_note;
+};
+
+class ControlPlane {
+ public:
+  virtual ~ControlPlane() = default;
+  virtual std::string address() const = 0;  // what workers dial (HVRUN_COORDINATOR_ADDR)
+  virtual void abort(const std::string& reason, int rank, const std::string& host) = 0;
+  virtual void shutdown() = 0;
+};
+
+Result<std::unique_ptr<ControlPlane>> start_control_plane(const Settings& settings,
+                                                          const JobPlan& plan,
+                                                          const std::string& secret,
+                                                          const std::string& job_id,
+                                                          ControlPlaneEvents events);
+
+}  // namespace hvrun::launcher

@@ -1,0 +1,52 @@
+// CoordinatorOptions from the settings registry, and the Status <-> gRPC mapping at the edge.
+#include <gtest/gtest.h>
+
+#include "common/settings.h"
+#include "coordinator/grpc_status.h"
+#include "coordinator/server.h"
+
+namespace hvrun::coordinator {
+namespace {
+
+TEST(CoordinatorOptions, FromSettingsReadsEveryCoordinatorTunable) {
+  Settings settings;
+  ASSERT_TRUE(settings.set("fusion_threshold_mb", "2.5", SettingSource::kOverride).is_ok());
+  ASSERT_TRUE(settings.set("cycle_time_ms", "0.25", SettingSource::kOverride).is_ok());
+  ASSERT_TRUE(settings.set("cache_capacity", "7", SettingSource::kOverride).is_ok());
+  ASSERT_TRUE(settings.set("start_timeout_s", "1.5", SettingSource::kOverride).is_ok());
+  ASSERT_TRUE(settings.set("coordinator_port", "29500", SettingSource::kOverride).is_ok());
+  ASSERT_TRUE(settings.set("stall_warning_s", "2", SettingSource::kOverride).is_ok());
+  ASSERT_TRUE(settings.set("stall_shutdown_s", "9", SettingSource::kOverride).is_ok());
+  const auto options = CoordinatorOptions::from_settings(settings);
+  EXPECT_EQ(options.fusion_threshold_bytes, 2621440);
+  EXPECT_EQ(options.cycle_time, std::chrono::microseconds(250));
+  EXPECT_EQ(options.cache_capacity, 7);
+  EXPECT_EQ(options.start_timeout, std::chrono::milliseconds(1500));
+  EXPECT_EQ(options.listen_address, "127.0.0.1:29500");
+  EXPECT_EQ(options.stall_warning, std::chrono::seconds(2));
+  EXPECT_EQ(options.stall_shutdown, std::chrono::seconds(9));
+  EXPECT_EQ(options.job_settings.at("cycle_time_ms"), "0.25");
+  EXPECT_EQ(options.job_settings.size(), all_settings().size());
+}
+
+TEST(GrpcStatus, EveryHvrunCodeMapsToTheSameGrpcCodeAndBack) {
+  for (StatusCode code :
+       {StatusCode::kCancelled, StatusCode::kInvalidArgument, StatusCode::kDeadlineExceeded,
+        StatusCode::kNotFound, StatusCode::kAlreadyExists, StatusCode::kResourceExhausted,
+        StatusCode::kFailedPrecondition, StatusCode::kAborted, StatusCode::kUnimplemented,
+        StatusCode::kInternal, StatusCode::kUnavailable, StatusCode::kUnauthenticated}) {
+    const Status status(code, "what happened");
+    const grpc::Status wire = to_grpc(status);
+    EXPECT_EQ(static_cast<int>(wire.error_code()), static_cast<int>(code));
+    EXPECT_EQ(wire.error_message(), "what happened");
+    EXPECT_EQ(from_grpc(wire), status);
+  }
+  EXPECT_TRUE(to_grpc(Status::ok()).ok());
+  EXPECT_TRUE(from_grpc(grpc::Status::OK).is_ok());
+  const Status unknown = from_grpc(grpc::Status(grpc::StatusCode::UNKNOWN, "boom"));
+  EXPECT_EQ(unknown.code(), StatusCode::kInternal);
+  EXPECT_EQ(unknown.message(), "UNKNOWN: boom");
+}
+
+}  // namespace
+}  // namespace hvrun::coordinator

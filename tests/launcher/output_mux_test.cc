@@ -1,0 +1,107 @@
+#include "launcher/output_mux.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+
+namespace hvrun::launcher {
+namespace {
+
+// Captures what a sink writes in a temporary file.
+class Capture {
+ public:
+  Capture() : file_(std::tmpfile()) {}
+  ~Capture() { std::fclose(file_); }
+  int fd() const { return fileno(file_); }
+  std::string text() const {
+    std::string out;
+    char buf[4096];
+    for (off_t off = 0;;) {
+      ssize_t n = ::pread(fd(), buf, sizeof buf, off);
+      if (n <= 0) break;
+      out.append(buf, static_cast<size_t>(n));
+      off += n;
+    }
+    return out;
+  }
+
+ private:
+  FILE* file_;
+};
+
+TEST(OutputMuxTest, TagsWholeLinesAcrossPartialReads) {
+  Capture cap;
+  OutputSink sink(cap.fd());
+  TaggedStream r0("[0]<stdout>:", sink, -1, 0), r1("[1]<stdout>:", sink, -1, 0);
+  r0.feed("hel");
+  r1.feed("wor");
+  r0.feed("lo\nsecond");
+  r1.feed("ld\n");
+  r0.feed(" line\n");
+  EXPECT_EQ(cap.text(), "[0]<stdout>:hello\n[1]<stdout>:world\n[0]<stdout>:second line\n");
+}
+
+TEST(OutputMuxTest, ProgressBarsKeepTheirTagAndOthersStartOnAFreshLine) {
+  Capture cap;
+  OutputSink sink(cap.fd());
+  TaggedStream r0("[0]:", sink, -1, 0), r1("[1]:", sink, -1, 0);
+  r0.feed("\r10%");
+  r0.feed("\r20%");  // this redraw's '\r' completes the previous one: "10%" goes out
+  r1.feed("line\n");  // the open bar line is ended first
+  r0.feed("\r30%\n");
+  EXPECT_EQ(cap.text(), "[0]:10%\r\n[1]:line\n[0]:20%\r[0]:30%\n");
+}
+
+TEST(OutputMuxTest, StdoutAndStderrOfOneTerminalShareTheOpenLine) {
+  Capture cap;
+  OpenLine shared;
+  OutputSink out(cap.fd(), shared), err(cap.fd(), shared);
+  TaggedStream bar("[0]<stdout>:", out, -1, 0), warn("[1]<stderr>:", err, -1, 0);
+  bar.feed("50%\r");
+  warn.feed("careful\n");
+  EXPECT_EQ(cap.text(), "[0]<stdout>:50%\r\n[1]<stderr>:careful\n");
+  Capture other;
+  EXPECT_TRUE(same_file(cap.fd(), cap.fd()));
+  EXPECT_FALSE(same_file(cap.fd(), other.fd()));
+}
+
+TEST(OutputMuxTest, CarriageReturnNewlineSplitAcrossReadsIsOneLineEnd) {
+  Capture cap;
+  OutputSink sink(cap.fd());
+  TaggedStream r0("[0]:", sink, -1, 0);
+  r0.feed("dos\r");
+  r0.feed("\nnext\r\n");
+  EXPECT_EQ(cap.text(), "[0]:dos\r\n[0]:next\r\n");
+}
+
+TEST(OutputMuxTest, FinishEndsALastLineAndCopiesAndTailAreKept) {
+  Capture cap, copy;
+  OutputSink sink(cap.fd());
+  {
+    TaggedStream err("[2]<stderr>:", sink, ::dup(copy.fd()), 2);
+    err.feed("one\ntwo\nthree\npartial");
+    err.finish();
+    ASSERT_EQ(err.last_lines().size(), 2u);
+    EXPECT_EQ(err.last_lines()[0], "three");
+    EXPECT_EQ(err.last_lines()[1], "partial");
+  }
+  EXPECT_EQ(cap.text(),
+            "[2]<stderr>:one\n[2]<stderr>:two\n[2]<stderr>:three\n[2]<stderr>:partial\n");
+  EXPECT_EQ(copy.text(), "one\ntwo\nthree\npartial");
+}
+
+TEST(OutputMuxTest, OverlongLinesArePiecedNotLost) {
+  Capture cap;
+  OutputSink sink(cap.fd());
+  TaggedStream r0("[0]:", sink, -1, 0);
+  r0.feed(std::string(TaggedStream::kMaxLine + 10, 'x'));
+  r0.finish();
+  std::string text = cap.text();
+  EXPECT_EQ(text, "[0]:" + std::string(TaggedStream::kMaxLine, 'x') + "\n[0]:" +
+                      std::string(10, 'x') + "\n");
+}
+
+}  // namespace
+}  // namespace hvrun::launcher

@@ -1,0 +1,173 @@
+/* The C API from C. Without HVRUN_COORDINATOR_ADDR (plain ctest): the ABI check and init's
+ * error path. Under worker_harness (several ranks): collectives through the C API. Exits 0 on
+ * success; prints what failed otherwise. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hvrun/c_api.h"
+
+static int failures = 0;
+
+#define EXPECT(cond, ...)                       \
+  do {                                          \
+    if (!(cond)) {                              \
+      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
+      fprintf(stderr, __VA_ARGS__);             \
+      fprintf(stderr, "\n");                    \
+      ++failures;                               \
+    }                                           \
+  } while (0)
+
+static int standalone_checks(void) {
+  hvrun_worker_t* w = NULL;
+  EXPECT(hvrun_abi_version() == HVRUN_C_ABI_VERSION, "abi version %d", hvrun_abi_version());
+  hvrun_status_t s = hvrun_init(HVRUN_C_ABI_VERSION + 1, &w);
+  EXPECT(s == HVRUN_ERR_FAILED_PRECONDITION && w == NULL, "ABI mismatch accepted: %d", s);
+  EXPECT(strstr(hvrun_last_error(), "ABI") != NULL, "message: %s", hvrun_last_error());
+  s = hvrun_init(HVRUN_C_ABI_VERSION, &w);
+  EXPECT(s == HVRUN_ERR_FAILED_PRECONDITION, "init without a coordinator returned %d", s);
+  EXPECT(strstr(hvrun_last_error(), "HVRUN_COORDINATOR_ADDR") != NULL, "message: %s",
+         hvrun_last_error());
+  printf("standalone checks: %s\n", failures ? "FAILED" : "ok");
+  return failures ? 1 : 0;
+}
+
+static int job_checks(void) {
+  hvrun_worker_t* w = NULL;
+  hvrun_status_t s;
+  /* Odd ranks pass an explicit config (as another launcher would), even ranks read the
+   * environment: both paths join one job. */
+  int requested = atoi(getenv("HVRUN_RANK") ? getenv("HVRUN_RANK") : "0");
+  if (requested % 2 == 1) {
+    hvrun_config_t config;
+    memset(&config, 0, sizeof config);
+    config.coordinator_address = getenv("HVRUN_COORDINATOR_ADDR");
+    config.secret = getenv("HVRUN_SECRET");
+    config.requested_rank = requested;
+    config.local_rank = requested;
+    config.host = "localhost";
+    config.data_address = "127.0.0.1";
+    config.start_timeout_ms = 20000;
+    config.op_timeout_ms = -1;
+    s = hvrun_init_with_config(HVRUN_C_ABI_VERSION, &config, &w);
+  } else {
+    s = hvrun_init(HVRUN_C_ABI_VERSION, &w);
+  }
+  if (s != HVRUN_OK) {
+    fprintf(stderr, "init: %s: %s\n", hvrun_status_name(s), hvrun_last_error());
+    return 1;
+  }
+  int rank = hvrun_rank(w), size = hvrun_size(w);
+
+  /* Allreduce (sum, out of place) of 1001 floats. */
+  enum { N = 1001 };
+  static float in[N], out[N];
+  for (int i = 0; i < N; ++i) in[i] = (float)(rank + 1);
+  int64_t shape[2] = {N, 0};
+  hvrun_handle_t* h = NULL;
+  s = hvrun_allreduce_async(w, "c.allreduce", in, out, HVRUN_FLOAT32, 1, shape, HVRUN_SUM, 1.0,
+                            1.0, &h);
+  EXPECT(s == HVRUN_OK, "allreduce_async: %s", hvrun_last_error());
+  if (h) {
+    s = hvrun_handle_wait(h, 30000);
+    EXPECT(s == HVRUN_OK, "allreduce: %s", hvrun_last_error());
+    EXPECT(out[N - 1] == (float)(size * (size + 1) / 2), "allreduce value %f", out[N - 1]);
+    EXPECT(hvrun_handle_poll(h) == 1, "poll after completion");
+    hvrun_handle_free(h);
+  }
+
+  /* Allgather: rank r contributes r + 1 rows of 2 int32 values. */
+  int32_t rows[8];
+  for (int i = 0; i < 8; ++i) rows[i] = rank;
+  int64_t gshape[2] = {rank + 1, 2};
+  h = NULL;
+  s = hvrun_allgather_async(w, "c.allgather", rows, HVRUN_INT32, 2, gshape, &h);
+  EXPECT(s == HVRUN_OK, "allgather_async: %s", hvrun_last_error());
+  if (h) {
+    EXPECT(hvrun_handle_wait(h, 30000) == HVRUN_OK, "allgather: %s", hvrun_last_error());
+    const void* data = NULL;
+    size_t bytes = 0;
+    int ndim = 0;
+    const int64_t* oshape = NULL;
+    s = hvrun_handle_output(h, &data, &bytes, &ndim, &oshape);
+    EXPECT(s == HVRUN_OK && ndim == 2, "output: %s", hvrun_last_error());
+    if (s == HVRUN_OK) {
+      EXPECT(oshape[0] == size * (size + 1) / 2 && oshape[1] == 2, "allgather shape %lld",
+             (long long)oshape[0]);
+      const int32_t* v = (const int32_t*)data;
+      EXPECT(v[0] == 0 && v[bytes / 4 - 1] == size - 1, "allgather values");
+    }
+    hvrun_handle_free(h);
+  }
+
+  /* Broadcast from the last rank. */
+  double b[3] = {rank, rank, rank};
+  int64_t bshape[1] = {3};
+  h = NULL;
+  s = hvrun_broadcast_async(w, "c.broadcast", b, HVRUN_FLOAT64, 1, bshape, size - 1, &h);
+  EXPECT(s == HVRUN_OK, "broadcast_async: %s", hvrun_last_error());
+  if (h) {
+    EXPECT(hvrun_handle_wait(h, -1) == HVRUN_OK, "broadcast: %s", hvrun_last_error());
+    EXPECT(b[2] == size - 1, "broadcast value %f", b[2]);
+    hvrun_handle_free(h);
+  }
+
+  /* A bad argument is reported at once. */
+  h = NULL;
+  s = hvrun_broadcast_async(w, "c.badroot", b, HVRUN_FLOAT64, 1, bshape, size + 5, &h);
+  EXPECT(s == HVRUN_ERR_INVALID_ARGUMENT && h == NULL, "bad root accepted: %d", s);
+
+  /* A bounded wait returns DEADLINE_EXCEEDED while others have not submitted yet: rank 0
+   * submits "c.late" before a barrier, the others only after it. */
+  float late[4] = {1, 1, 1, 1};
+  int64_t lshape[1] = {4};
+  hvrun_handle_t* late_handle = NULL;
+  if (rank == 0) {
+    s = hvrun_allreduce_async(w, "c.late", late, late, HVRUN_FLOAT32, 1, lshape, HVRUN_SUM, 1.0,
+                              1.0, &late_handle);
+    EXPECT(s == HVRUN_OK, "late submit: %s", hvrun_last_error());
+    s = hvrun_handle_wait(late_handle, 50);
+    EXPECT(size == 1 || s == HVRUN_ERR_DEADLINE_EXCEEDED, "wait(50 ms) returned %s",
+           hvrun_status_name(s));
+    EXPECT(size == 1 || hvrun_handle_status(late_handle) == HVRUN_ERR_FAILED_PRECONDITION,
+           "status of a running collective");
+  }
+  h = NULL;
+  s = hvrun_barrier_async(w, &h);
+  EXPECT(s == HVRUN_OK && hvrun_handle_wait(h, 30000) == HVRUN_OK, "barrier: %s", hvrun_last_error());
+  hvrun_handle_free(h);
+  if (rank != 0) {
+    s = hvrun_allreduce_async(w, "c.late", late, late, HVRUN_FLOAT32, 1, lshape, HVRUN_SUM, 1.0,
+                              1.0, &late_handle);
+    EXPECT(s == HVRUN_OK, "late submit: %s", hvrun_last_error());
+  }
+  if (late_handle) {
+    EXPECT(hvrun_handle_wait(late_handle, 30000) == HVRUN_OK, "late: %s", hvrun_last_error());
+    EXPECT(late[0] == (float)size, "late value %f", late[0]);
+    hvrun_handle_free(late_handle);
+  }
+
+  /* Join: the last rank to join is reported to all. */
+  h = NULL;
+  s = hvrun_barrier_async(w, &h);
+  EXPECT(s == HVRUN_OK && hvrun_handle_wait(h, 30000) == HVRUN_OK, "barrier: %s", hvrun_last_error());
+  hvrun_handle_free(h);
+  h = NULL;
+  s = hvrun_join_async(w, &h);
+  EXPECT(s == HVRUN_OK && hvrun_handle_wait(h, 30000) == HVRUN_OK, "join: %s", hvrun_last_error());
+  int last = hvrun_handle_join_result(h);
+  EXPECT(last >= 0 && last < size, "join result %d", last);
+  hvrun_handle_free(h);
+
+  s = hvrun_finalize(w);
+  EXPECT(s == HVRUN_OK, "finalize: %s", hvrun_last_error());
+  printf("rank %d: c api checks %s\n", rank, failures ? "FAILED" : "ok");
+  return failures ? 1 : 0;
+}
+
+int main(void) {
+  const char* address = getenv("HVRUN_COORDINATOR_ADDR");
+  if (address == NULL || *address == '\0') return standalone_checks();
+  return job_checks();
+}

@@ -1,0 +1,36 @@
+// examples/train as a real job: the loss falls and every rank ends with identical weights.
+#include <gtest/gtest.h>
+
+#include <regex>
+
+#include "tests/worker/worker_harness.h"
+
+namespace hvrun::test {
+namespace {
+
+std::vector<double> epoch_losses(const std::string& out) {
+  std::vector<double> losses;
+  std::regex line(R"(epoch (\d+) loss ([0-9.]+))");
+  for (std::sregex_iterator it(out.begin(), out.end(), line), end; it != end; ++it)
+    losses.push_back(std::stod((*it)[2]));
+  return losses;
+}
+
+void expect_trained(const JobResult& job, int epochs) {
+  ASSERT_TRUE(job.all_succeeded()) << job.describe();
+  std::vector<double> losses = epoch_losses(job.ranks[0].out);
+  ASSERT_EQ(losses.size(), static_cast<size_t>(epochs)) << job.ranks[0].out;
+  EXPECT_LT(losses.back(), 0.8 * losses.front()) << job.ranks[0].out;
+  for (const auto& r : job.ranks) EXPECT_NE(r.out.find("weights identical"), std::string::npos) << r.out;
+}
+
+TEST(WorkerTrain, TwoRanksConvergeWithIdenticalWeights) {
+  expect_trained(run_job(2, {bin_path("train"), "--epochs", "5"}), 5);
+}
+
+TEST(WorkerTrain, UnevenBatchesFinishWithJoin) {
+  expect_trained(run_job(3, {bin_path("train"), "--epochs", "4", "--uneven"}), 4);
+}
+
+}  // namespace
+}  // namespace hvrun::test

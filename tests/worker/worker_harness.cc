@@ -1,0 +1,67 @@
+#include "tests/worker/worker_harness.h"
+
+#include <thread>
+
+#include "coordinator/server.h"
+
+namespace hvrun::test {
+
+bool JobResult::all_succeeded() const {
+  if (!coordinator_started || ranks.empty()) return false;
+  for (const auto& r : ranks)
+    if (r.exit_code != 0 || r.timed_out) return false;
+  return true;
+}
+
+std::string JobResult::describe() const {
+  std::string text;
+  if (!coordinator_started) text += "coordinator failed to start: " + coordinator_error + "\n";
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    const auto& r = ranks[i];
+    text += "--- rank " + std::to_string(i) + ": exit " + std::to_string(r.exit_code) +
+            (r.timed_out ? " (TIMED OUT, killed)" : "") + " after " +
+            std::to_string(r.elapsed.count()) + " ms\nstdout:\n" + r.out + "stderr:\n" + r.err;
+  }
+  return text;
+}
+
+JobResult run_job(int np, const std::vector<std::string>& argv, const JobOptions& options) {
+  JobResult result;
+  coordinator::CoordinatorOptions copts;
+  copts.listen_address = "127.0.0.1:0";
+  copts.secret = "worker-test-secret";
+  copts.world_size = np;
+  copts.start_timeout = std::chrono::milliseconds(20000);
+  copts.fusion_threshold_bytes = options.fusion_threshold_bytes;
+  auto server = coordinator::CoordinatorServer::start(copts);
+  if (!server.is_ok()) {
+    result.coordinator_error = server.status().to_string();
+    return result;
+  }
+  result.coordinator_started = true;
+  result.ranks.resize(static_cast<size_t>(np));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < np; ++r) {
+    RunOptions run;
+    run.timeout = options.timeout;
+    std::string rank = std::to_string(r), size = std::to_string(np);
+    run.env = {
+        {"HVRUN_RANK", rank}, {"HVRUN_SIZE", size}, {"HVRUN_LOCAL_RANK", rank},
+        {"HVRUN_LOCAL_SIZE", size}, {"HVRUN_CROSS_RANK", "0"}, {"HVRUN_CROSS_SIZE", "1"},
+        {"HVRUN_HOST", "localhost"}, {"HVRUN_COORDINATOR_ADDR", (*server)->address()},
+        {"HVRUN_SECRET", copts.secret}, {"HVRUN_JOB_ID", (*server)->job_id()},
+        {"HVRUN_DATA_ADDR", "127.0.0.1"}, {"RANK", rank}, {"WORLD_SIZE", size},
+        {"LOCAL_RANK", rank}, {"LOCAL_WORLD_SIZE", size}, {"HOROVOD_RANK", rank},
+        {"HOROVOD_SIZE", size}, {"HOROVOD_LOCAL_RANK", rank}, {"HOROVOD_LOCAL_SIZE", size},
+        {"HOROVOD_CROSS_RANK", "0"}, {"HOROVOD_CROSS_SIZE", "1"}};
+    for (const auto& [k, v] : options.extra_env) run.env[k] = v;
+    threads.emplace_back([&result, &argv, r, run] {
+      result.ranks[static_cast<size_t>(r)] = run_process(argv, run);
+    });
+  }
+  for (auto& t : threads) t.join();
+  (*server)->shutdown();
+  return result;
+}
+
+}  // namespace hvrun::test

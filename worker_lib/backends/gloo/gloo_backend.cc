@@ -1,0 +1,182 @@
+#include "worker_lib/backends/gloo/gloo_backend.h"
+
+#include <cstdint>
+#include <cstring>
+#include <exception>
+#include <numeric>
+#include <vector>
+
+#include <gloo/allgatherv.h>
+#include <gloo/allreduce.h>
+#include <gloo/alltoallv.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/prefix_store.h>
+#include <gloo/transport/tcp/device.h>
+
+#include "worker_lib/backends/gloo/reduce_kernels.h"
+#include "worker_lib/half.h"
+
+namespace hvrun::detail {
+namespace {
+
+// Gloo wants a non-null pointer even for empty buffers.
+char g_empty_byte;
+void* nonnull(void* p) { return p ? p : &g_empty_byte; }
+void* nonnull(const void* p) { return p ? const_cast<void*>(p) : &g_empty_byte; }
+
+class GlooBackend final : public Backend {
+ public:
+  GlooBackend(std::shared_ptr<gloo::Context> context, std::chrono::milliseconds timeout)
+      : context_(std::move(context)), timeout_(timeout) {}
+
+  std::string name() const override { return "gloo"; }
+  int rank() const override { return context_->rank; }
+  int size() const override { return context_->size; }
+
+  Status allreduce(void* buffer, size_t count, DataType dtype, ReduceOp op) override {
+    if (count == 0 || context_->size == 1) return Status::ok();
+    if (dtype == DataType::kFloat16 || dtype == DataType::kBFloat16) {
+      return allreduce_half(static_cast<uint16_t*>(buffer), count, dtype, op);
+    }
+    return guarded("allreduce", [&] {
+      switch (dtype) {
+        case DataType::kUInt8: run_allreduce<uint8_t>(buffer, count, dtype, op); break;
+        case DataType::kInt8: run_allreduce<int8_t>(buffer, count, dtype, op); break;
+        case DataType::kInt32: run_allreduce<int32_t>(buffer, count, dtype, op); break;
+        case DataType::kInt64: run_allreduce<int64_t>(buffer, count, dtype, op); break;
+        case DataType::kFloat32: run_allreduce<float>(buffer, count, dtype, op); break;
+        case DataType::kFloat64: run_allreduce<double>(buffer, count, dtype, op); break;
+        case DataType::kFloat16:
+        case DataType::kBFloat16: break;  // widened above
+      }
+    });
+  }
+
+  Status allgatherv(const void* input, void* output,
+                    std::span<const size_t> recv_bytes) override {
+    size_t total = std::accumulate(recv_bytes.begin(), recv_bytes.end(), size_t{0});
+    if (total == 0) return Status::ok();
+    if (context_->size == 1) {
+      std::memcpy(output, input, total);
+      return Status::ok();
+    }
+    return guarded("allgather", [&] {
+      gloo::AllgathervOptions opts(context_);
+      opts.setTag(next_tag());
+      opts.setTimeout(timeout_);
+      opts.setInput(static_cast<uint8_t*>(nonnull(input)), recv_bytes[context_->rank]);
+      opts.setOutput(static_cast<uint8_t*>(nonnull(output)),
+                     std::vector<size_t>(recv_bytes.begin(), recv_bytes.end()));
+      gloo::allgatherv(opts);
+    });
+  }
+
+  Status broadcast(void* buffer, size_t bytes, int root) override {
+    if (bytes == 0 || context_->size == 1) return Status::ok();
+    return guarded("broadcast", [&] {
+      gloo::BroadcastOptions opts(context_);
+      opts.setTag(next_tag());
+      opts.setTimeout(timeout_);
+      opts.setRoot(root);
+      opts.setOutput(static_cast<uint8_t*>(buffer), bytes);
+      gloo::broadcast(opts);
+    });
+  }
+
+  Status alltoallv(const void* input, std::span<const size_t> send_bytes, void* output,
+                   std::span<const size_t> recv_bytes) override {
+    size_t sent = std::accumulate(send_bytes.begin(), send_bytes.end(), size_t{0});
+    size_t received = std::accumulate(recv_bytes.begin(), recv_bytes.end(), size_t{0});
+    if (context_->size == 1) {
+      if (sent) std::memcpy(output, input, sent);
+      return Status::ok();
+    }
+    return guarded("alltoall", [&] {
+      gloo::AlltoallvOptions opts(context_);
+      opts.setTag(next_tag());
+      opts.setTimeout(timeout_);
+      opts.setInput(static_cast<uint8_t*>(nonnull(input)),
+                    std::vector<int64_t>(send_bytes.begin(), send_bytes.end()));
+      opts.setOutput(static_cast<uint8_t*>(nonnull(output)),
+                     std::vector<int64_t>(recv_bytes.begin(), recv_bytes.end()));
+      (void)received;
+      gloo::alltoallv(opts);
+    });
+  }
+
+  Status barrier() override {
+    if (context_->size == 1) return Status::ok();
+    return guarded("barrier", [&] {
+      gloo::BarrierOptions opts(context_);
+      opts.setTag(next_tag());
+      opts.setTimeout(timeout_);
+      gloo::barrier(opts);
+    });
+  }
+
+ private:
+  template <typename T>
+  void run_allreduce(void* buffer, size_t count, DataType dtype, ReduceOp op) {
+    gloo::AllreduceOptions opts(context_);
+    opts.setTag(next_tag());
+    opts.setTimeout(timeout_);
+    opts.setOutput(static_cast<T*>(buffer), count);
+    opts.setReduceFunction(gloo_backend::reduce_function(dtype, op));
+    gloo::allreduce(opts);
+  }
+
+  Status allreduce_half(uint16_t* data, size_t count, DataType dtype, ReduceOp op) {
+    widened_.resize(count);
+    bool bf16 = dtype == DataType::kBFloat16;
+    for (size_t i = 0; i < count; ++i)
+      widened_[i] = bf16 ? bfloat16_to_float(data[i]) : float16_to_float(data[i]);
+    HVRUN_RETURN_IF_ERROR(allreduce(widened_.data(), count, DataType::kFloat32, op));
+    for (size_t i = 0; i < count; ++i)
+      data[i] = bf16 ? float_to_bfloat16(widened_[i]) : float_to_float16(widened_[i]);
+    return Status::ok();
+  }
+
+  template <typename Fn>
+  Status guarded(const char* what, Fn&& fn) {
+    try {
+      fn();
+      return Status::ok();
+    } catch (const std::exception& e) {
+      return internal_error(std::string("gloo ") + what + " failed on rank " +
+                            std::to_string(context_->rank) + " of " +
+                            std::to_string(context_->size) + ": " + e.what() +
+                            " (a peer may have died; check the other ranks' logs)");
+    }
+  }
+
+  uint32_t next_tag() { return tag_++ & 0x7fffffffu; }
+
+  std::shared_ptr<gloo::Context> context_;
+  std::chrono::milliseconds timeout_;
+  uint32_t tag_ = 1;
+  std::vector<float> widened_;  // reused across calls (float16/bfloat16 accumulation)
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Backend>> make_gloo_backend(const GlooBackendOptions& options,
+                                                   gloo::rendezvous::Store& store) {
+  try {
+    gloo::transport::tcp::attr attr;
+    attr.hostname = options.data_address;
+    auto device = gloo::transport::tcp::CreateDevice(attr);
+    auto context = std::make_shared<gloo::rendezvous::Context>(options.rank, options.size);
+    context->setTimeout(options.connect_timeout);
+    gloo::rendezvous::PrefixStore prefixed(options.store_prefix, store);
+    context->connectFullMesh(prefixed, device);
+    return std::unique_ptr<Backend>(new GlooBackend(context, options.timeout));
+  } catch (const std::exception& e) {
+    return unavailable("Gloo data plane setup failed on rank " + std::to_string(options.rank) +
+                       " (binding " + options.data_address + "): " + e.what() +
+                       " — check HVRUN_DATA_ADDR and that every rank started");
+  }
+}
+
+}  // namespace hvrun::detail

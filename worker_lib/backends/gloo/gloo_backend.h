@@ -1,0 +1,31 @@
+// The Gloo CPU data plane: a full mesh of TCP pairs, bootstrapped through a rendezvous store
+// (in a job, the coordinator's key-value store; in unit tests, an in-memory one).
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "common/status.h"
+#include "worker_lib/backend.h"
+
+namespace gloo::rendezvous {
+class Store;
+}
+
+namespace hvrun::detail {
+
+struct GlooBackendOptions {
+  int rank = 0;
+  int size = 1;
+  std::string data_address = "127.0.0.1";  // interface (address or host name) to bind
+  std::string store_prefix = "gloo";       // keys this backend uses in the store
+  std::chrono::milliseconds connect_timeout{30000};  // rendezvous and pair connections
+  std::chrono::milliseconds timeout{300000};          // every collective
+};
+
+// Connects every pair of ranks (blocks until all ranks did, bounded by options.timeout).
+Result<std::unique_ptr<Backend>> make_gloo_backend(const GlooBackendOptions& options,
+                                                   gloo::rendezvous::Store& store);
+
+}  // namespace hvrun::detail

@@ -1,0 +1,249 @@
+// The C API (hvrun/c_api.h) over hvrun::Worker. Nothing here may throw across the boundary.
+#include "hvrun/c_api.h"
+
+#include <exception>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hvrun/hvrun.h"
+
+struct hvrun_worker {
+  std::unique_ptr<hvrun::Worker> worker;
+};
+
+struct hvrun_handle {
+  hvrun::Handle handle;
+  hvrun::Worker* worker;
+  std::vector<int64_t> output_shape;  // kept so the pointer handed out stays valid
+};
+
+namespace {
+
+thread_local std::string t_last_error;
+
+hvrun_status_t record(const hvrun::Status& status) {
+  t_last_error = status.is_ok() ? std::string() : status.message();
+  return static_cast<hvrun_status_t>(static_cast<int>(status.code()));
+}
+
+hvrun_status_t bad(const std::string& message) {
+  return record(hvrun::invalid_argument(message));
+}
+
+bool shape_ok(int ndim, const int64_t* shape) { return ndim >= 0 && (ndim == 0 || shape); }
+
+std::vector<int64_t> to_shape(int ndim, const int64_t* shape) {
+  return ndim > 0 ? std::vector<int64_t>(shape, shape + ndim) : std::vector<int64_t>{};
+}
+
+template <typename Fn>
+hvrun_status_t guarded(Fn&& fn) {
+  try {
+    return fn();
+  } catch (const std::exception& e) {
+    return record(hvrun::internal_error(std::string("hvrun C API: ") + e.what()));
+  }
+}
+
+hvrun_status_t hand_out(hvrun_worker_t* w, hvrun::Handle h, hvrun_handle_t** out) {
+  // Argument errors are reported at once; anything later through the handle.
+  if (h.poll()) {
+    hvrun::Status s = h.status();
+    if (s.code() == hvrun::StatusCode::kInvalidArgument) return record(s);
+  }
+  *out = new hvrun_handle{std::move(h), w->worker.get(), {}};
+  return record(hvrun::Status::ok());
+}
+
+hvrun_status_t check_common(hvrun_worker_t* w, const char* name, int dtype, int ndim,
+                            const int64_t* shape, hvrun_handle_t** handle) {
+  if (!w || !handle) return bad("null worker or handle pointer");
+  if (!name) return bad("null tensor name");
+  if (!hvrun::is_valid_dtype(dtype)) return bad("unknown dtype " + std::to_string(dtype));
+  if (!shape_ok(ndim, shape)) return bad(std::string("tensor '") + name + "': bad ndim/shape");
+  return HVRUN_OK;
+}
+
+}  // namespace
+
+extern "C" {
+
+int hvrun_abi_version(void) { return HVRUN_C_ABI_VERSION; }
+const char* hvrun_version(void) { return hvrun::version(); }
+const char* hvrun_last_error(void) { return t_last_error.c_str(); }
+
+const char* hvrun_status_name(hvrun_status_t status) {
+  static thread_local std::string name;
+  name = std::string(hvrun::status_code_name(static_cast<hvrun::StatusCode>(status)));
+  return name.c_str();
+}
+
+static hvrun_status_t init_common(int abi_version, const hvrun::Result<hvrun::Config>& config,
+                                  hvrun_worker_t** worker) {
+  if (!worker) return bad("null worker pointer");
+  *worker = nullptr;
+  if (abi_version != HVRUN_C_ABI_VERSION)
+    return record(hvrun::failed_precondition(
+        "hvrun C ABI mismatch: caller built against version " + std::to_string(abi_version) +
+        ", libhvrun provides " + std::to_string(HVRUN_C_ABI_VERSION) + "; rebuild the caller"));
+  if (!config.is_ok()) return record(config.status());
+  auto w = hvrun::Worker::init(*config);
+  if (!w.is_ok()) return record(w.status());
+  *worker = new hvrun_worker{std::move(w).value()};
+  return record(hvrun::Status::ok());
+}
+
+hvrun_status_t hvrun_init(int abi_version, hvrun_worker_t** worker) {
+  return guarded([&] { return init_common(abi_version, hvrun::Config::from_environment(), worker); });
+}
+
+hvrun_status_t hvrun_init_with_config(int abi_version, const hvrun_config_t* c,
+                                      hvrun_worker_t** worker) {
+  return guarded([&] {
+    if (!c) return bad("null config");
+    hvrun::Config config;
+    if (c->coordinator_address) config.coordinator_address = c->coordinator_address;
+    if (c->secret) config.secret = c->secret;
+    config.requested_rank = c->requested_rank;
+    config.local_rank = c->local_rank;
+    if (c->host) config.host = c->host;
+    if (c->data_address) config.data_address = c->data_address;
+    if (c->start_timeout_ms > 0) config.start_timeout = std::chrono::milliseconds(c->start_timeout_ms);
+    if (c->op_timeout_ms > 0) config.op_timeout = std::chrono::milliseconds(c->op_timeout_ms);
+    return init_common(abi_version, config, worker);
+  });
+}
+
+hvrun_status_t hvrun_shutdown(hvrun_worker_t* w) {
+  if (!w) return bad("null worker");
+  return guarded([&] { return record(w->worker->shutdown()); });
+}
+
+hvrun_status_t hvrun_finalize(hvrun_worker_t* w) {
+  if (!w) return record(hvrun::Status::ok());
+  hvrun_status_t s = hvrun_shutdown(w);
+  delete w;
+  return s;
+}
+
+void hvrun_abort(hvrun_worker_t* w, const char* reason) {
+  if (w) w->worker->abort(reason ? reason : "aborted through the C API");
+}
+
+int hvrun_rank(const hvrun_worker_t* w) { return w ? w->worker->rank() : -1; }
+int hvrun_size(const hvrun_worker_t* w) { return w ? w->worker->size() : -1; }
+int hvrun_local_rank(const hvrun_worker_t* w) { return w ? w->worker->local_rank() : -1; }
+int hvrun_local_size(const hvrun_worker_t* w) { return w ? w->worker->local_size() : -1; }
+int hvrun_cross_rank(const hvrun_worker_t* w) { return w ? w->worker->cross_rank() : -1; }
+int hvrun_cross_size(const hvrun_worker_t* w) { return w ? w->worker->cross_size() : -1; }
+
+hvrun_status_t hvrun_allreduce_async(hvrun_worker_t* w, const char* name, const void* input,
+                                     void* output, hvrun_dtype_t dtype, int ndim,
+                                     const int64_t* shape, hvrun_reduce_op_t op, double prescale,
+                                     double postscale, hvrun_handle_t** handle) {
+  if (auto s = check_common(w, name, dtype, ndim, shape, handle); s != HVRUN_OK) return s;
+  if (!hvrun::is_valid_reduce_op(op)) return bad("unknown reduce op " + std::to_string(op));
+  return guarded([&] {
+    auto t = static_cast<hvrun::DataType>(dtype);
+    hvrun::AllreduceOptions options{static_cast<hvrun::ReduceOp>(op), prescale, postscale};
+    return hand_out(w,
+                    w->worker->allreduce_async(name, {input, t, to_shape(ndim, shape)},
+                                               {output, t, to_shape(ndim, shape)}, options),
+                    handle);
+  });
+}
+
+hvrun_status_t hvrun_allgather_async(hvrun_worker_t* w, const char* name, const void* input,
+                                     hvrun_dtype_t dtype, int ndim, const int64_t* shape,
+                                     hvrun_handle_t** handle) {
+  if (auto s = check_common(w, name, dtype, ndim, shape, handle); s != HVRUN_OK) return s;
+  return guarded([&] {
+    return hand_out(w, w->worker->allgather_async(
+                           name, {input, static_cast<hvrun::DataType>(dtype), to_shape(ndim, shape)}),
+                    handle);
+  });
+}
+
+hvrun_status_t hvrun_broadcast_async(hvrun_worker_t* w, const char* name, void* inout,
+                                     hvrun_dtype_t dtype, int ndim, const int64_t* shape,
+                                     int root_rank, hvrun_handle_t** handle) {
+  if (auto s = check_common(w, name, dtype, ndim, shape, handle); s != HVRUN_OK) return s;
+  return guarded([&] {
+    hvrun::TensorView v{inout, static_cast<hvrun::DataType>(dtype), to_shape(ndim, shape)};
+    return hand_out(w, w->worker->broadcast_async(name, v, root_rank), handle);
+  });
+}
+
+hvrun_status_t hvrun_alltoall_async(hvrun_worker_t* w, const char* name, const void* input,
+                                    hvrun_dtype_t dtype, int ndim, const int64_t* shape,
+                                    const int64_t* splits, hvrun_handle_t** handle) {
+  if (auto s = check_common(w, name, dtype, ndim, shape, handle); s != HVRUN_OK) return s;
+  return guarded([&] {
+    std::vector<int64_t> split_vec;
+    if (splits) split_vec.assign(splits, splits + w->worker->size());
+    return hand_out(w, w->worker->alltoall_async(
+                           name, {input, static_cast<hvrun::DataType>(dtype), to_shape(ndim, shape)},
+                           split_vec),
+                    handle);
+  });
+}
+
+hvrun_status_t hvrun_reducescatter_async(hvrun_worker_t* w, const char* name,
+                                         const void* input, hvrun_dtype_t dtype, int ndim,
+                                         const int64_t* shape, hvrun_reduce_op_t op,
+                                         hvrun_handle_t** handle) {
+  if (auto s = check_common(w, name, dtype, ndim, shape, handle); s != HVRUN_OK) return s;
+  if (!hvrun::is_valid_reduce_op(op)) return bad("unknown reduce op " + std::to_string(op));
+  return guarded([&] {
+    hvrun::AllreduceOptions options{static_cast<hvrun::ReduceOp>(op), 1.0, 1.0};
+    return hand_out(w, w->worker->reducescatter_async(
+                           name, {input, static_cast<hvrun::DataType>(dtype), to_shape(ndim, shape)},
+                           options),
+                    handle);
+  });
+}
+
+hvrun_status_t hvrun_barrier_async(hvrun_worker_t* w, hvrun_handle_t** handle) {
+  if (!w || !handle) return bad("null worker or handle pointer");
+  return guarded([&] { return hand_out(w, w->worker->barrier_async(), handle); });
+}
+
+hvrun_status_t hvrun_join_async(hvrun_worker_t* w, hvrun_handle_t** handle) {
+  if (!w || !handle) return bad("null worker or handle pointer");
+  return guarded([&] { return hand_out(w, w->worker->join_async(), handle); });
+}
+
+int hvrun_handle_poll(const hvrun_handle_t* h) { return h && h->handle.poll() ? 1 : 0; }
+
+hvrun_status_t hvrun_handle_wait(hvrun_handle_t* h, int64_t timeout_ms) {
+  if (!h) return bad("null handle");
+  if (timeout_ms < 0) return record(h->worker->wait(h->handle));
+  return record(h->handle.wait(std::chrono::milliseconds(timeout_ms)));
+}
+
+hvrun_status_t hvrun_handle_status(hvrun_handle_t* h) {
+  if (!h) return bad("null handle");
+  return record(h->handle.status());
+}
+
+hvrun_status_t hvrun_handle_output(const hvrun_handle_t* h, const void** data, size_t* bytes,
+                                   int* ndim, const int64_t** shape) {
+  if (!h) return bad("null handle");
+  hvrun::Status s = h->handle.status();
+  if (!s.is_ok()) return record(s);
+  hvrun::TensorView v = h->handle.output();
+  auto* mutable_h = const_cast<hvrun_handle_t*>(h);
+  mutable_h->output_shape = v.shape;
+  if (data) *data = v.data;
+  if (bytes) *bytes = v.data ? v.bytes() : 0;
+  if (ndim) *ndim = static_cast<int>(v.shape.size());
+  if (shape) *shape = mutable_h->output_shape.data();
+  return record(hvrun::Status::ok());
+}
+
+int hvrun_handle_join_result(const hvrun_handle_t* h) { return h ? h->handle.join_result() : -1; }
+
+void hvrun_handle_free(hvrun_handle_t* h) { delete h; }
+
+}  // extern "C"

@@ -1,0 +1,53 @@
+// Config::from_environment: the variables hvrun sets for every worker (see README.md).
+#include <cstdlib>
+#include <string>
+
+#include "common/setting_keys.h"
+#include "common/settings.h"
+#include "hvrun/hvrun.h"
+
+namespace hvrun {
+namespace {
+
+const char* env(const char* name) { return std::getenv(name); }
+
+Result<int> int_from_env(const char* name, int fallback) {
+  const char* v = env(name);
+  if (v == nullptr || *v == '\0') return fallback;
+  char* end = nullptr;
+  long parsed = std::strtol(v, &end, 10);
+  if (*end != '\0' || parsed < -1 || parsed > 1000000)
+    return invalid_argument(std::string(name) + "='" + v + "' is not a valid rank or count");
+  return static_cast<int>(parsed);
+}
+
+std::chrono::milliseconds seconds_to_ms(double s) {
+  return std::chrono::milliseconds(static_cast<int64_t>(s * 1000.0));
+}
+
+}  // namespace
+
+Result<Config> Config::from_environment() {
+  Config config;
+  const char* address = env("HVRUN_COORDINATOR_ADDR");
+  if (address == nullptr || *address == '\0')
+    return failed_precondition(
+        "HVRUN_COORDINATOR_ADDR is not set: start the trainer with hvrun (hvrun -np 2 "
+        "-H localhost:2 ./train), or set HVRUN_COORDINATOR_ADDR and HVRUN_SECRET for a "
+        "coordinator you started (hvrun-coordinator)");
+  config.coordinator_address = address;
+  if (const char* secret = env("HVRUN_SECRET")) config.secret = secret;
+  HVRUN_ASSIGN_OR_RETURN(config.requested_rank, int_from_env("HVRUN_RANK", -1));
+  HVRUN_ASSIGN_OR_RETURN(config.local_rank, int_from_env("HVRUN_LOCAL_RANK", -1));
+  if (const char* host = env("HVRUN_HOST")) config.host = host;
+  if (const char* data = env("HVRUN_DATA_ADDR"); data && *data) config.data_address = data;
+
+  Settings settings;
+  HVRUN_RETURN_IF_ERROR(settings.apply_process_environment());
+  config.start_timeout = seconds_to_ms(settings.get(setting::kStartTimeoutSeconds));
+  config.op_timeout = seconds_to_ms(settings.get(setting::kOpTimeoutSeconds));
+  config.log_level = settings.get(setting::kLogLevel);
+  return config;
+}
+
+}  // namespace hvrun

@@ -1,0 +1,64 @@
+#include "hvrun/handle.h"
+
+#include "worker_lib/handle_state.h"
+
+namespace hvrun {
+
+namespace detail {
+void HandleState::complete(Status final_status) {
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (done) return;
+    status = std::move(final_status);
+    done = true;
+  }
+  done_cv.notify_all();
+}
+}  // namespace detail
+
+namespace {
+const std::string kEmptyName;
+}
+
+const std::string& Handle::name() const { return state_ ? state_->name : kEmptyName; }
+
+bool Handle::poll() const {
+  if (!state_) return true;
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->done;
+}
+
+Status Handle::wait(std::chrono::milliseconds timeout) const {
+  if (!state_) return failed_precondition("wait on an empty hvrun::Handle");
+  std::unique_lock<std::mutex> lock(state_->mutex);
+  if (!state_->done_cv.wait_for(lock, timeout, [&] { return state_->done; })) {
+    return deadline_exceeded("collective '" + state_->name + "' did not complete within " +
+                             std::to_string(timeout.count()) +
+                             " ms (still running; some rank may not have submitted it yet)");
+  }
+  return state_->status;
+}
+
+Status Handle::status() const {
+  if (!state_) return failed_precondition("status of an empty hvrun::Handle");
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  if (!state_->done) return failed_precondition("collective '" + state_->name + "' is still running");
+  return state_->status;
+}
+
+TensorView Handle::output() const {
+  if (!poll() || !state_) return {};
+  return state_->output.view();
+}
+
+std::vector<int64_t> Handle::received_splits() const {
+  if (!poll() || !state_) return {};
+  return state_->received_splits;
+}
+
+int Handle::join_result() const {
+  if (!poll() || !state_) return -1;
+  return state_->join_result;
+}
+
+}  // namespace hvrun

@@ -1,0 +1,40 @@
+// The shared state behind a Handle. Written once by the worker's background thread (complete),
+// read by any thread. Guarded by `mutex`.
+#pragma once
+
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "hvrun/types.h"
+
+namespace hvrun::detail {
+
+struct HandleState {
+  explicit HandleState(std::string n) : name(std::move(n)) {}
+
+  const std::string name;
+
+  std::mutex mutex;
+  std::condition_variable done_cv;
+  bool done = false;             // guarded by mutex
+  Status status;                 // guarded by mutex; final once done
+  // Outputs, written by the background thread before done is set.
+  OwnedTensor output;
+  std::vector<int64_t> received_splits;
+  int join_result = -1;
+
+  // Sets the final status (first call wins) and wakes waiters.
+  void complete(Status final_status);
+
+  static std::shared_ptr<HandleState> failed(std::string name, Status status) {
+    auto state = std::make_shared<HandleState>(std::move(name));
+    state->complete(std::move(status));
+    return state;
+  }
+};
+
+}  // namespace hvrun::detail

@@ -1,0 +1,142 @@
+/* hvrun's C API: the worker library for trainers in other languages and framework custom ops.
+ *
+ * Mirrors the C++ API (hvrun/hvrun.h; its contracts apply unchanged: every rank submits the
+ * same names with matching metadata; buffers stay valid until the handle completes; a name is
+ * not reused while in flight). No C++ types cross this boundary: opaque pointers, plain enums,
+ * integer error codes. Every function returning hvrun_status_t sets a per-thread message that
+ * hvrun_last_error() returns (valid until the next call on that thread).
+ *
+ * ABI: call hvrun_init*() with HVRUN_C_ABI_VERSION; a library of another ABI version refuses
+ * with HVRUN_ERR_FAILED_PRECONDITION naming both versions.
+ *
+ * Threads: every function is thread-safe. A handle is freed exactly once, with
+ * hvrun_handle_free(), after which it must not be used; a worker is freed once with
+ * hvrun_finalize() after every handle of it was freed or completed.
+ */
+#ifndef HVRUN_C_API_H_
+#define HVRUN_C_API_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define HVRUN_C_ABI_VERSION 1
+
+/* Same values as hvrun::StatusCode (and gRPC's codes). */
+typedef enum hvrun_status {
+  HVRUN_OK = 0,
+  HVRUN_ERR_CANCELLED = 1,
+  HVRUN_ERR_INVALID_ARGUMENT = 3,
+  HVRUN_ERR_DEADLINE_EXCEEDED = 4,
+  HVRUN_ERR_NOT_FOUND = 5,
+  HVRUN_ERR_ALREADY_EXISTS = 6,
+  HVRUN_ERR_RESOURCE_EXHAUSTED = 8,
+  HVRUN_ERR_FAILED_PRECONDITION = 9,
+  HVRUN_ERR_ABORTED = 10,
+  HVRUN_ERR_UNIMPLEMENTED = 12,
+  HVRUN_ERR_INTERNAL = 13,
+  HVRUN_ERR_UNAVAILABLE = 14,
+  HVRUN_ERR_UNAUTHENTICATED = 16
+} hvrun_status_t;
+
+typedef enum hvrun_dtype {
+  HVRUN_UINT8 = 1,
+  HVRUN_INT8 = 2,
+  HVRUN_INT32 = 3,
+  HVRUN_INT64 = 4,
+  HVRUN_FLOAT16 = 5,
+  HVRUN_BFLOAT16 = 6,
+  HVRUN_FLOAT32 = 7,
+  HVRUN_FLOAT64 = 8
+} hvrun_dtype_t;
+
+typedef enum hvrun_reduce_op {
+  HVRUN_SUM = 1,
+  HVRUN_AVERAGE = 2,
+  HVRUN_MIN = 3,
+  HVRUN_MAX = 4,
+  HVRUN_PRODUCT = 5
+} hvrun_reduce_op_t;
+
+typedef struct hvrun_worker hvrun_worker_t;
+typedef struct hvrun_handle hvrun_handle_t;
+
+/* For launchers other than hvrun; NULL strings / negative numbers mean "default". */
+typedef struct hvrun_config {
+  const char* coordinator_address;
+  const char* secret;
+  int requested_rank;
+  int local_rank;
+  const char* host;
+  const char* data_address;
+  int64_t start_timeout_ms;
+  int64_t op_timeout_ms;
+} hvrun_config_t;
+
+int hvrun_abi_version(void);
+const char* hvrun_version(void);
+const char* hvrun_last_error(void);
+const char* hvrun_status_name(hvrun_status_t status);
+
+/* Reads the environment hvrun sets. */
+hvrun_status_t hvrun_init(int abi_version, hvrun_worker_t** worker);
+hvrun_status_t hvrun_init_with_config(int abi_version, const hvrun_config_t* config,
+                                      hvrun_worker_t** worker);
+/* Shuts down (idempotent, see hvrun::Worker::shutdown) and frees the worker. */
+hvrun_status_t hvrun_finalize(hvrun_worker_t* worker);
+hvrun_status_t hvrun_shutdown(hvrun_worker_t* worker);
+void hvrun_abort(hvrun_worker_t* worker, const char* reason);
+
+int hvrun_rank(const hvrun_worker_t* worker);
+int hvrun_size(const hvrun_worker_t* worker);
+int hvrun_local_rank(const hvrun_worker_t* worker);
+int hvrun_local_size(const hvrun_worker_t* worker);
+int hvrun_cross_rank(const hvrun_worker_t* worker);
+int hvrun_cross_size(const hvrun_worker_t* worker);
+
+/* Asynchronous collectives. On HVRUN_OK *handle is set; argument errors are returned at once
+ * (and also leave no handle). `output` == `input` means in place. */
+hvrun_status_t hvrun_allreduce_async(hvrun_worker_t* worker, const char* name, const void* input,
+                                     void* output, hvrun_dtype_t dtype, int ndim,
+                                     const int64_t* shape, hvrun_reduce_op_t op, double prescale,
+                                     double postscale, hvrun_handle_t** handle);
+hvrun_status_t hvrun_allgather_async(hvrun_worker_t* worker, const char* name, const void* input,
+                                     hvrun_dtype_t dtype, int ndim, const int64_t* shape,
+                                     hvrun_handle_t** handle);
+hvrun_status_t hvrun_broadcast_async(hvrun_worker_t* worker, const char* name, void* inout,
+                                     hvrun_dtype_t dtype, int ndim, const int64_t* shape,
+                                     int root_rank, hvrun_handle_t** handle);
+/* splits: `size` row counts, or NULL for an even split. */
+hvrun_status_t hvrun_alltoall_async(hvrun_worker_t* worker, const char* name, const void* input,
+                                    hvrun_dtype_t dtype, int ndim, const int64_t* shape,
+                                    const int64_t* splits, hvrun_handle_t** handle);
+hvrun_status_t hvrun_reducescatter_async(hvrun_worker_t* worker, const char* name,
+                                         const void* input, hvrun_dtype_t dtype, int ndim,
+                                         const int64_t* shape, hvrun_reduce_op_t op,
+                                         hvrun_handle_t** handle);
+hvrun_status_t hvrun_barrier_async(hvrun_worker_t* worker, hvrun_handle_t** handle);
+hvrun_status_t hvrun_join_async(hvrun_worker_t* worker, hvrun_handle_t** handle);
+
+/* 1 when complete (successfully or not), else 0. */
+int hvrun_handle_poll(const hvrun_handle_t* handle);
+/* Waits at most timeout_ms (< 0: the worker's default operation timeout). Returns the
+ * operation's status, or HVRUN_ERR_DEADLINE_EXCEEDED while it is still running. */
+hvrun_status_t hvrun_handle_wait(hvrun_handle_t* handle, int64_t timeout_ms);
+/* Final status (HVRUN_ERR_FAILED_PRECONDITION while running); message via hvrun_last_error(). */
+hvrun_status_t hvrun_handle_status(hvrun_handle_t* handle);
+/* allgather / alltoall / reducescatter result, owned by the handle: valid until it is freed.
+ * *shape points to *ndim dimensions. */
+hvrun_status_t hvrun_handle_output(const hvrun_handle_t* handle, const void** data,
+                                   size_t* bytes, int* ndim, const int64_t** shape);
+/* join: the last rank to join (-1 otherwise). */
+int hvrun_handle_join_result(const hvrun_handle_t* handle);
+void hvrun_handle_free(hvrun_handle_t* handle);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* HVRUN_C_API_H_ */

@@ -1,0 +1,57 @@
+// Handle: the caller's side of one queued collective (poll, bounded wait, status, output).
+//
+// Handles are cheap to copy (they share one state); any thread may poll or wait on them. A
+// handle completes exactly once, on the worker's background thread, either with OK (outputs
+// written) or with the error that stopped it: the coordinator's mismatch message
+// (kInvalidArgument), kAborted with the job's abort reason, kCancelled at shutdown, kInternal
+// when the data plane failed. Waiting never blocks past the timeout given.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "hvrun/types.h"
+
+namespace hvrun {
+
+namespace detail {
+struct HandleState;
+}
+
+class Handle {
+ public:
+  Handle() = default;  // an empty handle: valid() is false
+  explicit Handle(std::shared_ptr<detail::HandleState> state) : state_(std::move(state)) {}
+
+  bool valid() const { return state_ != nullptr; }
+  const std::string& name() const;
+
+  // True once the operation finished (successfully or not). Never blocks.
+  bool poll() const;
+
+  // Waits at most `timeout` for completion. Returns the operation's status when it completed,
+  // or kDeadlineExceeded (naming the tensor) when it is still running; the operation keeps
+  // going and can be waited on again.
+  Status wait(std::chrono::milliseconds timeout) const;
+
+  // The final status; kFailedPrecondition while the operation is still running.
+  Status status() const;
+
+  // Library-allocated result of allgather, alltoall and reducescatter (empty for the others).
+  // Valid after a successful completion and for as long as any copy of this handle lives.
+  TensorView output() const;
+
+  // alltoall: rows this rank received from each rank (in rank order).
+  std::vector<int64_t> received_splits() const;
+
+  // join: the last rank to join; -1 before completion or for other operations.
+  int join_result() const;
+
+ private:
+  std::shared_ptr<detail::HandleState> state_;
+};
+
+}  // namespace hvrun

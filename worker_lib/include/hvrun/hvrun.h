@@ -1,0 +1,157 @@
+// hvrun's worker library: the C++ API that data-parallel trainers embed.
+//
+//   auto worker = hvrun::Worker::init();            // reads the environment hvrun sets
+//   if (!worker.is_ok()) { ...worker.status()... }
+//   hvrun::Handle h = (*worker)->allreduce_async("grad.w1", grad_view, {.op = ReduceOp::kAverage});
+//   ... more work ...
+//   if (auto s = h.wait(std::chrono::seconds(60)); !s.is_ok()) { ... }
+//
+// Contracts every caller must keep (as in Horovod):
+//  * Every rank submits the same collectives under the same names with matching metadata
+//    (dtype; shape for allreduce/broadcast/reducescatter; reduce op; root; scale factors).
+//    Submission ORDER may differ between ranks: the coordinator orders execution. A mismatch
+//    fails that tensor's handle on every rank with a message naming each rank and what it sent.
+//  * A name may not be submitted again while an operation with that name is in flight on this
+//    rank (the new handle fails with kAlreadyExists).
+//  * Input and output buffers stay valid, and inputs unchanged, until the handle completes.
+//  * barrier_async() and join_async() are called the same number of times, in the same order,
+//    on every rank. After join_async() a rank submits nothing until the join completes; other
+//    ranks' collectives proceed, this rank contributing neutral values (0 for Sum/Average,
+//    the identity for Min/Max/Product) and Average dividing by the ranks that contributed.
+//
+// Threads: every method is thread-safe. Collectives run in order on one background thread
+// owned by the Worker, which also owns the coordinator stream; handles complete there.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "hvrun/handle.h"
+#include "hvrun/types.h"
+
+namespace hvrun {
+
+namespace detail {
+class Runtime;
+}
+
+// How to reach the job. init() fills it from the environment hvrun sets (HVRUN_RANK,
+// HVRUN_COORDINATOR_ADDR, HVRUN_SECRET, ...); other launchers may fill it themselves.
+struct Config {
+  std::string coordinator_address;  // "127.0.0.1:40123" or "unix:/path"
+  std::string secret;               // the job secret (never logged)
+  int requested_rank = -1;          // -1: the coordinator assigns one
+  int local_rank = -1;              // -1: unknown
+  std::string host;                 // as the launcher named it; empty: gethostname()
+  std::string data_address = "127.0.0.1";  // where this worker's Gloo endpoint binds
+  std::chrono::milliseconds start_timeout{30000};  // registration waits this long (+10 s)
+  // Bounds every data-plane operation and every wait() without an explicit timeout.
+  std::chrono::milliseconds op_timeout{300000};
+  std::string log_level = "info";
+
+  // Reads HVRUN_* variables (and the settings registry's worker settings). Errors name the
+  // missing or malformed variable.
+  static Result<Config> from_environment();
+};
+
+struct AllreduceOptions {
+  ReduceOp op = ReduceOp::kSum;
+  double prescale = 1.0;   // multiplies every input before the reduction
+  double postscale = 1.0;  // multiplies the result (after Average's division)
+};
+
+struct Topology {
+  int rank = 0;
+  int size = 1;
+  int local_rank = 0;
+  int local_size = 1;
+  int cross_rank = 0;
+  int cross_size = 1;
+};
+
+class Worker {
+ public:
+  // Registers with the coordinator (blocks until every rank registered, bounded by the start
+  // timeout), connects the data plane and starts the background thread.
+  static Result<std::unique_ptr<Worker>> init();
+  static Result<std::unique_ptr<Worker>> init(const Config& config);
+
+  ~Worker();  // shutdown()
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+
+  // Fails every pending handle with kCancelled, says Goodbye to the coordinator and stops the
+  // background thread. Idempotent; later submissions fail with kFailedPrecondition.
+  Status shutdown();
+
+  // Aborts the whole job: every rank's pending handles fail with kAborted and `reason`.
+  void abort(const std::string& reason);
+
+  const Topology& topology() const;
+  int rank() const { return topology().rank; }
+  int size() const { return topology().size; }
+  int local_rank() const { return topology().local_rank; }
+  int local_size() const { return topology().local_size; }
+  int cross_rank() const { return topology().cross_rank; }
+  int cross_size() const { return topology().cross_size; }
+  const std::string& job_id() const;
+
+  // ---- Asynchronous collectives. Errors (bad arguments, after shutdown) come back as an
+  // ---- already-failed handle, never as an exception.
+
+  // Out of place when input.data != output.data (shapes and dtypes must be equal).
+  Handle allreduce_async(const std::string& name, ConstTensorView input, TensorView output,
+                         const AllreduceOptions& options = {});
+  Handle allreduce_async(const std::string& name, TensorView inout,
+                         const AllreduceOptions& options = {});
+  // In place; the tensors are negotiated together and complete together.
+  std::vector<Handle> grouped_allreduce_async(std::span<const std::string> names,
+                                              std::span<const TensorView> tensors,
+                                              const AllreduceOptions& options = {});
+  // Concatenates every rank's tensor along dimension 0 (which may differ per rank; the other
+  // dimensions may not). Result: handle.output().
+  Handle allgather_async(const std::string& name, ConstTensorView input);
+  // In place: root's tensor is copied into every rank's `inout`.
+  Handle broadcast_async(const std::string& name, TensorView inout, int root_rank);
+  // splits[r] = rows (first dimension) sent to rank r; empty = equal split (dim 0 divisible by
+  // size). Result: handle.output() (rows from every rank, in rank order), received_splits().
+  Handle alltoall_async(const std::string& name, ConstTensorView input,
+                        std::span<const int64_t> splits = {});
+  // Reduces across ranks and scatters dimension 0: rank r gets dim0/size rows, plus one when
+  // r < dim0 % size. Result: handle.output().
+  Handle reducescatter_async(const std::string& name, ConstTensorView input,
+                             const AllreduceOptions& options = {});
+  Handle barrier_async();
+  // Completes when every rank joined; handle.join_result() is the last rank to join.
+  Handle join_async();
+
+  // ---- Synchronous wrappers: submit and wait (bounded by Config::op_timeout).
+  Status allreduce(const std::string& name, TensorView inout, const AllreduceOptions& options = {});
+  Status allreduce(const std::string& name, ConstTensorView input, TensorView output,
+                   const AllreduceOptions& options = {});
+  Result<OwnedTensor> allgather(const std::string& name, ConstTensorView input);
+  Status broadcast(const std::string& name, TensorView inout, int root_rank);
+  Result<OwnedTensor> alltoall(const std::string& name, ConstTensorView input,
+                               std::span<const int64_t> splits = {});
+  Result<OwnedTensor> reducescatter(const std::string& name, ConstTensorView input,
+                                    const AllreduceOptions& options = {});
+  Status barrier();
+  Result<int> join();
+
+  // Waits on a handle with the worker's default timeout (Config::op_timeout).
+  Status wait(const Handle& handle) const;
+
+ private:
+  explicit Worker(std::unique_ptr<detail::Runtime> runtime);
+  std::unique_ptr<detail::Runtime> runtime_;
+};
+
+// Version of this library, "0.1.0".
+const char* version();
+
+}  // namespace hvrun

@@ -1,0 +1,99 @@
+#include "worker_lib/runtime/coordinator_client.h"
+
+namespace hvrun::detail {
+namespace {
+
+constexpr std::chrono::milliseconds kUnaryDeadline{30000};
+
+Status convert(const grpc::Status& status, const std::string& what, const std::string& address) {
+  if (status.ok()) return Status::ok();
+  // hvrun's StatusCode values are gRPC's codes (common/status.h).
+  auto code = static_cast<StatusCode>(static_cast<int>(status.error_code()));
+  if (status.error_code() == grpc::StatusCode::UNKNOWN) code = StatusCode::kInternal;
+  std::string message = what + " (coordinator " + address + "): " + status.error_message();
+  if (status.error_code() == grpc::StatusCode::UNAVAILABLE)
+    message += " — is the coordinator running and HVRUN_COORDINATOR_ADDR right?";
+  return Status(code, message);
+}
+
+}  // namespace
+
+Status NegotiationStream::finish() {
+  grpc::Status status = stream_->Finish();
+  if (status.ok() || status.error_code() == grpc::StatusCode::CANCELLED) return Status::ok();
+  return Status(static_cast<StatusCode>(static_cast<int>(status.error_code())),
+                "negotiation stream: " + status.error_message());
+}
+
+CoordinatorClient::CoordinatorClient(const std::string& address, std::string secret)
+    : address_(address), secret_(std::move(secret)) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(-1);
+  args.SetMaxSendMessageSize(-1);
+  channel_ = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  stub_ = v1::Coordinator::NewStub(channel_);
+}
+
+void CoordinatorClient::prepare(grpc::ClientContext& context,
+                                std::chrono::milliseconds deadline) const {
+  context.AddMetadata("x-hvrun-secret", secret_);
+  context.set_deadline(std::chrono::system_clock::now() + deadline);
+  context.set_wait_for_ready(true);  // the coordinator may still be starting
+}
+
+Status CoordinatorClient::from_grpc(const grpc::Status& status, const std::string& what) const {
+  return convert(status, what, address_);
+}
+
+Result<v1::RegisterResponse> CoordinatorClient::register_worker(
+    const v1::RegisterRequest& request, std::chrono::milliseconds deadline) {
+  grpc::ClientContext context;
+  prepare(context, deadline);
+  v1::RegisterResponse response;
+  HVRUN_RETURN_IF_ERROR(
+      from_grpc(stub_->Register(&context, request, &response), "registration failed"));
+  return response;
+}
+
+Status CoordinatorClient::set(const std::string& key, const std::string& value) {
+  grpc::ClientContext context;
+  prepare(context, kUnaryDeadline);
+  v1::KvSetRequest request;
+  request.set_key(key);
+  request.set_value(value);
+  v1::KvSetResponse response;
+  return from_grpc(stub_->KvSet(&context, request, &response), "KvSet '" + key + "'");
+}
+
+Result<std::vector<std::string>> CoordinatorClient::get(const std::vector<std::string>& keys,
+                                                        std::chrono::milliseconds timeout) {
+  grpc::ClientContext context;
+  prepare(context, timeout + std::chrono::seconds(10));
+  v1::KvGetRequest request;
+  for (const auto& k : keys) request.add_keys(k);
+  request.set_timeout_ms(timeout.count());
+  v1::KvGetResponse response;
+  std::string what = "KvGet";
+  for (const auto& k : keys) what += " '" + k + "'";
+  HVRUN_RETURN_IF_ERROR(from_grpc(stub_->KvGet(&context, request, &response), what));
+  if (response.values_size() != static_cast<int>(keys.size()))
+    return internal_error(what + ": coordinator returned " +
+                          std::to_string(response.values_size()) + " values");
+  return std::vector<std::string>(response.values().begin(), response.values().end());
+}
+
+Status CoordinatorClient::abort(const v1::AbortRequest& request) {
+  grpc::ClientContext context;
+  prepare(context, kUnaryDeadline);
+  v1::AbortResponse response;
+  return from_grpc(stub_->Abort(&context, request, &response), "Abort");
+}
+
+std::unique_ptr<NegotiationStream> CoordinatorClient::open_stream() {
+  auto stream = std::make_unique<NegotiationStream>();
+  stream->context_.AddMetadata("x-hvrun-secret", secret_);
+  stream->stream_ = stub_->Negotiate(&stream->context_);
+  return stream;
+}
+
+}  // namespace hvrun::detail

@@ -1,0 +1,58 @@
+// The worker's gRPC client of the coordinator: registration, key-value store, abort, and the
+// negotiation stream. Every unary call carries the job secret and a deadline.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include <grpcpp/grpcpp.h>
+
+#include "common/status.h"
+#include "hvrun.grpc.pb.h"
+#include "worker_lib/kv_store.h"
+
+namespace hvrun::detail {
+
+// The bidirectional Negotiate stream. One reader thread may call read() while one writer
+// thread calls write(); cancel() may be called from any thread.
+class NegotiationStream {
+ public:
+  NegotiationStream() = default;
+  bool write(const v1::WorkerMessage& message) { return stream_->Write(message); }
+  bool read(v1::CoordinatorMessage* message) { return stream_->Read(message); }
+  bool writes_done() { return stream_->WritesDone(); }
+  void cancel() { context_.TryCancel(); }
+  Status finish();
+
+ private:
+  friend class CoordinatorClient;
+  grpc::ClientContext context_;
+  std::unique_ptr<grpc::ClientReaderWriter<v1::WorkerMessage, v1::CoordinatorMessage>> stream_;
+};
+
+class CoordinatorClient final : public KeyValueStore {
+ public:
+  CoordinatorClient(const std::string& address, std::string secret);
+
+  Result<v1::RegisterResponse> register_worker(const v1::RegisterRequest& request,
+                                               std::chrono::milliseconds deadline);
+  Status set(const std::string& key, const std::string& value) override;
+  Result<std::vector<std::string>> get(const std::vector<std::string>& keys,
+                                       std::chrono::milliseconds timeout) override;
+  Status abort(const v1::AbortRequest& request);
+  std::unique_ptr<NegotiationStream> open_stream();
+
+  const std::string& address() const { return address_; }
+
+ private:
+  void prepare(grpc::ClientContext& context, std::chrono::milliseconds deadline) const;
+  Status from_grpc(const grpc::Status& status, const std::string& what) const;
+
+  std::string address_;
+  std::string secret_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Coordinator::Stub> stub_;
+};
+
+}  // namespace hvrun::detail

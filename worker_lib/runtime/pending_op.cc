@@ -1,0 +1,35 @@
+#include "worker_lib/runtime/pending_op.h"
+
+namespace hvrun::detail {
+
+v1::TensorRequest PendingOp::to_request() const {
+  v1::TensorRequest r;
+  r.set_cache_id(0);
+  r.set_name(name());
+  r.set_op(op);
+  r.set_dtype(static_cast<v1::DataType>(static_cast<int>(dtype)));
+  for (int64_t d : shape) r.add_shape(d);
+  r.set_device(v1::DEVICE_KIND_CPU);
+  r.set_root_rank(root_rank);
+  if (op == v1::COLLECTIVE_OP_ALLREDUCE || op == v1::COLLECTIVE_OP_REDUCESCATTER) {
+    r.set_reduce_op(static_cast<v1::ReduceOp>(static_cast<int>(reduce_op)));
+    r.set_prescale(prescale);
+    r.set_postscale(postscale);
+  }
+  for (int64_t s : splits) r.add_splits(s);
+  r.set_group_id(group_id);
+  r.set_group_size(group_size);
+  return r;
+}
+
+std::string PendingOp::cache_signature() const {
+  v1::TensorRequest r = to_request();
+  r.clear_name();
+  r.clear_group_id();
+  r.clear_group_size();
+  std::string bytes;
+  r.SerializeToString(&bytes);
+  return bytes;
+}
+
+}  // namespace hvrun::detail

@@ -1,0 +1,42 @@
+// One collective a caller submitted, from submission until its handle completes. Created by the
+// API thread, then owned by the runtime (in-flight table, guarded by Runtime::mutex_) until the
+// background thread takes it out to execute it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hvrun.pb.h"
+#include "hvrun/types.h"
+#include "worker_lib/handle_state.h"
+
+namespace hvrun::detail {
+
+struct PendingOp {
+  v1::CollectiveOp op = v1::COLLECTIVE_OP_UNSPECIFIED;
+  DataType dtype = DataType::kUInt8;
+  std::vector<int64_t> shape;
+  int root_rank = 0;
+  ReduceOp reduce_op = ReduceOp::kSum;
+  double prescale = 1.0;
+  double postscale = 1.0;
+  std::vector<int64_t> splits;
+  uint64_t group_id = 0;
+  uint32_t group_size = 0;
+
+  const void* input = nullptr;  // caller's buffer (allreduce, allgather, alltoall, reducescatter)
+  void* output = nullptr;       // caller's buffer (allreduce, broadcast)
+  std::shared_ptr<HandleState> handle;
+
+  const std::string& name() const { return handle->name; }
+
+  // The request with full metadata (cache_id 0).
+  v1::TensorRequest to_request() const;
+  // Everything the coordinator's cache entry depends on, as bytes: equal signatures may reuse
+  // a cache id.
+  std::string cache_signature() const;
+};
+
+}  // namespace hvrun::detail

@@ -1,0 +1,354 @@
+#include "worker_lib/runtime/runtime.h"
+
+#include <pthread.h>
+#include <unistd.h>
+
+#include <utility>
+
+#include "common/logging.h"
+#include "worker_lib/backends/gloo/gloo_backend.h"
+#include "worker_lib/backends/gloo/kv_store_adapter.h"
+
+namespace hvrun::detail {
+namespace {
+
+constexpr int kProtocolVersion = 1;
+constexpr std::chrono::seconds kRegisterSlack{10};
+constexpr std::chrono::seconds kGoodbyeTimeout{5};
+
+std::string local_host_name() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof buf - 1) != 0) return "localhost";
+  return buf;
+}
+
+}  // namespace
+
+Runtime::Runtime(const Config& config) : config_(config) {
+  if (config_.host.empty()) config_.host = local_host_name();
+}
+
+Runtime::~Runtime() { (void)shutdown(); }
+
+Result<std::unique_ptr<Runtime>> Runtime::start(const Config& config) {
+  if (config.coordinator_address.empty())
+    return invalid_argument("hvrun worker: no coordinator address (HVRUN_COORDINATOR_ADDR); "
+                            "start the trainer with hvrun, or fill Config::coordinator_address");
+  HVRUN_RETURN_IF_ERROR(logging::init("worker", config.log_level));
+  std::unique_ptr<Runtime> runtime(new Runtime(config));
+  HVRUN_RETURN_IF_ERROR(runtime->connect());
+  return runtime;
+}
+
+Status Runtime::connect() {
+  client_ = std::make_unique<CoordinatorClient>(config_.coordinator_address, config_.secret);
+  v1::RegisterRequest request;
+  request.set_protocol_version(kProtocolVersion);
+  v1::WorkerInfo* info = request.mutable_worker();
+  info->set_host(config_.host);
+  info->set_local_rank(config_.local_rank);
+  info->set_pid(static_cast<int32_t>(getpid()));
+  info->set_device_kind(v1::DEVICE_KIND_CPU);
+  info->set_requested_rank(config_.requested_rank);
+  info->set_hvrun_version(hvrun::version());
+  auto registered = client_->register_worker(
+      request, config_.start_timeout + std::chrono::duration_cast<std::chrono::milliseconds>(kRegisterSlack));
+  if (!registered.is_ok()) return registered.status();
+  if (registered->protocol_version() != 0 && registered->protocol_version() != kProtocolVersion)
+    return failed_precondition("coordinator speaks protocol version " +
+                               std::to_string(registered->protocol_version()) +
+                               ", this worker library " + std::to_string(kProtocolVersion) +
+                               ": use the same hvrun version everywhere");
+  const v1::Topology& t = registered->topology();
+  topology_ = Topology{t.rank(), t.size(), t.local_rank(), t.local_size(), t.cross_rank(),
+                       t.cross_size()};
+  job_id_ = registered->job_id();
+  logging::set_rank(topology_.rank);
+  SPDLOG_DEBUG("registered as rank {} of {} (job {})", topology_.rank, topology_.size, job_id_);
+
+  GlooStoreAdapter store(*client_, config_.start_timeout);
+  GlooBackendOptions options{.rank = topology_.rank,
+                             .size = topology_.size,
+                             .data_address = config_.data_address,
+                             .store_prefix = "gloo",
+                             .connect_timeout = config_.start_timeout,
+                             .timeout = config_.op_timeout};
+  auto backend = make_gloo_backend(options, store);
+  if (!backend.is_ok()) return backend.status();
+  backend_ = std::move(backend).value();
+  executor_ = std::make_unique<PlanExecutor>(*backend_, topology_.rank, topology_.size);
+
+  stream_ = client_->open_stream();
+  v1::WorkerMessage hello;
+  hello.mutable_hello()->set_rank(topology_.rank);
+  if (!stream_->write(hello)) {
+    Status finished = stream_->finish();
+    return unavailable("rank " + std::to_string(topology_.rank) +
+                       ": could not open the negotiation stream to the coordinator at " +
+                       config_.coordinator_address + ": " + finished.to_string());
+  }
+  reader_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "hvrun-reader");
+    read_stream();
+  });
+  loop_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "hvrun-loop");
+    loop();
+  });
+  return Status::ok();
+}
+
+uint64_t Runtime::next_barrier_id() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return barrier_counter_++;
+}
+
+uint64_t Runtime::next_group_id() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return ++group_counter_;
+}
+
+Handle Runtime::submit(std::shared_ptr<PendingOp> op) {
+  Handle handle(op->handle);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (terminal_) {
+      op->handle->complete(*terminal_);
+      return handle;
+    }
+    auto [it, inserted] = in_flight_.emplace(op->name(), op);
+    if (!inserted) {
+      op->handle->complete(already_exists(
+          "rank " + std::to_string(topology_.rank) + ": tensor '" + op->name() +
+          "' submitted again while the previous one with that name is still in flight; wait "
+          "for it first or use another name"));
+      return handle;
+    }
+    outbox_.push_back(std::move(op));
+  }
+  wake_.notify_all();
+  return handle;
+}
+
+void Runtime::abort(const std::string& reason) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (terminal_ || abort_reason_) return;
+    abort_reason_ = reason;
+  }
+  wake_.notify_all();
+}
+
+void Runtime::terminate(Status status) {
+  std::unordered_map<std::string, std::shared_ptr<PendingOp>> failed;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (terminal_) return;
+    terminal_ = status;
+    failed.swap(in_flight_);
+    outbox_.clear();
+  }
+  for (auto& [name, op] : failed) op->handle->complete(status);
+}
+
+Status Runtime::shutdown() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (shut_down_) return Status::ok();
+    shut_down_ = true;
+  }
+  if (!loop_.joinable()) return Status::ok();  // never started
+  terminate(cancelled("hvrun worker rank " + std::to_string(topology_.rank) +
+                      " shut down before this collective completed"));
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    terminal_ = failed_precondition("hvrun worker rank " + std::to_string(topology_.rank) +
+                                    " was shut down; no more collectives can be submitted");
+    stop_requested_ = true;
+  }
+  wake_.notify_all();
+  loop_.join();
+
+  // The loop has stopped: this thread is now the only writer.
+  v1::WorkerMessage goodbye;
+  goodbye.mutable_goodbye();
+  if (!stream_->write(goodbye) || !stream_->writes_done())
+    SPDLOG_DEBUG("Goodbye not delivered (stream already closed)");
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (!wake_.wait_for(lock, kGoodbyeTimeout, [&] { return stream_ended_; })) {
+      SPDLOG_WARN("coordinator did not close the stream within {} s after Goodbye; cancelling",
+                  kGoodbyeTimeout.count());
+      stream_->cancel();
+    }
+  }
+  reader_.join();
+  (void)stream_->finish();  // cancelled or aborted streams end with an error: nothing to do
+  return Status::ok();
+}
+
+Status Runtime::abort_status(const v1::JobAbort& a) {
+  std::string rank = "rank " + std::to_string(a.rank());
+  bool named = a.rank() < 0 || a.reason().find(rank) != std::string::npos;
+  std::string who = named ? "" : " (" + rank + (a.host().empty() ? "" : " on host " + a.host()) + ")";
+  return aborted("job aborted: " + a.reason() + who);
+}
+
+void Runtime::read_stream() {
+  v1::CoordinatorMessage message;
+  while (stream_->read(&message)) {
+    bool abort_now = false;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (message.kind_case() == v1::CoordinatorMessage::kPlan) ++plans_received_;
+      // Plans received before a JobAbort still run (every rank got them, in the same order).
+      // When the background thread has started all of them (it may be stuck in a collective),
+      // fail what waits right now; otherwise it does so in order, after those plans.
+      abort_now = message.kind_case() == v1::CoordinatorMessage::kAbort &&
+                  plans_started_ == plans_received_;
+      inbox_.push_back(message);
+    }
+    if (abort_now) terminate(abort_status(message.abort()));
+    wake_.notify_all();
+    message.Clear();
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stream_ended_ = true;
+  }
+  wake_.notify_all();
+}
+
+void Runtime::loop() {
+  bool stream_done = false;
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (true) {
+    wake_.wait(lock, [&] {
+      return !outbox_.empty() || !inbox_.empty() || stop_requested_ ||
+             (stream_ended_ && !stream_done) || abort_reason_.has_value();
+    });
+    std::deque<std::shared_ptr<PendingOp>> outbox;
+    outbox.swap(outbox_);
+    std::deque<v1::CoordinatorMessage> inbox;
+    inbox.swap(inbox_);
+    std::optional<std::string> abort_reason = std::exchange(abort_reason_, std::nullopt);
+    bool stop = stop_requested_;
+    bool ended = stream_ended_;
+    lock.unlock();
+
+    if (abort_reason && !ended) {
+      v1::WorkerMessage message;
+      v1::AbortRequest* a = message.mutable_abort();
+      a->set_reason(*abort_reason);
+      a->set_rank(topology_.rank);
+      a->set_host(config_.host);
+      if (!stream_->write(message)) (void)client_->abort(*a);
+    }
+    if (!outbox.empty() && !ended) send_requests(outbox);
+    for (const auto& message : inbox) handle_message(message);
+    if (ended && !stream_done) {
+      stream_done = true;
+      terminate(unavailable("rank " + std::to_string(topology_.rank) +
+                            ": the negotiation stream to the coordinator at " +
+                            config_.coordinator_address +
+                            " closed unexpectedly (coordinator gone or job torn down)"));
+    }
+    lock.lock();
+    if (stop) break;
+  }
+}
+
+void Runtime::send_requests(std::deque<std::shared_ptr<PendingOp>>& batch) {
+  v1::WorkerMessage message;
+  v1::RequestBatch* requests = message.mutable_requests();
+  for (const auto& op : batch) {
+    auto cached = cache_.find(op->name());
+    if (op->group_id == 0 && cached != cache_.end() &&
+        cached->second.signature == op->cache_signature()) {
+      requests->add_cached_ids(cached->second.id);
+    } else {
+      *requests->add_requests() = op->to_request();
+    }
+  }
+  if (!stream_->write(message))
+    SPDLOG_DEBUG("request batch not sent: stream closed (the reader reports why)");
+}
+
+void Runtime::handle_message(const v1::CoordinatorMessage& message) {
+  switch (message.kind_case()) {
+    case v1::CoordinatorMessage::kWelcome:
+      SPDLOG_DEBUG("coordinator welcomed us; first plan seq {}", message.welcome().first_plan_seq());
+      break;
+    case v1::CoordinatorMessage::kPlan:
+      execute_plan(message.plan());
+      break;
+    case v1::CoordinatorMessage::kAbort: {
+      Status status = abort_status(message.abort());
+      SPDLOG_ERROR("{}", status.message());
+      terminate(status);
+      break;
+    }
+    default:
+      SPDLOG_WARN("ignoring an unknown message from the coordinator");
+  }
+}
+
+void Runtime::execute_plan(const v1::Plan& plan) {
+  if (plan.seq() <= last_plan_seq_ && last_plan_seq_ != 0) {
+    terminate(internal_error("coordinator sent plan seq " + std::to_string(plan.seq()) +
+                             " after " + std::to_string(last_plan_seq_) +
+                             " (sequence must increase; protocol error)"));
+    return;
+  }
+  last_plan_seq_ = plan.seq();
+  // Take every tensor of the plan out of the in-flight table at once: a JobAbort that arrives
+  // while this plan runs fails only what no received plan covers (see read_stream), so every
+  // rank still runs the same collectives.
+  std::vector<std::vector<std::shared_ptr<PendingOp>>> plan_entries;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++plans_started_;
+    if (terminal_) return;  // arrived after the job ended: everything already failed
+    for (const v1::Response& response : plan.responses()) {
+      auto& entries = plan_entries.emplace_back();
+      if (response.error_ranks_size() > 0) continue;  // someone's duplicate; see below
+      for (const auto& t : response.tensors()) {
+        auto it = in_flight_.find(t.name());
+        if (it == in_flight_.end()) {
+          entries.push_back(nullptr);
+        } else {
+          entries.push_back(std::move(it->second));
+          in_flight_.erase(it);
+        }
+      }
+    }
+  }
+  for (int i = 0; i < plan.responses_size(); ++i) {
+    const v1::Response& response = plan.responses(i);
+    const auto& entries = plan_entries[static_cast<size_t>(i)];
+    if (response.error_ranks_size() > 0) {
+      // A duplicate submission on those ranks; the first one stays in flight. This library
+      // refuses duplicates before sending them, so there is nothing to fail here.
+      SPDLOG_WARN("coordinator: {}", response.error());
+      continue;
+    }
+    if (!response.error().empty()) {
+      for (const auto& e : entries)
+        if (e) e->handle->complete(invalid_argument(response.error()));
+      continue;
+    }
+    remember_cache_ids(response, entries);
+    executor_->execute(response, entries);
+  }
+}
+
+void Runtime::remember_cache_ids(const v1::Response& response,
+                                 const std::vector<std::shared_ptr<PendingOp>>& entries) {
+  for (int i = 0; i < response.tensors_size(); ++i) {
+    uint32_t id = response.tensors(i).cache_id();
+    if (id == 0 || !entries[i]) continue;
+    cache_[entries[i]->name()] = CacheEntry{id, entries[i]->cache_signature()};
+  }
+}
+
+}  // namespace hvrun::detail

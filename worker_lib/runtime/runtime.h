@@ -1,0 +1,109 @@
+// The worker runtime: registration, the data-plane backend and the background thread.
+//
+// Negotiation, step by step (the protocol contract lives in proto/hvrun.proto and the brief):
+//  1. init: Register (blocks until every rank registered), connect the backend through the
+//     coordinator's key-value store, open the Negotiate stream and send Hello.
+//  2. API threads call submit(): the op enters the in-flight table (by name) and the outbox,
+//     and the background thread is woken.
+//  3. The background thread sends the outbox as one RequestBatch: full metadata the first time,
+//     only the cache id once the coordinator assigned one and the metadata is unchanged.
+//  4. A reader thread only blocks in the stream's Read() (gRPC's synchronous API cannot wait for
+//     a message and a wake-up at once) and hands messages to the background thread; a JobAbort
+//     also fails every waiting handle at once, even while the background thread is inside a
+//     collective.
+//  5. The background thread executes every Plan's responses in order (PlanExecutor) and
+//     completes handles; JobAbort fails everything with kAborted; a lost stream with kUnavailable.
+//  6. shutdown: fail what is pending with kCancelled, send Goodbye, close the stream (bounded).
+//
+// Threads: submit/abort/shutdown from any thread; only the background thread writes to the
+// stream, touches the request cache and the executor. Shared state is guarded by mutex_.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "hvrun/hvrun.h"
+#include "worker_lib/backend.h"
+#include "worker_lib/runtime/coordinator_client.h"
+#include "worker_lib/runtime/pending_op.h"
+#include "worker_lib/runtime/plan_executor.h"
+
+namespace hvrun::detail {
+
+class Runtime {
+ public:
+  static Result<std::unique_ptr<Runtime>> start(const Config& config);
+  ~Runtime();
+
+  // Takes ownership of `op`; returns its handle (already failed when the runtime is not
+  // running or the name is in flight).
+  Handle submit(std::shared_ptr<PendingOp> op);
+  Status shutdown();
+  void abort(const std::string& reason);
+
+  const Topology& topology() const { return topology_; }
+  const std::string& job_id() const { return job_id_; }
+  const Config& config() const { return config_; }
+  // Per-process counters, the same on every rank by the callers' contract.
+  uint64_t next_barrier_id();
+  uint64_t next_group_id();
+
+ private:
+  explicit Runtime(const Config& config);
+  Status connect();
+  void loop();
+  void read_stream();
+  void send_requests(std::deque<std::shared_ptr<PendingOp>>& batch);
+  void handle_message(const v1::CoordinatorMessage& message);
+  void execute_plan(const v1::Plan& plan);
+  void remember_cache_ids(const v1::Response& response,
+                          const std::vector<std::shared_ptr<PendingOp>>& entries);
+  // Fails every in-flight op with `status` and makes later submissions fail with it too.
+  // Any thread.
+  void terminate(Status status);
+  static Status abort_status(const v1::JobAbort& abort);
+
+  Config config_;
+  Topology topology_;
+  std::string job_id_;
+  std::unique_ptr<CoordinatorClient> client_;
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<NegotiationStream> stream_;
+  std::unique_ptr<PlanExecutor> executor_;
+
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::unordered_map<std::string, std::shared_ptr<PendingOp>> in_flight_;  // mutex_
+  std::deque<std::shared_ptr<PendingOp>> outbox_;                            // mutex_
+  std::deque<v1::CoordinatorMessage> inbox_;                                 // mutex_
+  std::optional<Status> terminal_;        // mutex_: set once the runtime stops taking work
+  std::optional<std::string> abort_reason_;  // mutex_: abort() asked, not yet sent
+  bool stop_requested_ = false;           // mutex_
+  bool stream_ended_ = false;             // mutex_
+  bool shut_down_ = false;                // mutex_
+  uint64_t barrier_counter_ = 0;          // mutex_
+  uint64_t group_counter_ = 0;            // mutex_
+  uint64_t plans_received_ = 0;           // mutex_: by the reader thread
+  uint64_t plans_started_ = 0;            // mutex_: by the background thread
+
+  // Background thread only.
+  struct CacheEntry {
+    uint32_t id;
+    std::string signature;
+  };
+  std::unordered_map<std::string, CacheEntry> cache_;
+  uint64_t last_plan_seq_ = 0;
+
+  std::thread reader_;
+  std::thread loop_;
+};
+
+}  // namespace hvrun::detail

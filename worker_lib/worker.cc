@@ -1,0 +1,243 @@
+// hvrun::Worker: argument checks, then hand-off to the runtime's background thread.
+#include <numeric>
+
+#include "hvrun/hvrun.h"
+#include "worker_lib/handle_state.h"
+#include "worker_lib/runtime/runtime.h"
+
+namespace hvrun {
+namespace {
+
+using detail::HandleState;
+using detail::PendingOp;
+
+Status check_tensor(const std::string& name, const void* data, DataType dtype,
+                    const std::vector<int64_t>& shape, bool needs_rows) {
+  if (name.empty()) return invalid_argument("collective submitted with an empty tensor name");
+  if (!is_valid_dtype(static_cast<int>(dtype)))
+    return invalid_argument("tensor '" + name + "': unknown dtype " +
+                            std::to_string(static_cast<int>(dtype)));
+  for (int64_t d : shape)
+    if (d < 0) return invalid_argument("tensor '" + name + "': negative dimension in shape");
+  if (needs_rows && shape.empty())
+    return invalid_argument("tensor '" + name + "': needs at least one dimension (rows)");
+  if (data == nullptr && num_elements(shape) > 0)
+    return invalid_argument("tensor '" + name + "': null data for a non-empty tensor");
+  return Status::ok();
+}
+
+std::shared_ptr<PendingOp> make_op(const std::string& name, v1::CollectiveOp op, DataType dtype,
+                                   std::vector<int64_t> shape) {
+  auto p = std::make_shared<PendingOp>();
+  p->op = op;
+  p->dtype = dtype;
+  p->shape = std::move(shape);
+  p->handle = std::make_shared<HandleState>(name);
+  return p;
+}
+
+Handle failed(const std::string& name, Status status) {
+  return Handle(HandleState::failed(name, std::move(status)));
+}
+
+}  // namespace
+
+const char* version() { return "0.1.0"; }
+
+Result<std::unique_ptr<Worker>> Worker::init() {
+  HVRUN_ASSIGN_OR_RETURN(Config config, Config::from_environment());
+  return init(config);
+}
+
+Result<std::unique_ptr<Worker>> Worker::init(const Config& config) {
+  HVRUN_ASSIGN_OR_RETURN(auto runtime, detail::Runtime::start(config));
+  return std::unique_ptr<Worker>(new Worker(std::move(runtime)));
+}
+
+Worker::Worker(std::unique_ptr<detail::Runtime> runtime) : runtime_(std::move(runtime)) {}
+Worker::~Worker() { (void)shutdown(); }
+
+Status Worker::shutdown() { return runtime_->shutdown(); }
+void Worker::abort(const std::string& reason) { runtime_->abort(reason); }
+const Topology& Worker::topology() const { return runtime_->topology(); }
+const std::string& Worker::job_id() const { return runtime_->job_id(); }
+
+Handle Worker::allreduce_async(const std::string& name, ConstTensorView input, TensorView output,
+                               const AllreduceOptions& options) {
+  if (Status s = check_tensor(name, input.data, input.dtype, input.shape, false); !s.is_ok())
+    return failed(name, s);
+  if (input.dtype != output.dtype || input.shape != output.shape)
+    return failed(name, invalid_argument("allreduce '" + name +
+                                         "': input and output differ in dtype or shape"));
+  if (output.data == nullptr && output.elements() > 0)
+    return failed(name, invalid_argument("allreduce '" + name + "': null output"));
+  if (!is_valid_reduce_op(static_cast<int>(options.op)))
+    return failed(name, invalid_argument("allreduce '" + name + "': unknown reduce op"));
+  auto op = make_op(name, v1::COLLECTIVE_OP_ALLREDUCE, input.dtype, input.shape);
+  op->reduce_op = options.op;
+  op->prescale = options.prescale;
+  op->postscale = options.postscale;
+  op->input = input.data;
+  op->output = output.data;
+  return runtime_->submit(std::move(op));
+}
+
+Handle Worker::allreduce_async(const std::string& name, TensorView inout,
+                               const AllreduceOptions& options) {
+  return allreduce_async(name, ConstTensorView(inout), inout, options);
+}
+
+std::vector<Handle> Worker::grouped_allreduce_async(std::span<const std::string> names,
+                                                    std::span<const TensorView> tensors,
+                                                    const AllreduceOptions& options) {
+  std::vector<Handle> handles;
+  if (names.size() != tensors.size()) {
+    for (const auto& n : names)
+      handles.push_back(failed(n, invalid_argument("grouped allreduce: " +
+                                                   std::to_string(names.size()) + " names for " +
+                                                   std::to_string(tensors.size()) + " tensors")));
+    return handles;
+  }
+  uint64_t group = runtime_->next_group_id();
+  for (size_t i = 0; i < names.size(); ++i) {
+    const TensorView& t = tensors[i];
+    if (Status s = check_tensor(names[i], t.data, t.dtype, t.shape, false); !s.is_ok()) {
+      handles.push_back(failed(names[i], s));
+      continue;
+    }
+    auto op = make_op(names[i], v1::COLLECTIVE_OP_ALLREDUCE, t.dtype, t.shape);
+    op->reduce_op = options.op;
+    op->prescale = options.prescale;
+    op->postscale = options.postscale;
+    op->input = t.data;
+    op->output = t.data;
+    op->group_id = group;
+    op->group_size = static_cast<uint32_t>(names.size());
+    handles.push_back(runtime_->submit(std::move(op)));
+  }
+  return handles;
+}
+
+Handle Worker::allgather_async(const std::string& name, ConstTensorView input) {
+  if (Status s = check_tensor(name, input.data, input.dtype, input.shape, true); !s.is_ok())
+    return failed(name, s);
+  auto op = make_op(name, v1::COLLECTIVE_OP_ALLGATHER, input.dtype, input.shape);
+  op->input = input.data;
+  return runtime_->submit(std::move(op));
+}
+
+Handle Worker::broadcast_async(const std::string& name, TensorView inout, int root_rank) {
+  if (Status s = check_tensor(name, inout.data, inout.dtype, inout.shape, false); !s.is_ok())
+    return failed(name, s);
+  if (root_rank < 0 || root_rank >= size())
+    return failed(name, invalid_argument("broadcast '" + name + "': root rank " +
+                                         std::to_string(root_rank) + " is not in [0, " +
+                                         std::to_string(size()) + ")"));
+  auto op = make_op(name, v1::COLLECTIVE_OP_BROADCAST, inout.dtype, inout.shape);
+  op->root_rank = root_rank;
+  op->input = inout.data;
+  op->output = inout.data;
+  return runtime_->submit(std::move(op));
+}
+
+Handle Worker::alltoall_async(const std::string& name, ConstTensorView input,
+                              std::span<const int64_t> splits) {
+  if (Status s = check_tensor(name, input.data, input.dtype, input.shape, true); !s.is_ok())
+    return failed(name, s);
+  int64_t rows = input.shape[0];
+  std::vector<int64_t> chosen(splits.begin(), splits.end());
+  if (chosen.empty()) {
+    if (rows % size() != 0)
+      return failed(name, invalid_argument("alltoall '" + name + "': " + std::to_string(rows) +
+                                           " rows do not split evenly over " +
+                                           std::to_string(size()) + " ranks; pass splits"));
+    chosen.assign(size(), rows / size());
+  }
+  if (static_cast<int>(chosen.size()) != size() ||
+      std::accumulate(chosen.begin(), chosen.end(), int64_t{0}) != rows ||
+      std::any_of(chosen.begin(), chosen.end(), [](int64_t v) { return v < 0; }))
+    return failed(name, invalid_argument("alltoall '" + name + "': splits must be " +
+                                         std::to_string(size()) +
+                                         " non-negative row counts summing to dim 0 (" +
+                                         std::to_string(rows) + ")"));
+  auto op = make_op(name, v1::COLLECTIVE_OP_ALLTOALL, input.dtype, input.shape);
+  op->splits = std::move(chosen);
+  op->input = input.data;
+  return runtime_->submit(std::move(op));
+}
+
+Handle Worker::reducescatter_async(const std::string& name, ConstTensorView input,
+                                   const AllreduceOptions& options) {
+  if (Status s = check_tensor(name, input.data, input.dtype, input.shape, true); !s.is_ok())
+    return failed(name, s);
+  auto op = make_op(name, v1::COLLECTIVE_OP_REDUCESCATTER, input.dtype, input.shape);
+  op->reduce_op = options.op;
+  op->prescale = options.prescale;
+  op->postscale = options.postscale;
+  op->input = input.data;
+  return runtime_->submit(std::move(op));
+}
+
+Handle Worker::barrier_async() {
+  std::string name = "barrier." + std::to_string(runtime_->next_barrier_id());
+  return runtime_->submit(make_op(name, v1::COLLECTIVE_OP_BARRIER, DataType::kUInt8, {0}));
+}
+
+Handle Worker::join_async() {
+  return runtime_->submit(make_op("join", v1::COLLECTIVE_OP_JOIN, DataType::kUInt8, {0}));
+}
+
+Status Worker::wait(const Handle& handle) const { return handle.wait(runtime_->config().op_timeout); }
+
+Status Worker::allreduce(const std::string& name, TensorView inout, const AllreduceOptions& options) {
+  return wait(allreduce_async(name, inout, options));
+}
+
+Status Worker::allreduce(const std::string& name, ConstTensorView input, TensorView output,
+                         const AllreduceOptions& options) {
+  return wait(allreduce_async(name, std::move(input), std::move(output), options));
+}
+
+namespace {
+Result<OwnedTensor> take_output(const Handle& h, Status s) {
+  if (!s.is_ok()) return s;
+  TensorView v = h.output();
+  OwnedTensor out;
+  out.dtype = v.dtype;
+  out.shape = v.shape;
+  const auto* p = static_cast<const std::byte*>(v.data);
+  out.bytes.assign(p, p + v.bytes());
+  return out;
+}
+}  // namespace
+
+Result<OwnedTensor> Worker::allgather(const std::string& name, ConstTensorView input) {
+  Handle h = allgather_async(name, std::move(input));
+  return take_output(h, wait(h));
+}
+
+Status Worker::broadcast(const std::string& name, TensorView inout, int root_rank) {
+  return wait(broadcast_async(name, std::move(inout), root_rank));
+}
+
+Result<OwnedTensor> Worker::alltoall(const std::string& name, ConstTensorView input,
+                                     std::span<const int64_t> splits) {
+  Handle h = alltoall_async(name, std::move(input), splits);
+  return take_output(h, wait(h));
+}
+
+Result<OwnedTensor> Worker::reducescatter(const std::string& name, ConstTensorView input,
+                                          const AllreduceOptions& options) {
+  Handle h = reducescatter_async(name, std::move(input), options);
+  return take_output(h, wait(h));
+}
+
+Status Worker::barrier() { return wait(barrier_async()); }
+
+Result<int> Worker::join() {
+  Handle h = join_async();
+  HVRUN_RETURN_IF_ERROR(wait(h));
+  return h.join_result();
+}
+
+}  // namespace hvrun
