@@ -3,6 +3,7 @@
 
 #include <exception>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,7 @@ struct hvrun_worker {
 struct hvrun_handle {
   hvrun::Handle handle;
   hvrun::Worker* worker;
+  std::once_flag output_once;         // output_shape is filled once, by the first caller
   std::vector<int64_t> output_shape;  // kept so the pointer handed out stays valid
 };
 
@@ -52,7 +54,10 @@ hvrun_status_t hand_out(hvrun_worker_t* w, hvrun::Handle h, hvrun_handle_t** out
     hvrun::Status s = h.status();
     if (s.code() == hvrun::StatusCode::kInvalidArgument) return record(s);
   }
-  *out = new hvrun_handle{std::move(h), w->worker.get(), {}};
+  auto* handle = new hvrun_handle;
+  handle->handle = std::move(h);
+  handle->worker = w->worker.get();
+  *out = handle;
   return record(hvrun::Status::ok());
 }
 
@@ -234,7 +239,7 @@ hvrun_status_t hvrun_handle_output(const hvrun_handle_t* h, const void** data, s
   if (!s.is_ok()) return record(s);
   hvrun::TensorView v = h->handle.output();
   auto* mutable_h = const_cast<hvrun_handle_t*>(h);
-  mutable_h->output_shape = v.shape;
+  std::call_once(mutable_h->output_once, [&] { mutable_h->output_shape = v.shape; });
   if (data) *data = v.data;
   if (bytes) *bytes = v.data ? v.bytes() : 0;
   if (ndim) *ndim = static_cast<int>(v.shape.size());

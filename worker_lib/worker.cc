@@ -1,4 +1,5 @@
 // hvrun::Worker: argument checks, then hand-off to the runtime's background thread.
+#include <algorithm>
 #include <numeric>
 
 #include "hvrun/hvrun.h"
@@ -98,13 +99,20 @@ std::vector<Handle> Worker::grouped_allreduce_async(std::span<const std::string>
                                                    std::to_string(tensors.size()) + " tensors")));
     return handles;
   }
-  uint64_t group = runtime_->next_group_id();
+  // One bad member fails the whole group before anything is sent: the coordinator would
+  // otherwise wait for the missing member forever.
   for (size_t i = 0; i < names.size(); ++i) {
     const TensorView& t = tensors[i];
     if (Status s = check_tensor(names[i], t.data, t.dtype, t.shape, false); !s.is_ok()) {
-      handles.push_back(failed(names[i], s));
-      continue;
+      for (const auto& n : names)
+        handles.push_back(failed(n, s.with_context("grouped allreduce")));
+      return handles;
     }
+  }
+  uint64_t group = runtime_->next_group_id();
+  std::vector<std::shared_ptr<PendingOp>> ops;
+  for (size_t i = 0; i < names.size(); ++i) {
+    const TensorView& t = tensors[i];
     auto op = make_op(names[i], v1::COLLECTIVE_OP_ALLREDUCE, t.dtype, t.shape);
     op->reduce_op = options.op;
     op->prescale = options.prescale;
@@ -113,9 +121,9 @@ std::vector<Handle> Worker::grouped_allreduce_async(std::span<const std::string>
     op->output = t.data;
     op->group_id = group;
     op->group_size = static_cast<uint32_t>(names.size());
-    handles.push_back(runtime_->submit(std::move(op)));
+    ops.push_back(std::move(op));
   }
-  return handles;
+  return runtime_->submit_group(std::move(ops));
 }
 
 Handle Worker::allgather_async(const std::string& name, ConstTensorView input) {

@@ -55,7 +55,7 @@ Job::Job(CoordinatorOptions options, CoordinatorServer::EventCallback on_event)
                      }
                    }
                    abort(who + " registered but did not open the negotiation stream within the "
-                               "start timeout; is the worker stuck before its first collective?",
+                               "start timeout; did the worker crash or hang during init?",
                          ranks.front(), "");
                  },
              .everyone_left =

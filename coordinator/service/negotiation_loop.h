@@ -1,9 +1,11 @@
 // The coordinator's negotiation loop: the one thread that owns the NegotiationEngine. Streams
 // hand it their workers' batches (submit) and it sends every plan, in seq order, to every
-// attached stream. It wakes on new batches and at the engine's next deadline (cycle time).
+// attached stream. It wakes on new batches, at the engine's next deadline (cycle time), at the
+// deadline for every rank's stream to attach, and periodically to look for stalls.
 //
 // Threads: every public method may be called from any thread. The hooks run on the loop thread
-// or the caller's thread and must not call back into the loop.
+// (everyone_left: on the thread that called goodbye()) with no lock of the loop held; they may
+// call abort(), nothing else of the loop.
 #pragma once
 
 #include <condition_variable>

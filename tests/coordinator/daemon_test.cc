@@ -127,6 +127,19 @@ TEST(Daemon, RunsAOneRankJobToItsCleanEnd) {
   EXPECT_EQ(daemon.wait_exit(std::chrono::seconds(10)), 0);
 }
 
+TEST(Daemon, RegistrationTimeoutEndsItWithAFailure) {
+  Daemon daemon({"--world-size", "2", "--start-timeout", "0.3"}, testing::kTestSecret);
+  const std::string address = daemon.first_line(std::chrono::seconds(10));
+  ASSERT_NE(address, "");
+  TestClient client(address);
+  v1::RegisterResponse registered;
+  grpc::Status status = client.register_worker(0, "localhost", &registered);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_NE(status.error_message().find("missing rank 1"), std::string::npos)
+      << status.error_message();
+  EXPECT_EQ(daemon.wait_exit(std::chrono::seconds(10)), 1);
+}
+
 TEST(Daemon, SigtermEndsItWithAFailure) {
   Daemon daemon({"--world-size", "2"}, testing::kTestSecret);
   ASSERT_NE(daemon.first_line(std::chrono::seconds(10)), "");

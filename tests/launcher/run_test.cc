@@ -186,7 +186,7 @@ TEST(HvrunRunTest, BadInputExitsTwoWithOneLine) {
 
 TEST(HvrunRunTest, LinesOfTwoRanksNeverInterleaveOrTear) {
   const int kLines = 300, kLength = 5000, kSteps = 200;
-  RunResult r = run_process({bin_path("hvrun"), "-np", "2", bin_path("hvrun_output_printer"),
+  RunResult r = run_process({bin_path("hvrun"), "-np", "2", bin_path("launcher_output_printer"),
                              std::to_string(kLines), std::to_string(kLength),
                              std::to_string(kSteps)},
                             cpu_job());

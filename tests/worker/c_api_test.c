@@ -113,6 +113,45 @@ static int job_checks(void) {
     hvrun_handle_free(h);
   }
 
+  /* Reducescatter: 5 rows summed, rank r keeps rows [first, first + rows). */
+  int64_t rs_in[5] = {0, 1, 2, 3, 4};
+  int64_t rs_shape[1] = {5};
+  h = NULL;
+  s = hvrun_reducescatter_async(w, "c.reducescatter", rs_in, HVRUN_INT64, 1, rs_shape, HVRUN_SUM, &h);
+  EXPECT(s == HVRUN_OK, "reducescatter_async: %s", hvrun_last_error());
+  if (h) {
+    EXPECT(hvrun_handle_wait(h, 30000) == HVRUN_OK, "reducescatter: %s", hvrun_last_error());
+    const void* data = NULL;
+    int ndim = 0;
+    const int64_t* oshape = NULL;
+    int base = 5 / size, extra = 5 % size;
+    int rows = base + (rank < extra ? 1 : 0);
+    int first = rank * base + (rank < extra ? rank : extra);
+    if (hvrun_handle_output(h, &data, NULL, &ndim, &oshape) == HVRUN_OK) {
+      EXPECT(ndim == 1 && oshape[0] == rows, "reducescatter rows %lld", (long long)oshape[0]);
+      if (rows > 0) EXPECT(((const int64_t*)data)[0] == (int64_t)first * size, "reducescatter value");
+    }
+    hvrun_handle_free(h);
+  }
+
+  /* Alltoall with an even split: one row to every rank, carrying the sender's rank. */
+  int32_t a2a[16];
+  for (int i = 0; i < 16; ++i) a2a[i] = rank;
+  int64_t a2a_shape[1] = {size};
+  h = NULL;
+  s = hvrun_alltoall_async(w, "c.alltoall", a2a, HVRUN_INT32, 1, a2a_shape, NULL, &h);
+  EXPECT(s == HVRUN_OK, "alltoall_async: %s", hvrun_last_error());
+  if (h) {
+    EXPECT(hvrun_handle_wait(h, 30000) == HVRUN_OK, "alltoall: %s", hvrun_last_error());
+    const void* data = NULL;
+    size_t bytes = 0;
+    if (hvrun_handle_output(h, &data, &bytes, NULL, NULL) == HVRUN_OK) {
+      EXPECT(bytes == (size_t)size * 4, "alltoall bytes %zu", bytes);
+      EXPECT(((const int32_t*)data)[size - 1] == size - 1, "alltoall value");
+    }
+    hvrun_handle_free(h);
+  }
+
   /* A bad argument is reported at once. */
   h = NULL;
   s = hvrun_broadcast_async(w, "c.badroot", b, HVRUN_FLOAT64, 1, bshape, size + 5, &h);

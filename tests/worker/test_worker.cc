@@ -14,6 +14,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <numeric>
@@ -243,6 +244,12 @@ int run_collectives_round(hvrun::Worker& w, bool large) {
     if (!s.is_ok()) fail(names[g] + ": " + s.to_string());
     else if (group[g][16] != want) fail(names[g] + ": wrong value");
   }
+  // A group naming one tensor twice is refused as a whole (nothing sent, nothing hangs).
+  std::vector<std::string> twice = {"group.dup", "group.dup"};
+  std::vector<hvrun::TensorView> two_views = {views[0], views[1]};
+  for (const Handle& h : w.grouped_allreduce_async(twice, two_views))
+    if (h.wait(std::chrono::seconds(5)).code() != hvrun::StatusCode::kAlreadyExists)
+      fail("grouped allreduce with a repeated name was not refused");
   if (hvrun::Status s = w.barrier(); !s.is_ok()) fail("barrier: " + s.to_string());
   std::printf("rank %d: %zu cases checked, %d failures\n", w.rank(), cases.size() + 3, g_failures);
   return g_failures == 0 ? 0 : 1;
@@ -300,8 +307,19 @@ int run_join(hvrun::Worker& w) {
     auto h1 = w.allreduce_async("step.sum." + std::to_string(k), hvrun::TensorView{sum.data(), DataType::kFloat64, {5}});
     auto h2 = w.allreduce_async("step.avg." + std::to_string(k), hvrun::TensorView{avg.data(), DataType::kFloat64, {5}}, {ReduceOp::kAverage});
     auto h3 = w.allreduce_async("step.min." + std::to_string(k), hvrun::TensorView{mn.data(), DataType::kFloat64, {5}}, {ReduceOp::kMin});
-    for (auto* h : {&h1, &h2, &h3})
+    // Allgather while some ranks joined: only the ranks still stepping contribute rows.
+    std::vector<double> mine(static_cast<size_t>(w.rank() + 1), w.rank());
+    auto h4 = w.allgather_async("step.gather." + std::to_string(k),
+                                hvrun::ConstTensorView(mine.data(), DataType::kFloat64, {w.rank() + 1}));
+    for (auto* h : {&h1, &h2, &h3, &h4})
       if (auto s = w.wait(*h); !s.is_ok()) return fail("step " + std::to_string(k) + ": " + s.to_string()), 1;
+    std::vector<double> want_rows;
+    for (int r = k; r < w.size(); ++r) want_rows.insert(want_rows.end(), static_cast<size_t>(r + 1), r);
+    hvrun::TensorView gathered = h4.output();
+    const double* g = static_cast<const double*>(gathered.data);
+    if (gathered.shape != std::vector<int64_t>{static_cast<int64_t>(want_rows.size())} ||
+        !std::equal(want_rows.begin(), want_rows.end(), g))
+      return fail("step " + std::to_string(k) + ": allgather with joined ranks gave the wrong rows"), 1;
     // Ranks k..size-1 still contribute in step k.
     double want_sum = 0;
     for (int r = k; r < w.size(); ++r) want_sum += r + 1.0;

@@ -130,6 +130,32 @@ Handle Runtime::submit(std::shared_ptr<PendingOp> op) {
   return handle;
 }
 
+std::vector<Handle> Runtime::submit_group(std::vector<std::shared_ptr<PendingOp>> ops) {
+  std::vector<Handle> handles;
+  for (const auto& op : ops) handles.emplace_back(op->handle);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::optional<Status> refusal = terminal_;
+    for (size_t i = 0; i < ops.size() && !refusal; ++i) {
+      bool repeated = in_flight_.count(ops[i]->name()) > 0;
+      for (size_t j = 0; j < i && !repeated; ++j) repeated = ops[j]->name() == ops[i]->name();
+      if (repeated)
+        refusal = already_exists("grouped allreduce: tensor '" + ops[i]->name() +
+                                 "' is in flight already or named twice in the group");
+    }
+    if (refusal) {
+      for (const auto& op : ops) op->handle->complete(*refusal);
+      return handles;
+    }
+    for (auto& op : ops) {
+      in_flight_.emplace(op->name(), op);
+      outbox_.push_back(std::move(op));
+    }
+  }
+  wake_.notify_all();
+  return handles;
+}
+
 void Runtime::abort(const std::string& reason) {
   {
     std::lock_guard<std::mutex> lock(mutex_);

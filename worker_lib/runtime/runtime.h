@@ -46,6 +46,8 @@ class Runtime {
   // Takes ownership of `op`; returns its handle (already failed when the runtime is not
   // running or the name is in flight).
   Handle submit(std::shared_ptr<PendingOp> op);
+  // All or nothing: every op is queued (in one batch), or every handle fails.
+  std::vector<Handle> submit_group(std::vector<std::shared_ptr<PendingOp>> ops);
   Status shutdown();
   void abort(const std::string& reason);
 

@@ -17,7 +17,9 @@
 //  * barrier_async() and join_async() are called the same number of times, in the same order,
 //    on every rank. After join_async() a rank submits nothing until the join completes; other
 //    ranks' collectives proceed, this rank contributing neutral values (0 for Sum/Average,
-//    the identity for Min/Max/Product) and Average dividing by the ranks that contributed.
+//    the identity for Min/Max/Product; no rows to an allgather) and Average dividing by the
+//    ranks that contributed. A joined rank does not see those results: after join, broadcast
+//    state from join()'s result (the last rank to join took part in every step).
 //
 // Threads: every method is thread-safe. Collectives run in order on one background thread
 // owned by the Worker, which also owns the coordinator stream; handles complete there.
@@ -77,7 +79,8 @@ struct Topology {
 class Worker {
  public:
   // Registers with the coordinator (blocks until every rank registered, bounded by the start
-  // timeout), connects the data plane and starts the background thread.
+  // timeout), connects the data plane and starts the background thread. Installs hvrun's
+  // stderr logger (spdlog's default logger, lines tagged with the rank) at Config::log_level.
   static Result<std::unique_ptr<Worker>> init();
   static Result<std::unique_ptr<Worker>> init(const Config& config);
 
