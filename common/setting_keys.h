@@ -28,6 +28,8 @@ inline constexpr SettingKey<double> kCycleTimeMs{"cycle_time_ms"};
 inline constexpr SettingKey<int64_t> kCacheCapacity{"cache_capacity"};
 inline constexpr SettingKey<double> kStallWarningSeconds{"stall_warning_s"};
 inline constexpr SettingKey<double> kStallShutdownSeconds{"stall_shutdown_s"};
+inline constexpr SettingKey<double> kHeartbeatTimeoutSeconds{"heartbeat_timeout_s"};
+inline constexpr SettingKey<std::string> kJoinAverage{"join_average"};
 
 // Worker library.
 inline constexpr SettingKey<double> kOpTimeoutSeconds{"op_timeout_s"};

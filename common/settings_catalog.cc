@@ -78,18 +78,33 @@ constexpr std::array kCatalog = {
                 .scope = "coordinator",
                 .description = "Response cache entries; cached tensors are negotiated by a "
                                "small id instead of name and shape. 0 turns the cache off."},
-    SettingSpec{.name = "stall_warning_s", .flag = "--stall-warning",
-                .env = "HVRUN_STALL_WARNING", .kind = SettingKind::kDouble,
+    SettingSpec{.name = "stall_warning_s", .flag = "--stall-check-warning-time-seconds",
+                .env = "HVRUN_STALL_CHECK_TIME_SECONDS", .kind = SettingKind::kDouble,
                 .default_value = "60", .min = 0, .max = 86400, .unit = "seconds",
                 .scope = "coordinator",
-                .description = "Log a warning naming the missing ranks when a tensor some ranks "
-                               "submitted has waited this long for the others. 0 turns it off."},
-    SettingSpec{.name = "stall_shutdown_s", .flag = "--stall-shutdown",
-                .env = "HVRUN_STALL_SHUTDOWN", .kind = SettingKind::kDouble,
+                .description = "Log a warning, once per stall, naming the missing ranks, the "
+                               "tensors they have not submitted and the last operation each "
+                               "completed, when a tensor some ranks submitted has waited this "
+                               "long for the others. 0 turns it off."},
+    SettingSpec{.name = "stall_shutdown_s", .flag = "--stall-check-shutdown-time-seconds",
+                .env = "HVRUN_STALL_SHUTDOWN_TIME_SECONDS", .kind = SettingKind::kDouble,
                 .default_value = "0", .min = 0, .max = 86400, .unit = "seconds",
                 .scope = "coordinator",
                 .description = "Abort the job, naming the tensor and the missing ranks, when a "
                                "tensor has waited this long for some ranks. 0 = never."},
+    SettingSpec{.name = "heartbeat_timeout_s", .flag = "--heartbeat-timeout",
+                .env = "HVRUN_HEARTBEAT_TIMEOUT", .kind = SettingKind::kDouble,
+                .default_value = "30", .min = 0, .max = 86400, .unit = "seconds",
+                .scope = "coordinator",
+                .description = "Abort the job, naming the rank and host, when a worker's "
+                               "negotiation stream has been silent this long (workers "
+                               "heartbeat every timeout/10, at most every second). 0 = never."},
+    SettingSpec{.name = "join_average", .flag = "--join-average", .env = "HVRUN_JOIN_AVERAGE",
+                .kind = SettingKind::kChoice, .default_value = "contributing",
+                .choices = "contributing|all", .scope = "coordinator",
+                .description = "Average while ranks have joined: contributing divides by the "
+                               "ranks that contributed data; all divides by every rank "
+                               "(Horovod's behaviour)."},
 
     SettingSpec{.name = "op_timeout_s", .flag = "--op-timeout", .env = "HVRUN_OP_TIMEOUT",
                 .kind = SettingKind::kDouble, .default_value = "300", .min = 0.1,

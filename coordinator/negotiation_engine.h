@@ -33,8 +33,10 @@
 //     metadata when ranks re-sent it in full. Ids are never evicted or reused; at capacity new
 //     tensors get id 0 and keep negotiating in full.
 //  8. Join: a JOIN request ("join") marks its rank joined; tensors become ready without joined
-//     ranks, whose responses list them in joined_ranks (they contribute neutral data) and count
-//     contributing_ranks without them. When every rank has joined, a JOIN response with
+//     ranks, whose responses list them in joined_ranks (they contribute neutral data: zeros for
+//     Sum/Average, the identity for Min/Max/Product; zero rows for allgather and alltoall) and
+//     count contributing_ranks without them (or all ranks with join_average_all). Every op
+//     keeps working; a broadcast whose root joined fails on every rank. When every rank has joined, a JOIN response with
 //     last_joined_rank follows, and the join state resets for the next round.
 //  9. rank_departed(r): rank r left cleanly (Goodbye); every tensor still waiting for r fails.
 // 10. Stalls: stalled_tensors() lists tensors some ranks submitted long ago and the ranks still
@@ -43,6 +45,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -58,6 +61,9 @@ struct EngineOptions {
   int64_t fusion_threshold_bytes = 128LL << 20;  // 0 = no fusion
   std::chrono::microseconds cycle_time{1000};
   int cache_capacity = 1024;                     // 0 = no cache
+  // Average while ranks have joined: false divides by the contributing ranks (default), true
+  // by every rank (Horovod's behaviour): Response.contributing_ranks says which.
+  bool join_average_all = false;
 };
 
 // A tensor that has waited long for some ranks.
@@ -71,6 +77,12 @@ struct StalledTensor {
 
 // "allreduce 'grad.w' has waited 62 s for rank 3, 5 (submitted by ranks 0-2, 4, 6-7)"
 std::string describe_stall(const StalledTensor& stall);
+
+// One report for several stalled tensors, grouped by missing rank: "stall: rank 1 <detail(1)>
+// has not submitted allreduce 'a' (waited 2.1 s; submitted by ranks 0, 2), ...". `detail`
+// adds what the caller knows of a rank (host, pid, last completed operation).
+std::string describe_stalls(const std::vector<StalledTensor>& stalls,
+                            const std::function<std::string(int rank)>& detail);
 
 class NegotiationEngine {
  public:

@@ -21,6 +21,9 @@ CoordinatorOptions CoordinatorOptions::from_settings(const Settings& settings) {
       std::llround(settings.get(setting::kStallWarningSeconds) * 1000.0));
   options.stall_shutdown = std::chrono::milliseconds(
       std::llround(settings.get(setting::kStallShutdownSeconds) * 1000.0));
+  options.heartbeat_timeout = std::chrono::milliseconds(
+      std::llround(settings.get(setting::kHeartbeatTimeoutSeconds) * 1000.0));
+  options.join_average_all = settings.get(setting::kJoinAverage) == "all";
   for (const SettingSpec& spec : all_settings()) {
     options.job_settings[std::string(spec.name)] = settings.text(spec.name);
   }

@@ -42,6 +42,10 @@ struct CoordinatorOptions {
   // missing ranks; after stall_shutdown (0 = never) the job is aborted with that message.
   std::chrono::milliseconds stall_warning{60000};  // 0 = no warning
   std::chrono::milliseconds stall_shutdown{0};
+  // A worker whose stream stays silent (no heartbeat, no request) this long aborts the job,
+  // naming its rank and host. 0 = never.
+  std::chrono::milliseconds heartbeat_timeout{30000};
+  bool join_average_all = false;      // Average while ranks joined: divide by all ranks
   // Effective settings handed to every worker at registration (registry name -> text).
   std::map<std::string, std::string> job_settings;
 

@@ -44,6 +44,12 @@ class Backend {
                            std::span<const size_t> recv_bytes) = 0;
 
   virtual Status barrier() = 0;
+
+  // Tears the data plane down: every operation in progress (on any thread) and every later one
+  // fails promptly with kAborted carrying `reason`, and peers blocked on this rank see their
+  // connections close. Called from any thread (the runtime's reader on JobAbort or a lost
+  // coordinator; the backend itself after a failed operation). Idempotent; the first reason wins.
+  virtual void abort(const std::string& reason) = 0;
 };
 
 }  // namespace hvrun::detail

@@ -51,7 +51,8 @@ int64_t response_bytes(const PendingTensor& tensor) {
   return engine::element_count(meta.shape) * element;
 }
 
-void fill_header(v1::Response& response, const PendingTensor& tensor, int world) {
+void fill_header(v1::Response& response, const PendingTensor& tensor, int world,
+                 bool average_over_all) {
   const TensorMeta& meta = *tensor.reference;
   response.set_op(meta.op);
   response.set_dtype(meta.dtype);
@@ -61,7 +62,8 @@ void fill_header(v1::Response& response, const PendingTensor& tensor, int world)
   response.set_postscale(meta.postscale);
   response.set_root_rank(meta.root_rank);
   for (int r : tensor.joined_at_ready) response.add_joined_ranks(r);
-  response.set_contributing_ranks(world - static_cast<int>(tensor.joined_at_ready.size()));
+  response.set_contributing_ranks(
+      average_over_all ? world : world - static_cast<int>(tensor.joined_at_ready.size()));
 }
 
 // Rows each rank sends to each other rank: the rank's splits, or an even split of its rows.
@@ -142,7 +144,7 @@ std::optional<v1::Plan> NegotiationEngine::State::build_plan(TimePoint now) {
     if (tensor->grouped()) {
       auto [it, added] = group_response.try_emplace(meta.group_id, plan.responses_size());
       response = added ? plan.add_responses() : plan.mutable_responses(it->second);
-      if (added) fill_header(*response, *tensor, world);
+      if (added) fill_header(*response, *tensor, world, options.join_average_all);
     } else if (tensor->fusion_key >= 0 && threshold > 0) {
       const int k = tensor->fusion_key;
       if (open_response[k] >= 0 && open_bytes[k] + bytes <= threshold) {
@@ -152,11 +154,11 @@ std::optional<v1::Plan> NegotiationEngine::State::build_plan(TimePoint now) {
         open_response[k] = plan.responses_size();
         open_bytes[k] = bytes;
         response = plan.add_responses();
-        fill_header(*response, *tensor, world);
+        fill_header(*response, *tensor, world, options.join_average_all);
       }
     } else {
       response = plan.add_responses();
-      fill_header(*response, *tensor, world);
+      fill_header(*response, *tensor, world, options.join_average_all);
     }
     // Fused tensors share joined_ranks only if they agree; a response's joined ranks come from
     // its first tensor, so a tensor that disagrees starts a response of its own.
@@ -165,7 +167,7 @@ std::optional<v1::Plan> NegotiationEngine::State::build_plan(TimePoint now) {
                     response->joined_ranks().begin(), response->joined_ranks().end())) {
       if (tensor->fusion_key >= 0) open_response[tensor->fusion_key] = plan.responses_size();
       response = plan.add_responses();
-      fill_header(*response, *tensor, world);
+      fill_header(*response, *tensor, world, options.join_average_all);
       if (tensor->fusion_key >= 0) open_bytes[tensor->fusion_key] = bytes;
     }
 

@@ -1,5 +1,6 @@
 // Stall reports: tensors some ranks submitted long ago, and who is still missing.
 #include <algorithm>
+#include <map>
 #include <sstream>
 
 #include "coordinator/engine/engine_state.h"
@@ -41,6 +42,38 @@ std::string describe_stall(const StalledTensor& stall) {
       << (stall.submitted_ranks.size() == 1 ? "rank " : "ranks ")
       << engine::format_ranks(stall.submitted_ranks)
       << "); are those ranks stuck, or running a different code path?";
+  return out.str();
+}
+
+}  // namespace hvrun::coordinator
+
+namespace hvrun::coordinator {
+
+std::string describe_stalls(const std::vector<StalledTensor>& stalls,
+                            const std::function<std::string(int rank)>& detail) {
+  std::map<int, std::vector<const StalledTensor*>> by_rank;  // missing rank -> its stalls
+  for (const StalledTensor& stall : stalls) {
+    for (int rank : stall.missing_ranks) by_rank[rank].push_back(&stall);
+  }
+  std::vector<int> missing;
+  for (const auto& [rank, unused] : by_rank) missing.push_back(rank);
+  std::ostringstream out;
+  out << (missing.size() == 1 ? "rank " : "ranks ") << engine::format_ranks(missing)
+      << (missing.size() == 1 ? " has" : " have") << " not submitted what the other ranks wait for";
+  for (const auto& [rank, waiting] : by_rank) {
+    out << "; rank " << rank;
+    if (detail) out << detail(rank);
+    out << " has not submitted ";
+    for (size_t i = 0; i < waiting.size(); ++i) {
+      const StalledTensor& stall = *waiting[i];
+      out << (i ? ", " : "") << engine::op_name(stall.op) << " '" << stall.name << "' (waited "
+          << std::chrono::duration_cast<std::chrono::milliseconds>(stall.waited).count() / 1000.0
+          << " s; submitted by " << (stall.submitted_ranks.size() == 1 ? "rank " : "ranks ")
+          << engine::format_ranks(stall.submitted_ranks) << ")";
+    }
+  }
+  out << ". Are those ranks stuck (in computation, I/O, a deadlock), or running a different code "
+         "path that skips these collectives?";
   return out.str();
 }
 

@@ -45,6 +45,11 @@ class Server final : public CoordinatorServer {
     builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
     builder.SetMaxSendMessageSize(kMaxMessageBytes);
     builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);  // a taken port is an error
+    // Workers ping every few seconds (HTTP/2 keepalive) to notice a coordinator that hangs;
+    // accept those pings however quiet the stream is, instead of answering "too many pings".
+    builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 1000);
+    builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
+    builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
     server_ = builder.BuildAndStart();
     const bool is_unix = listen.rfind("unix:", 0) == 0;
     if (!server_ || (!is_unix && port == 0)) {

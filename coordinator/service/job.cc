@@ -2,15 +2,25 @@
 
 #include <spdlog/spdlog.h>
 
+#include <cstdio>
+
 namespace hvrun::coordinator::service {
 
 namespace {
+// "2.5" for 2500 ms: seconds as people write them in messages.
+std::string seconds_text(std::chrono::milliseconds ms) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f", static_cast<double>(ms.count()) / 1000.0);
+  return text;
+}
+
 EngineOptions engine_options(const CoordinatorOptions& options) {
   EngineOptions engine;
   engine.world_size = options.world_size;
   engine.fusion_threshold_bytes = options.fusion_threshold_bytes;
   engine.cycle_time = options.cycle_time;
   engine.cache_capacity = options.cache_capacity;
+  engine.join_average_all = options.join_average_all;
   return engine;
 }
 }  // namespace
@@ -35,7 +45,9 @@ Job::Job(CoordinatorOptions options, CoordinatorServer::EventCallback on_event)
                     }
                   }),
       loop_(engine_options(options_),
-            {.warning = options_.stall_warning, .shutdown = options_.stall_shutdown},
+            {.warning = options_.stall_warning,
+             .shutdown = options_.stall_shutdown,
+             .heartbeat_timeout = options_.heartbeat_timeout},
             {.protocol_error =
                  [this](int rank, const Status& error) {
                    std::string host;
@@ -65,9 +77,33 @@ Job::Job(CoordinatorOptions options, CoordinatorServer::EventCallback on_event)
                    end(Status::ok());
                  },
              .stalled =
-                 [this](const StalledTensor& stall) {
-                   abort("stall shutdown (--stall-shutdown): " + describe_stall(stall),
-                         stall.missing_ranks.empty() ? -1 : stall.missing_ranks.front(), "");
+                 [this](const std::string& message, int rank) {
+                   std::string host;
+                   if (auto info = rendezvous_.rank_info(rank)) host = info->host();
+                   abort("stall shutdown (--stall-check-shutdown-time-seconds " +
+                             seconds_text(options_.stall_shutdown) +
+                             "): " + message,
+                         rank, host);
+                 },
+             .silent =
+                 [this](int rank, std::chrono::milliseconds quiet) {
+                   std::string who = "rank " + std::to_string(rank);
+                   std::string host;
+                   if (auto info = rendezvous_.rank_info(rank)) {
+                     host = info->host();
+                     who += " on host " + host + " (pid " + std::to_string(info->pid()) + ")";
+                   }
+                   abort(who + " sent no heartbeat for " + seconds_text(quiet) +
+                             " s (--heartbeat-timeout " +
+                             seconds_text(options_.heartbeat_timeout) +
+                             " s): the process is stopped or hung, or its host or network is down",
+                         rank, host);
+                 },
+             .rank_label =
+                 [this](int rank) -> std::string {
+                   auto info = rendezvous_.rank_info(rank);
+                   if (!info) return "";
+                   return "host " + info->host() + ", pid " + std::to_string(info->pid());
                  }}) {}
 
 Job::~Job() { loop_.stop(); }

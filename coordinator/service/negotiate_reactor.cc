@@ -113,6 +113,11 @@ void NegotiateReactor::handle(const v1::WorkerMessage& message) {
     outbox_->finish(failed_precondition("Negotiate: the first message of a stream must be Hello"));
     return;
   }
+  if (attached_) {
+    job_.loop().heard_from(rank_, message.kind_case() == v1::WorkerMessage::kHeartbeat
+                                      ? std::optional<uint64_t>(message.heartbeat().last_plan_seq())
+                                      : std::nullopt);
+  }
   switch (message.kind_case()) {
     case v1::WorkerMessage::kHello:
       on_hello(message.hello());

@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "coordinator/engine/tensor_meta.h"
+
 namespace hvrun::coordinator::service {
 
 std::shared_ptr<const grpc::ByteBuffer> serialize(const v1::CoordinatorMessage& message) {
@@ -11,13 +13,16 @@ std::shared_ptr<const grpc::ByteBuffer> serialize(const v1::CoordinatorMessage& 
 }
 
 namespace {
-// How often stalls are looked for: a quarter of the smallest threshold, at least every 50 ms.
+constexpr size_t kPlanSummaries = 4096;  // how many recent plans a stall report can name
+
+// How often stalls and silence are looked for: an eighth of the smallest threshold (a warning
+// comes at most 12.5 % late), at most every 50 ms.
 std::chrono::milliseconds stall_check_period(const NegotiationLoop::StallOptions& stall) {
   std::chrono::milliseconds smallest = std::chrono::milliseconds::max();
-  for (auto threshold : {stall.warning, stall.shutdown}) {
+  for (auto threshold : {stall.warning, stall.shutdown, stall.heartbeat_timeout}) {
     if (threshold.count() > 0) smallest = std::min(smallest, threshold);
   }
-  return std::max(std::chrono::milliseconds(50), smallest / 4);
+  return std::max(std::chrono::milliseconds(50), smallest / 8);
 }
 }  // namespace
 
@@ -28,8 +33,12 @@ NegotiationLoop::NegotiationLoop(EngineOptions options, StallOptions stall, Hook
       engine_(options),
       streams_(options.world_size),
       said_goodbye_(options.world_size, 0),
-      attached_once_(options.world_size, 0) {
-  if (stall_.warning.count() > 0 || stall_.shutdown.count() > 0) {
+      attached_once_(options.world_size, 0),
+      last_heard_(options.world_size),
+      finished_seq_(options.world_size, 0),
+      silent_reported_(options.world_size, 0) {
+  if (stall_.warning.count() > 0 || stall_.shutdown.count() > 0 ||
+      stall_.heartbeat_timeout.count() > 0) {
     next_stall_check_ = NegotiationEngine::Clock::now() + stall_check_period(stall_);
   }
   thread_ = std::thread([this] { run(); });
@@ -63,6 +72,7 @@ Status NegotiationLoop::attach(int rank, std::shared_ptr<StreamSink> sink) {
   }
   streams_[rank] = sink;
   attached_once_[rank] = 1;
+  heard_from(rank);
   v1::CoordinatorMessage welcome;
   welcome.mutable_welcome()->set_first_plan_seq(last_seq_ + 1);
   sink->send(serialize(welcome));
@@ -95,22 +105,73 @@ void NegotiationLoop::check_streams_attached() {
   if (!missing.empty() && hooks_.streams_missing) hooks_.streams_missing(missing);
 }
 
+void NegotiationLoop::heard_from(int rank, std::optional<uint64_t> finished_plan_seq) {
+  if (rank < 0 || rank >= world_size_) return;
+  std::lock_guard<std::mutex> lock(liveness_mutex_);
+  last_heard_[rank] = NegotiationEngine::Clock::now();
+  if (finished_plan_seq) finished_seq_[rank] = *finished_plan_seq;
+}
+
+std::string NegotiationLoop::rank_detail(int rank) {
+  std::string detail = hooks_.rank_label ? hooks_.rank_label(rank) : "";
+  uint64_t seq = 0;
+  {
+    std::lock_guard<std::mutex> lock(liveness_mutex_);
+    seq = finished_seq_[rank];
+  }
+  detail += detail.empty() ? "" : "; ";
+  if (seq == 0) return " (" + detail + "last completed operation: none yet)";
+  auto it = plan_summaries_.find(seq);
+  return " (" + detail + "last completed operation: " +
+         (it != plan_summaries_.end() ? it->second : "plan " + std::to_string(seq)) + ")";
+}
+
+void NegotiationLoop::check_heartbeats(NegotiationEngine::TimePoint now) {
+  if (stall_.heartbeat_timeout.count() <= 0) return;
+  std::vector<std::pair<int, std::chrono::milliseconds>> silent;
+  {
+    std::lock_guard<std::mutex> streams_lock(streams_mutex_);
+    if (abort_message_) return;
+    std::lock_guard<std::mutex> lock(liveness_mutex_);
+    for (int r = 0; r < world_size_; ++r) {
+      if (!streams_[r] || said_goodbye_[r] || silent_reported_[r]) continue;
+      const auto quiet = std::chrono::duration_cast<std::chrono::milliseconds>(now - last_heard_[r]);
+      if (quiet >= stall_.heartbeat_timeout) silent.emplace_back(r, quiet);
+    }
+  }
+  for (const auto& [rank, quiet] : silent) {
+    silent_reported_[rank] = 1;
+    if (hooks_.silent) hooks_.silent(rank, quiet);
+  }
+}
+
 void NegotiationLoop::check_stalls(NegotiationEngine::TimePoint now) {
   const auto smallest = stall_.warning.count() > 0 && (stall_.shutdown.count() == 0 ||
                                                        stall_.warning < stall_.shutdown)
                             ? stall_.warning
                             : stall_.shutdown;
+  if (smallest.count() <= 0) return;
   std::set<std::string> still_stalled;
-  for (const StalledTensor& stall : engine_.stalled_tensors(now, smallest)) {
+  std::vector<StalledTensor> to_warn;
+  std::vector<StalledTensor> past_shutdown;
+  for (StalledTensor& stall : engine_.stalled_tensors(now, smallest)) {
     still_stalled.insert(stall.name);
+    if (stall.missing_ranks.empty()) continue;  // waits only for joined ranks: not a stall
     if (stall_.shutdown.count() > 0 && stall.waited >= stall_.shutdown) {
-      if (hooks_.stalled) hooks_.stalled(stall);
-      return;
+      past_shutdown.push_back(stall);
     }
     if (stall_.warning.count() > 0 && stall.waited >= stall_.warning && !warned_.count(stall.name)) {
-      spdlog::warn("stall: {}", describe_stall(stall));
       warned_.insert(stall.name);
+      to_warn.push_back(std::move(stall));
     }
+  }
+  auto detail = [this](int rank) { return rank_detail(rank); };
+  if (!to_warn.empty()) spdlog::warn("stall: {}", describe_stalls(to_warn, detail));
+  if (!past_shutdown.empty()) {
+    if (hooks_.stalled) {
+      hooks_.stalled(describe_stalls(past_shutdown, detail), past_shutdown.front().missing_ranks.front());
+    }
+    return;
   }
   // Forget tensors that moved on, so that a later stall of the same name is reported again.
   for (auto it = warned_.begin(); it != warned_.end();) {
@@ -173,6 +234,19 @@ void NegotiationLoop::broadcast(v1::Plan plan) {
     last_seq_ = seq;
     streams = streams_;
   }
+  // What the plan ran, for stall reports ("the last operation rank r completed").
+  const v1::Plan& sent = wrapped.plan();
+  for (int i = sent.responses_size() - 1; i >= 0; --i) {
+    const v1::Response& response = sent.responses(i);
+    if (!response.error().empty() || response.tensors_size() == 0) continue;
+    std::string summary = std::string(engine::op_name(response.op())) + " '" +
+                          response.tensors(response.tensors_size() - 1).name() + "'";
+    if (response.tensors_size() > 1)
+      summary += " (fused with " + std::to_string(response.tensors_size() - 1) + " more)";
+    plan_summaries_[seq] = summary + " in plan " + std::to_string(seq);
+    if (plan_summaries_.size() > kPlanSummaries) plan_summaries_.erase(plan_summaries_.begin());
+    break;
+  }
   for (auto& stream : streams) {
     if (stream) stream->send(message);
   }
@@ -205,6 +279,7 @@ void NegotiationLoop::run() {
     if (check_attached) check_streams_attached();
     if (next_stall_check_ && NegotiationEngine::Clock::now() >= *next_stall_check_) {
       check_stalls(NegotiationEngine::Clock::now());
+      check_heartbeats(NegotiationEngine::Clock::now());
       next_stall_check_ = NegotiationEngine::Clock::now() + stall_check_period(stall_);
     }
     for (Input& input : batch) {

@@ -1,7 +1,8 @@
 // The coordinator's negotiation loop: the one thread that owns the NegotiationEngine. Streams
 // hand it their workers' batches (submit) and it sends every plan, in seq order, to every
 // attached stream. It wakes on new batches, at the engine's next deadline (cycle time), at the
-// deadline for every rank's stream to attach, and periodically to look for stalls.
+// deadline for every rank's stream to attach, and periodically to look for stalls and silent
+// ranks (no message, heartbeat included, within the heartbeat timeout).
 //
 // Threads: every public method may be called from any thread. The hooks run on the loop thread
 // (everyone_left: on the thread that called goodbye()) with no lock of the loop held; they may
@@ -10,6 +11,7 @@
 
 #include <condition_variable>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -31,13 +33,19 @@ class NegotiationLoop {
     // Ranks that never attached a stream by the deadline of expect_streams_by().
     std::function<void(const std::vector<int>& ranks)> streams_missing;
     std::function<void()> everyone_left;  // every rank said Goodbye
-    // A tensor waited past the stall shutdown threshold (message names it and the missing ranks).
-    std::function<void(const StalledTensor& stall)> stalled;
+    // A tensor waited past the stall shutdown threshold: `message` names the missing ranks,
+    // the tensors and each rank's last completed operation; `rank` is the first missing rank.
+    std::function<void(const std::string& message, int rank)> stalled;
+    // `rank` sent nothing (no heartbeat) for `silent`, past the heartbeat timeout.
+    std::function<void(int rank, std::chrono::milliseconds silent)> silent;
+    // "host H, pid P" for a rank, for reports; may be empty.
+    std::function<std::string(int rank)> rank_label;
   };
 
   struct StallOptions {
     std::chrono::milliseconds warning{0};   // 0 = no warnings
     std::chrono::milliseconds shutdown{0};  // 0 = never
+    std::chrono::milliseconds heartbeat_timeout{0};  // 0 = never
   };
 
   NegotiationLoop(EngineOptions options, StallOptions stall, Hooks hooks);
@@ -53,6 +61,8 @@ class NegotiationLoop {
   void expect_streams_by(NegotiationEngine::TimePoint deadline);
 
   void submit(int rank, v1::RequestBatch batch);
+  // Any message from `rank` (a Heartbeat carries the last plan it finished executing).
+  void heard_from(int rank, std::optional<uint64_t> finished_plan_seq = std::nullopt);
   void goodbye(int rank);
 
   // Sends JobAbort to every stream and finishes them with `status`; refuses later attaches.
@@ -74,6 +84,9 @@ class NegotiationLoop {
   void broadcast(v1::Plan plan);
   void check_streams_attached();
   void check_stalls(NegotiationEngine::TimePoint now);
+  void check_heartbeats(NegotiationEngine::TimePoint now);
+  // " (host H, pid P; last completed operation: allreduce 'x' in plan 12)"
+  std::string rank_detail(int rank);
 
   const int world_size_;
   const StallOptions stall_;
@@ -81,6 +94,8 @@ class NegotiationLoop {
   NegotiationEngine engine_;  // loop thread only
   std::optional<NegotiationEngine::TimePoint> next_stall_check_;  // loop thread only
   std::set<std::string> warned_;                                  // loop thread only: stalls logged
+  std::map<uint64_t, std::string> plan_summaries_;  // loop thread only: recent plans' last op
+
 
   std::mutex inbox_mutex_;
   std::condition_variable inbox_cv_;
@@ -97,6 +112,10 @@ class NegotiationLoop {
   uint64_t last_seq_ = 0;                             // guarded by streams_mutex_
   std::shared_ptr<const grpc::ByteBuffer> abort_message_;  // guarded by streams_mutex_
   Status abort_status_;                               // guarded by streams_mutex_
+  std::mutex liveness_mutex_;
+  std::vector<NegotiationEngine::TimePoint> last_heard_;  // by rank; guarded by liveness_mutex_
+  std::vector<uint64_t> finished_seq_;                    // by rank; guarded by liveness_mutex_
+  std::vector<uint8_t> silent_reported_;                  // loop thread only
 
   std::thread thread_;
 };

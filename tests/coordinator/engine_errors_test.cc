@@ -145,6 +145,19 @@ TEST(Join, TensorsRunWithoutJoinedRanksAndTheLastJoinerIsReported) {
   EXPECT_EQ(sim.plans.size(), 2u);
 }
 
+// --join-average all (Horovod's behaviour): Average divides by every rank, joined or not.
+TEST(Join, JoinAverageAllCountsEveryRankAsContributing) {
+  EngineOptions options{3, 64 << 20, std::chrono::microseconds(1000), 1024};
+  options.join_average_all = true;
+  Sim sim(options);
+  sim.submit(2, {join_request()});
+  sim.submit(0, {allreduce("x", {4})});
+  sim.submit(1, {allreduce("x", {4})});
+  ASSERT_EQ(sim.plans.size(), 1u);
+  EXPECT_EQ(sim.plans[0].responses(0).contributing_ranks(), 3);
+  EXPECT_EQ(sim.plans[0].responses(0).joined_ranks(0), 2);
+}
+
 TEST(Join, JoiningMakesWaitingTensorsReady) {
   Sim sim(2);
   sim.submit(0, {allreduce("x", {4})});

@@ -17,6 +17,8 @@ TEST(CoordinatorOptions, FromSettingsReadsEveryCoordinatorTunable) {
   ASSERT_TRUE(settings.set("coordinator_port", "29500", SettingSource::kOverride).is_ok());
   ASSERT_TRUE(settings.set("stall_warning_s", "2", SettingSource::kOverride).is_ok());
   ASSERT_TRUE(settings.set("stall_shutdown_s", "9", SettingSource::kOverride).is_ok());
+  ASSERT_TRUE(settings.set("heartbeat_timeout_s", "4.5", SettingSource::kOverride).is_ok());
+  ASSERT_TRUE(settings.set("join_average", "all", SettingSource::kOverride).is_ok());
   const auto options = CoordinatorOptions::from_settings(settings);
   EXPECT_EQ(options.fusion_threshold_bytes, 2621440);
   EXPECT_EQ(options.cycle_time, std::chrono::microseconds(250));
@@ -25,6 +27,9 @@ TEST(CoordinatorOptions, FromSettingsReadsEveryCoordinatorTunable) {
   EXPECT_EQ(options.listen_address, "127.0.0.1:29500");
   EXPECT_EQ(options.stall_warning, std::chrono::seconds(2));
   EXPECT_EQ(options.stall_shutdown, std::chrono::seconds(9));
+  EXPECT_EQ(options.heartbeat_timeout, std::chrono::milliseconds(4500));
+  EXPECT_TRUE(options.join_average_all);
+  EXPECT_FALSE(CoordinatorOptions::from_settings(Settings()).join_average_all);
   EXPECT_EQ(options.job_settings.at("cycle_time_ms"), "0.25");
   EXPECT_EQ(options.job_settings.size(), all_settings().size());
 }

@@ -1,5 +1,6 @@
 // The coordinator's Negotiate streams over real sockets: abort reaching every stream, lost
 // streams, protocol errors, stalls, and identical plans for many ranks.
+#include <atomic>
 #include <map>
 #include <thread>
 
@@ -190,11 +191,48 @@ TEST(CoordinatorService, StallShutdownAbortsNamingTheTensorAndTheMissingRank) {
   for (TestStream* stream : {&s0, &s1}) {
     ASSERT_TRUE(stream->read(&message));  // bounded by the 300 ms stall shutdown
     ASSERT_TRUE(message.has_abort());
-    EXPECT_NE(message.abort().reason().find("allreduce 'only.rank0' has waited"), std::string::npos)
+    EXPECT_NE(message.abort().reason().find("rank 1 (host localhost"), std::string::npos)
         << message.abort().reason();
-    EXPECT_NE(message.abort().reason().find("for rank 1"), std::string::npos);
+    EXPECT_NE(message.abort().reason().find("has not submitted allreduce 'only.rank0' (waited"),
+              std::string::npos)
+        << message.abort().reason();
+    EXPECT_NE(message.abort().reason().find("last completed operation: none yet"), std::string::npos)
+        << message.abort().reason();
     EXPECT_EQ(message.abort().rank(), 1);
   }
+}
+
+// A rank whose stream stays open but silent (a stopped or hung worker) aborts the job after the
+// heartbeat timeout; one that heartbeats does not. The abort names the silent rank and its host.
+TEST(CoordinatorService, SilentRankAbortsTheJobAfterTheHeartbeatTimeout) {
+  auto options = options_for(2);
+  options.heartbeat_timeout = std::chrono::milliseconds(400);
+  auto server = start_server(options);
+  ASSERT_TRUE(server);
+  TestClient client(server->address());
+  register_all(client, 2);
+  TestStream s0(client), s1(client);
+  v1::CoordinatorMessage message;
+  ASSERT_TRUE(s0.hello(0) && s0.read(&message));
+  ASSERT_TRUE(s1.hello(1) && s1.read(&message));
+  // Rank 0 heartbeats from a thread until the abort arrives; rank 1 says nothing.
+  std::atomic<bool> stop{false};
+  std::thread beating([&] {
+    v1::WorkerMessage beat;
+    beat.mutable_heartbeat()->set_last_plan_seq(0);
+    while (!stop.load() && s0.write(beat)) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  });
+  const auto start = std::chrono::steady_clock::now();
+  ASSERT_TRUE(s1.read(&message));  // bounded by the stream's 20 s deadline
+  stop = true;
+  beating.join();
+  ASSERT_TRUE(message.has_abort());
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  EXPECT_EQ(message.abort().rank(), 1) << message.abort().reason();
+  EXPECT_NE(message.abort().reason().find("rank 1 on host localhost"), std::string::npos)
+      << message.abort().reason();
+  EXPECT_NE(message.abort().reason().find("sent no heartbeat"), std::string::npos)
+      << message.abort().reason();
 }
 
 }  // namespace

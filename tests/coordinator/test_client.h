@@ -89,6 +89,7 @@ class TestStream {
     message.mutable_goodbye();
     return stream_->Write(message);
   }
+  bool write(const v1::WorkerMessage& message) { return stream_->Write(message); }
   bool read(v1::CoordinatorMessage* message) { return stream_->Read(message); }
   grpc::Status close() {
     stream_->WritesDone();

@@ -16,6 +16,9 @@ struct JobOptions {
   std::chrono::milliseconds timeout{90000};
   std::map<std::string, std::string> extra_env;
   int64_t fusion_threshold_bytes = 128LL << 20;
+  // Coordinator settings the fault and join tests vary.
+  bool join_average_all = false;
+  std::chrono::milliseconds heartbeat_timeout{30000};
 };
 
 struct JobResult {

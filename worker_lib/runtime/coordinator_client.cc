@@ -4,6 +4,8 @@ namespace hvrun::detail {
 namespace {
 
 constexpr std::chrono::milliseconds kUnaryDeadline{30000};
+constexpr std::chrono::milliseconds kKeepaliveTime{2000};
+constexpr std::chrono::milliseconds kKeepaliveTimeout{3000};
 
 Status convert(const grpc::Status& status, const std::string& what, const std::string& address) {
   if (status.ok()) return Status::ok();
@@ -30,6 +32,12 @@ CoordinatorClient::CoordinatorClient(const std::string& address, std::string sec
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(-1);
   args.SetMaxSendMessageSize(-1);
+  // A coordinator that hangs (stopped, its host gone without a reset) leaves the stream open;
+  // HTTP/2 pings unanswered for kKeepaliveTimeout fail it, so workers fail within ~10 s.
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, static_cast<int>(kKeepaliveTime.count()));
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, static_cast<int>(kKeepaliveTimeout.count()));
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   channel_ = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
   stub_ = v1::Coordinator::NewStub(channel_);
 }

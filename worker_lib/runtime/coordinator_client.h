@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include <grpcpp/grpcpp.h>
@@ -14,19 +15,27 @@
 
 namespace hvrun::detail {
 
-// The bidirectional Negotiate stream. One reader thread may call read() while one writer
-// thread calls write(); cancel() may be called from any thread.
+// The bidirectional Negotiate stream. One reader thread may call read() while writer threads
+// call write() (serialised here: the background thread and the heartbeat thread both write);
+// cancel() may be called from any thread.
 class NegotiationStream {
  public:
   NegotiationStream() = default;
-  bool write(const v1::WorkerMessage& message) { return stream_->Write(message); }
+  bool write(const v1::WorkerMessage& message) {
+    std::lock_guard<std::mutex> lock(write_mutex_);
+    return stream_->Write(message);
+  }
   bool read(v1::CoordinatorMessage* message) { return stream_->Read(message); }
-  bool writes_done() { return stream_->WritesDone(); }
+  bool writes_done() {
+    std::lock_guard<std::mutex> lock(write_mutex_);
+    return stream_->WritesDone();
+  }
   void cancel() { context_.TryCancel(); }
   Status finish();
 
  private:
   friend class CoordinatorClient;
+  std::mutex write_mutex_;
   grpc::ClientContext context_;
   std::unique_ptr<grpc::ClientReaderWriter<v1::WorkerMessage, v1::CoordinatorMessage>> stream_;
 };

@@ -60,6 +60,7 @@ void PlanExecutor::execute(const v1::Response& response,
       status = internal_error("coordinator sent a response with unknown op " +
                               std::to_string(static_cast<int>(response.op())));
   }
+  if (!status.is_ok() && explain_) status = explain_(std::move(status));
   if (!status.is_ok()) SPDLOG_ERROR("{}", status.message());
   for (const auto& e : entries)
     if (e) e->handle->complete(status);

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -24,6 +25,11 @@ class PlanExecutor {
   // entries[i] is this rank's op for response.tensors(i), or null when this rank joined (or
   // never submitted it). Completes every non-null entry's handle.
   void execute(const v1::Response& response, const std::vector<std::shared_ptr<PendingOp>>& entries);
+
+  // Called with a failed collective's status before the handles complete; returns the status
+  // they get (the runtime waits briefly for the coordinator's JobAbort, whose reason names the
+  // dead rank, instead of the data plane's "connection reset").
+  void set_failure_explainer(std::function<Status(Status)> explain) { explain_ = std::move(explain); }
 
   // Bytes currently held by the reused buffers (for tests and metrics).
   size_t buffer_capacity() const { return fusion_.capacity() + scratch_.capacity(); }
@@ -45,6 +51,7 @@ class PlanExecutor {
   int contributors(const v1::Response& r) const;
 
   Backend& backend_;
+  std::function<Status(Status)> explain_;
   int rank_;
   int size_;
   std::vector<std::byte> fusion_;   // reused across responses

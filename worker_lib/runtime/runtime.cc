@@ -3,6 +3,8 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <utility>
 
 #include "common/logging.h"
@@ -15,6 +17,7 @@ namespace {
 constexpr int kProtocolVersion = 1;
 constexpr std::chrono::seconds kRegisterSlack{10};
 constexpr std::chrono::seconds kGoodbyeTimeout{5};
+constexpr std::chrono::seconds kAbortReasonWait{3};
 
 std::string local_host_name() {
   char buf[256] = {};
@@ -63,6 +66,15 @@ Status Runtime::connect() {
   topology_ = Topology{t.rank(), t.size(), t.local_rank(), t.local_size(), t.cross_rank(),
                        t.cross_size()};
   job_id_ = registered->job_id();
+  // Heartbeat often enough that the coordinator's timeout (its setting, which every rank gets
+  // at registration) never fires on a live worker: a tenth of it, at most every second.
+  if (auto it = registered->settings().find("heartbeat_timeout_s"); it != registered->settings().end()) {
+    char* end = nullptr;
+    double timeout_s = std::strtod(it->second.c_str(), &end);
+    if (end != it->second.c_str() && timeout_s > 0)
+      heartbeat_interval_ = std::clamp(std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 100.0)),
+                                       std::chrono::milliseconds(20), std::chrono::milliseconds(1000));
+  }
   logging::set_rank(topology_.rank);
   SPDLOG_DEBUG("registered as rank {} of {} (job {})", topology_.rank, topology_.size, job_id_);
 
@@ -77,6 +89,7 @@ Status Runtime::connect() {
   if (!backend.is_ok()) return backend.status();
   backend_ = std::move(backend).value();
   executor_ = std::make_unique<PlanExecutor>(*backend_, topology_.rank, topology_.size);
+  executor_->set_failure_explainer([this](Status failed) { return explain_failure(std::move(failed)); });
 
   stream_ = client_->open_stream();
   v1::WorkerMessage hello;
@@ -94,6 +107,10 @@ Status Runtime::connect() {
   loop_ = std::thread([this] {
     pthread_setname_np(pthread_self(), "hvrun-loop");
     loop();
+  });
+  heartbeat_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "hvrun-heartbeat");
+    heartbeat();
   });
   return Status::ok();
 }
@@ -194,8 +211,14 @@ Status Runtime::shutdown() {
   }
   wake_.notify_all();
   loop_.join();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    heartbeat_stop_ = true;
+  }
+  wake_.notify_all();
+  heartbeat_.join();
 
-  // The loop has stopped: this thread is now the only writer.
+  // The loop and the heartbeat have stopped: this thread is now the only writer.
   v1::WorkerMessage goodbye;
   goodbye.mutable_goodbye();
   if (!stream_->write(goodbye) || !stream_->writes_done())
@@ -222,27 +245,75 @@ Status Runtime::abort_status(const v1::JobAbort& a) {
 
 void Runtime::read_stream() {
   v1::CoordinatorMessage message;
+  bool job_aborted = false;  // the coordinator closes the stream after a JobAbort: no surprise
   while (stream_->read(&message)) {
     bool abort_now = false;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (message.kind_case() == v1::CoordinatorMessage::kPlan) ++plans_received_;
-      // Plans received before a JobAbort still run (every rank got them, in the same order).
-      // When the background thread has started all of them (it may be stuck in a collective),
-      // fail what waits right now; otherwise it does so in order, after those plans.
+      // Plans received before a JobAbort still run, in order (every rank got them): what needs
+      // no data plane (barrier, join, error responses) completes, collectives fail on the
+      // torn-down data plane with the abort's reason. When the background thread has started
+      // every received plan, nothing is left to run: fail what waits right now.
       abort_now = message.kind_case() == v1::CoordinatorMessage::kAbort &&
                   plans_started_ == plans_received_;
       inbox_.push_back(message);
     }
-    if (abort_now) terminate(abort_status(message.abort()));
+    if (message.kind_case() == v1::CoordinatorMessage::kAbort) {
+      job_aborted = true;
+      Status status = abort_status(message.abort());
+      if (abort_now) terminate(status);
+      // Unblock a collective the background thread may be stuck in (a dead peer, a stopped
+      // one) and make the remaining ones fail at once.
+      backend_->abort(status.message());
+    }
     wake_.notify_all();
     message.Clear();
   }
+  bool unexpected = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stream_ended_ = true;
+    unexpected = !shut_down_ && !job_aborted;
+  }
+  if (unexpected) {
+    // The coordinator went away (or cut us off): nothing can be negotiated any more.
+    Status status = unavailable("rank " + std::to_string(topology_.rank) +
+                                ": lost the coordinator at " + config_.coordinator_address +
+                                ": the negotiation stream closed unexpectedly (the coordinator "
+                                "process exited, was killed, or the job was torn down)");
+    SPDLOG_ERROR("{}", status.message());
+    terminate(status);
+    backend_->abort(status.message());
   }
   wake_.notify_all();
+}
+
+Status Runtime::explain_failure(Status failed) {
+  // A collective fails when a peer dies; the coordinator learns it too and says who (its
+  // JobAbort, which the reader turns into terminal_). Give that a moment to arrive.
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (terminal_ && terminal_->code() == StatusCode::kAborted) {
+    if (failed.code() == StatusCode::kAborted) return *terminal_;  // the teardown's own words
+  } else if (failed.code() == StatusCode::kAborted) {
+    return failed;  // torn down by a JobAbort this thread has yet to handle: carries its reason
+  } else {
+    wake_.wait_for(lock, kAbortReasonWait, [&] { return terminal_.has_value() || stream_ended_; });
+    if (!terminal_ || terminal_->code() != StatusCode::kAborted) return failed;
+  }
+  return Status(StatusCode::kAborted, terminal_->message() + " (data plane: " + failed.message() + ")");
+}
+
+void Runtime::heartbeat() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (!wake_.wait_for(lock, heartbeat_interval_, [&] { return heartbeat_stop_ || stream_ended_; })) {
+    lock.unlock();
+    v1::WorkerMessage message;
+    message.mutable_heartbeat()->set_last_plan_seq(finished_plan_seq_.load());
+    const bool sent = stream_->write(message);
+    lock.lock();
+    if (!sent) break;  // the stream is closed; the reader reports why
+  }
 }
 
 void Runtime::loop() {
@@ -328,8 +399,8 @@ void Runtime::execute_plan(const v1::Plan& plan) {
   }
   last_plan_seq_ = plan.seq();
   // Take every tensor of the plan out of the in-flight table at once: a JobAbort that arrives
-  // while this plan runs fails only what no received plan covers (see read_stream), so every
-  // rank still runs the same collectives.
+  // while this plan runs fails only what no received plan covers (see read_stream), and tears
+  // the data plane down, so the collective running now fails with the abort's reason.
   std::vector<std::vector<std::shared_ptr<PendingOp>>> plan_entries;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -366,6 +437,7 @@ void Runtime::execute_plan(const v1::Plan& plan) {
     remember_cache_ids(response, entries);
     executor_->execute(response, entries);
   }
+  finished_plan_seq_.store(plan.seq());
 }
 
 void Runtime::remember_cache_ids(const v1::Response& response,

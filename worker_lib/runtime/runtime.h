@@ -8,9 +8,15 @@
 //  3. The background thread sends the outbox as one RequestBatch: full metadata the first time,
 //     only the cache id once the coordinator assigned one and the metadata is unchanged.
 //  4. A reader thread only blocks in the stream's Read() (gRPC's synchronous API cannot wait for
-//     a message and a wake-up at once) and hands messages to the background thread; a JobAbort
-//     also fails every waiting handle at once, even while the background thread is inside a
-//     collective.
+//     a message and a wake-up at once) and hands messages to the background thread. A JobAbort
+//     tears the data plane down at once (Backend::abort), so a collective the background
+//     thread is blocked in fails promptly with the abort's reason; plans received before it
+//     still run in order (barriers complete, collectives fail), then every other handle fails.
+//     The stream ending while the worker did not shut down (coordinator gone) fails every
+//     handle at once, naming the coordinator's address, and tears the data plane down too.
+//  4b. A heartbeat thread sends Heartbeat{last finished plan} every heartbeat interval (a tenth
+//     of the coordinator's heartbeat timeout, at most 1 s), even while the background thread
+//     is inside a long collective; the coordinator aborts the job when a rank falls silent.
 //  5. The background thread executes every Plan's responses in order (PlanExecutor) and
 //     completes handles; JobAbort fails everything with kAborted; a lost stream with kUnavailable.
 //  6. shutdown: fail what is pending with kCancelled, send Goodbye, close the stream (bounded).
@@ -19,6 +25,8 @@
 // stream, touches the request cache and the executor. Shared state is guarded by mutex_.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <map>
@@ -63,6 +71,9 @@ class Runtime {
   Status connect();
   void loop();
   void read_stream();
+  void heartbeat();
+  // A failed collective's status, or the job's abort reason when one arrives shortly after.
+  Status explain_failure(Status failed);
   void send_requests(std::deque<std::shared_ptr<PendingOp>>& batch);
   void handle_message(const v1::CoordinatorMessage& message);
   void execute_plan(const v1::Plan& plan);
@@ -91,6 +102,7 @@ class Runtime {
   bool stop_requested_ = false;           // mutex_
   bool stream_ended_ = false;             // mutex_
   bool shut_down_ = false;                // mutex_
+  bool heartbeat_stop_ = false;           // mutex_
   uint64_t barrier_counter_ = 0;          // mutex_
   uint64_t group_counter_ = 0;            // mutex_
   uint64_t plans_received_ = 0;           // mutex_: by the reader thread
@@ -103,6 +115,10 @@ class Runtime {
   };
   std::unordered_map<std::string, CacheEntry> cache_;
   uint64_t last_plan_seq_ = 0;
+
+  std::atomic<uint64_t> finished_plan_seq_{0};  // background thread writes; heartbeat reads
+  std::chrono::milliseconds heartbeat_interval_{1000};
+  std::thread heartbeat_;
 
   std::thread reader_;
   std::thread loop_;

@@ -2,7 +2,9 @@
 
 #include <cstdint>
 #include <cstring>
+#include <atomic>
 #include <exception>
+#include <mutex>
 #include <numeric>
 #include <vector>
 
@@ -15,6 +17,7 @@
 #include <gloo/rendezvous/prefix_store.h>
 #include <gloo/transport/tcp/device.h>
 
+#include "worker_lib/backends/gloo/pair_abort.h"
 #include "worker_lib/backends/gloo/reduce_kernels.h"
 #include "worker_lib/half.h"
 
@@ -36,7 +39,7 @@ class GlooBackend final : public Backend {
   int size() const override { return context_->size; }
 
   Status allreduce(void* buffer, size_t count, DataType dtype, ReduceOp op) override {
-    if (count == 0 || context_->size == 1) return Status::ok();
+    if (count == 0 || context_->size == 1) return aborted_status();
     if (dtype == DataType::kFloat16 || dtype == DataType::kBFloat16) {
       return allreduce_half(static_cast<uint16_t*>(buffer), count, dtype, op);
     }
@@ -57,7 +60,7 @@ class GlooBackend final : public Backend {
   Status allgatherv(const void* input, void* output,
                     std::span<const size_t> recv_bytes) override {
     size_t total = std::accumulate(recv_bytes.begin(), recv_bytes.end(), size_t{0});
-    if (total == 0) return Status::ok();
+    if (total == 0) return aborted_status();
     if (context_->size == 1) {
       std::memcpy(output, input, total);
       return Status::ok();
@@ -74,7 +77,7 @@ class GlooBackend final : public Backend {
   }
 
   Status broadcast(void* buffer, size_t bytes, int root) override {
-    if (bytes == 0 || context_->size == 1) return Status::ok();
+    if (bytes == 0 || context_->size == 1) return aborted_status();
     return guarded("broadcast", [&] {
       gloo::BroadcastOptions opts(context_);
       opts.setTag(next_tag());
@@ -107,13 +110,35 @@ class GlooBackend final : public Backend {
   }
 
   Status barrier() override {
-    if (context_->size == 1) return Status::ok();
+    if (context_->size == 1) return aborted_status();
     return guarded("barrier", [&] {
       gloo::BarrierOptions opts(context_);
       opts.setTag(next_tag());
       opts.setTimeout(timeout_);
       gloo::barrier(opts);
     });
+  }
+
+  // Signals every pair: Gloo wakes whatever waits on them with an exception and closes the
+  // sockets, so peers blocked on this rank fail at once too (not only at their op timeout).
+  void abort(const std::string& reason) override {
+    {
+      std::lock_guard<std::mutex> lock(abort_mutex_);
+      if (aborted_.load()) return;
+      abort_reason_ = reason;
+      aborted_.store(true);
+    }
+    for (int peer = 0; peer < context_->size; ++peer) {
+      if (peer == context_->rank) continue;
+      try {
+        auto& pair = context_->getPair(peer);
+        if (!pair) continue;
+        if (!gloo_backend::fail_pair(pair.get(), "hvrun data plane torn down: " + reason))
+          pair->close();  // not TCP: at least the peer sees the connection go
+      } catch (const std::exception&) {
+        // The pair was never connected or is gone already: nothing blocks on it.
+      }
+    }
   }
 
  private:
@@ -138,16 +163,29 @@ class GlooBackend final : public Backend {
     return Status::ok();
   }
 
+  Status aborted_status() {
+    if (!aborted_.load()) return Status::ok();
+    std::lock_guard<std::mutex> lock(abort_mutex_);
+    return aborted(abort_reason_);
+  }
+
   template <typename Fn>
   Status guarded(const char* what, Fn&& fn) {
+    HVRUN_RETURN_IF_ERROR(aborted_status());
     try {
       fn();
       return Status::ok();
     } catch (const std::exception& e) {
-      return internal_error(std::string("gloo ") + what + " failed on rank " +
+      // Torn down while this op ran: the reason is what the caller needs, not Gloo's words.
+      HVRUN_RETURN_IF_ERROR(aborted_status());
+      std::string message = std::string("gloo ") + what + " failed on rank " +
                             std::to_string(context_->rank) + " of " +
                             std::to_string(context_->size) + ": " + e.what() +
-                            " (a peer may have died; check the other ranks' logs)");
+                            " (a peer may have died; check the other ranks' logs)";
+      // After a failed collective the mesh is out of step; close it so that peers waiting on
+      // this rank fail now instead of at their op timeout.
+      abort(message);
+      return internal_error(message);
     }
   }
 
@@ -157,6 +195,9 @@ class GlooBackend final : public Backend {
   std::chrono::milliseconds timeout_;
   uint32_t tag_ = 1;
   std::vector<float> widened_;  // reused across calls (float16/bfloat16 accumulation)
+  std::atomic<bool> aborted_{false};
+  std::mutex abort_mutex_;      // guards abort_reason_
+  std::string abort_reason_;
 };
 
 }  // namespace

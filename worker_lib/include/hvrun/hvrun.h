@@ -17,9 +17,15 @@
 //  * barrier_async() and join_async() are called the same number of times, in the same order,
 //    on every rank. After join_async() a rank submits nothing until the join completes; other
 //    ranks' collectives proceed, this rank contributing neutral values (0 for Sum/Average,
-//    the identity for Min/Max/Product; no rows to an allgather) and Average dividing by the
-//    ranks that contributed. A joined rank does not see those results: after join, broadcast
-//    state from join()'s result (the last rank to join took part in every step).
+//    the identity for Min/Max/Product; no rows to an allgather or alltoall) and Average
+//    dividing by the ranks that contributed (by every rank with HVRUN_JOIN_AVERAGE=all). A
+//    broadcast whose root joined fails on every rank. A joined rank does not see those
+//    results: after join, broadcast state from join()'s result (the last rank to join took
+//    part in every step).
+//  * When the job aborts (a rank died or stopped heartbeating, a stall shutdown, abort()),
+//    every pending and later handle fails with kAborted naming the cause, and the data plane is
+//    torn down so a running collective fails at once; losing the coordinator fails them with
+//    kUnavailable naming its address.
 //
 // Threads: every method is thread-safe. Collectives run in order on one background thread
 // owned by the Worker, which also owns the coordinator stream; handles complete there.

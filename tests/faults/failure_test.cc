@@ -1,0 +1,164 @@
+// Stuck and dead ranks become prompt, named errors (labels worker, faults):
+//  - the stall warning (2 s) names the missing rank and tensor, once, within 3 s;
+//  - SIGKILL of one rank in the middle of a 64 MiB allreduce fails every other rank's handle and
+//    ends hvrun non-zero within 10 s, naming that rank (through the real bin/hvrun);
+//  - a stopped rank (no heartbeat) aborts the job naming it and its host;
+//  - killing the coordinator (the standalone bin/hvrun-coordinator) fails every worker within
+//    10 s, naming the coordinator's address.
+// Every process has a hard deadline and is killed by pid / process group.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <signal.h>
+
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <thread>
+
+#include "tests/faults/background_process.h"
+#include "tests/support/subprocess.h"
+#include "tests/worker/worker_harness.h"
+
+namespace hvrun::test {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+size_t count_of(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+TEST(Faults, StallWarningNamesTheMissingRankWithinThreeSeconds) {
+  RunOptions run;
+  run.timeout = std::chrono::seconds(60);
+  RunResult r = run_process({bin_path("hvrun"), "-np", "2", "-H", "localhost:2",
+                             "--stall-check-warning-time-seconds", "2",
+                             bin_path("hvrun_faults_worker"), "stall"},
+                            run);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const size_t warning = r.err.find("stall: rank 1 ");
+  ASSERT_NE(warning, std::string::npos) << r.err;
+  const std::string line = r.err.substr(warning, r.err.find('\n', warning) - warning);
+  EXPECT_NE(line.find("has not submitted allreduce 'stalled.tensor'"), std::string::npos) << line;
+  EXPECT_NE(line.find("submitted by rank 0"), std::string::npos) << line;
+  EXPECT_NE(line.find("last completed operation: barrier"), std::string::npos) << line;
+  EXPECT_EQ(count_of(r.err, "stall: "), 1u) << "one warning per stall\n" << r.err;
+  // Rank 1 submits 3 s after rank 0: the warning (after 2 s) must come before that.
+  const size_t late = r.err.find("rank 1: submitting stalled.tensor now");
+  ASSERT_NE(late, std::string::npos) << r.err;
+  EXPECT_LT(warning, late) << "the warning came later than 3 s\n" << r.err;
+}
+
+TEST(Faults, RankKilledMidAllreduceFailsEveryOtherRankAndHvrunNamesIt) {
+  RunOptions run;
+  run.timeout = std::chrono::seconds(60);
+  run.env["HVRUN_OP_TIMEOUT"] = "60";  // so only the teardown can explain a prompt failure
+  RunResult r = run_process({bin_path("hvrun"), "-np", "3", "-H", "localhost:3", "--grace-period",
+                             "8", bin_path("hvrun_faults_worker"), "kill-in-allreduce"},
+                            run);
+  EXPECT_FALSE(r.timed_out) << r.out << r.err;
+  EXPECT_NE(r.exit_code, 0) << r.out << r.err;
+  EXPECT_LT(r.elapsed, std::chrono::seconds(15)) << "start-up plus at most 10 s\n" << r.out << r.err;
+  for (int survivor : {0, 2}) {
+    const std::string tag = "[" + std::to_string(survivor) + "]<stdout>:rank " + std::to_string(survivor) +
+                            ": handle failed after ";
+    EXPECT_NE(r.out.find(tag), std::string::npos) << r.out << r.err;
+  }
+  EXPECT_EQ(r.err.find("FAIL:"), std::string::npos) << r.err;
+  // hvrun's summary names the dead rank (from its exit status or from the lost stream).
+  const size_t summary = r.err.find("hvrun: job failed: ");
+  ASSERT_NE(summary, std::string::npos) << r.err;
+  EXPECT_NE(r.err.substr(summary, r.err.find('\n', summary) - summary).find("rank 1 on"), std::string::npos)
+      << r.err;
+  // Every other rank's handle names it too (the coordinator's abort reason).
+  for (int survivor : {0, 2}) {
+    const size_t line = r.out.find("[" + std::to_string(survivor) + "]<stdout>:");
+    ASSERT_NE(line, std::string::npos) << r.out;
+    EXPECT_NE(r.out.substr(line, r.out.find('\n', line) - line).find("ABORTED: job aborted: rank 1 on"),
+              std::string::npos)
+        << r.out;
+  }
+}
+
+TEST(Faults, StoppedRankAbortsTheJobOnItsHeartbeatTimeout) {
+  JobOptions options;
+  options.timeout = std::chrono::seconds(30);
+  options.heartbeat_timeout = std::chrono::seconds(1);
+  options.extra_env["HVRUN_OP_TIMEOUT"] = "60";
+  JobResult job = run_job(3, {bin_path("hvrun_faults_worker"), "stopped"}, options);
+  ASSERT_EQ(job.ranks.size(), 3u);
+  EXPECT_EQ(job.ranks[1].exit_code, 128 + 9) << job.describe();
+  for (int r : {0, 2}) {
+    EXPECT_EQ(job.ranks[r].exit_code, 0) << job.describe();
+    EXPECT_LT(job.ranks[r].elapsed, std::chrono::seconds(10)) << job.describe();
+    EXPECT_NE(job.ranks[r].out.find("on host localhost"), std::string::npos) << job.describe();
+  }
+}
+
+// Two workers negotiate with a standalone hvrun-coordinator; once both wait on a collective,
+// `stop` kills or stops the coordinator: both must fail within 10 s, naming its address.
+void expect_workers_fail_when_coordinator(const std::function<void(BackgroundProcess&)>& stop) {
+  const std::string secret = "faults-test-secret";
+  BackgroundProcess daemon({bin_path("hvrun-coordinator"), "--world-size", "2"},
+                           {{"HVRUN_SECRET", secret}});
+  ASSERT_TRUE(daemon.started());
+  auto address = daemon.read_line(std::chrono::seconds(20));
+  ASSERT_TRUE(address.has_value()) << daemon.stderr_text();
+
+  char dir_template[] = "/tmp/hvrun-faults-XXXXXX";
+  ASSERT_NE(mkdtemp(dir_template), nullptr);
+  const std::string ready_dir = dir_template;
+
+  std::vector<RunResult> results(2);
+  std::vector<Clock::time_point> ended(2);
+  std::vector<std::thread> workers;
+  for (int r = 0; r < 2; ++r) {
+    RunOptions run;
+    run.timeout = std::chrono::seconds(45);
+    const std::string rank = std::to_string(r);
+    run.env = {{"HVRUN_RANK", rank}, {"HVRUN_SIZE", "2"}, {"HVRUN_LOCAL_RANK", rank},
+               {"HVRUN_LOCAL_SIZE", "2"}, {"HVRUN_HOST", "localhost"},
+               {"HVRUN_COORDINATOR_ADDR", *address}, {"HVRUN_SECRET", secret},
+               {"HVRUN_DATA_ADDR", "127.0.0.1"}, {"HVRUN_OP_TIMEOUT", "60"},
+               {"FAULTS_READY_DIR", ready_dir}};
+    workers.emplace_back([&, r, run] {
+      results[r] = run_process({bin_path("hvrun_faults_worker"), "coordinator-lost"}, run);
+      ended[r] = Clock::now();
+    });
+  }
+  // Wait (bounded) until both workers are negotiating, then kill the coordinator.
+  const auto deadline = Clock::now() + std::chrono::seconds(30);
+  auto ready = [&] {
+    return std::filesystem::exists(ready_dir + "/ready.0") && std::filesystem::exists(ready_dir + "/ready.1");
+  };
+  while (!ready() && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const bool both_ready = ready();
+  const auto killed_at = Clock::now();
+  stop(daemon);
+  for (auto& t : workers) t.join();
+  std::filesystem::remove_all(ready_dir);
+  ASSERT_TRUE(both_ready) << results[0].err << results[1].err;
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(results[r].exit_code, 0) << "rank " << r << ":\n" << results[r].out << results[r].err;
+    EXPECT_LT(ended[r] - killed_at, std::chrono::seconds(10)) << results[r].out << results[r].err;
+    EXPECT_NE(results[r].out.find("failed as expected"), std::string::npos) << results[r].out << results[r].err;
+  }
+  daemon.kill_now();
+}
+
+TEST(Faults, KilledCoordinatorFailsEveryWorkerWithinTenSeconds) {
+  expect_workers_fail_when_coordinator([](BackgroundProcess& daemon) { daemon.kill_now(); });
+}
+
+// A hung coordinator keeps its connections open: the workers' keepalive pings go unanswered.
+TEST(Faults, StoppedCoordinatorFailsEveryWorkerWithinTenSeconds) {
+  expect_workers_fail_when_coordinator([](BackgroundProcess& daemon) { kill(daemon.pid(), SIGSTOP); });
+}
+
+}  // namespace
+}  // namespace hvrun::test
