@@ -1,138 +1,275 @@
-// hvrun_worker_bench: times collectives through the whole worker library (API, negotiation with
-// the coordinator, fusion buffer, Gloo data plane). Run it as a job:
+// hvrun_worker_bench: collectives through the whole worker library (API, negotiation with the
+// coordinator, fusion buffer, Gloo data plane) beside the raw backend (Gloo alone, bootstrapped
+// without the coordinator: bench/worker/raw_gloo.h), size by size in the same run so both see
+// the same machine load. Run it as a job:
 //
-//   hvrun -np 2 -H localhost:2 build/bin/hvrun_worker_bench [--op allreduce|allgather|
-//       broadcast|alltoall] [--min-bytes B] [--max-bytes B] [--iters N] [--warmup N] [--json]
+//   hvrun -np 2 -H localhost:2 build/bin/hvrun_worker_bench [--ops allreduce,allgather,broadcast]
+//       [--min-bytes 4096] [--max-bytes 4194304] [--iters 20] [--warmup 3]
+//       [--latency-iters 500] [--backend both|hvrun|raw] [--json]
 //
-// Rank 0 prints the nccl-tests table: size, count, type, redop, time (us per call), algbw
-// (size / time), busbw (algbw x the collective's bus factor: allreduce 2(n-1)/n, allgather and
-// alltoall (n-1)/n, broadcast 1), wrong (elements that differed from the expected value).
+// Rank 0 prints the nccl-tests table (bench/worker/bench_report.h): sizes grow x4 from
+// --min-bytes to --max-bytes (256 MiB = 268435456 for the full sweep); "vs raw" is hvrun's busbw
+// over the raw backend's at the same size. Then the latency of one 4-byte allreduce (median and
+// mean us) through each. Broadcast's root is the last rank (rank 0 reports a receive).
+// --backend raw never contacts the coordinator (Gloo only). Exit status 1 when any element came
+// back wrong.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
+#include "bench/worker/bench_report.h"
+#include "bench/worker/raw_gloo.h"
 #include "hvrun/hvrun.h"
 
 namespace {
 
+using hvrun::bench::RawGloo;
+using hvrun::bench::Row;
+
 struct Flags {
-  std::string op = "allreduce";
-  int64_t min_bytes = 8;
-  int64_t max_bytes = 64LL << 20;
+  std::vector<std::string> ops = {"allreduce", "allgather", "broadcast"};
+  int64_t min_bytes = 4096;
+  int64_t max_bytes = 4LL << 20;
   int iters = 20;
   int warmup = 3;
+  int latency_iters = 500;
+  std::string backend = "both";
   bool json = false;
 };
+
+[[noreturn]] void usage(const std::string& problem) {
+  std::fprintf(stderr,
+               "hvrun_worker_bench: %s\nusage: hvrun -np N hvrun_worker_bench [--ops a,b] "
+               "[--min-bytes B] [--max-bytes B] [--iters N] [--warmup N] [--latency-iters N] "
+               "[--backend both|hvrun|raw] [--json]\n",
+               problem.c_str());
+  std::exit(2);
+}
+
+int64_t positive(const std::string& flag, const std::string& text, int64_t minimum) {
+  char* end = nullptr;
+  long long v = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || v < minimum)
+    usage(flag + " needs an integer >= " + std::to_string(minimum) + ", got '" + text + "'");
+  return v;
+}
 
 Flags parse(int argc, char** argv) {
   Flags f;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    auto value = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
-    if (a == "--op") f.op = value();
-    else if (a == "--min-bytes") f.min_bytes = std::atoll(value().c_str());
-    else if (a == "--max-bytes") f.max_bytes = std::atoll(value().c_str());
-    else if (a == "--iters") f.iters = std::atoi(value().c_str());
-    else if (a == "--warmup") f.warmup = std::atoi(value().c_str());
-    else if (a == "--json") f.json = true;
-    else {
-      std::fprintf(stderr, "unknown flag %s\n", a.c_str());
-      std::exit(2);
-    }
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) usage(a + " needs a value");
+      return argv[++i];
+    };
+    if (a == "--ops" || a == "--op") {
+      f.ops.clear();
+      std::stringstream list(value());
+      for (std::string op; std::getline(list, op, ',');) {
+        if (op != "allreduce" && op != "allgather" && op != "broadcast")
+          usage("unknown op '" + op + "' (allreduce, allgather, broadcast)");
+        f.ops.push_back(op);
+      }
+    } else if (a == "--min-bytes") f.min_bytes = positive(a, value(), 4);
+    else if (a == "--max-bytes") f.max_bytes = positive(a, value(), 4);
+    else if (a == "--iters") f.iters = static_cast<int>(positive(a, value(), 1));
+    else if (a == "--warmup") f.warmup = static_cast<int>(positive(a, value(), 0));
+    else if (a == "--latency-iters") f.latency_iters = static_cast<int>(positive(a, value(), 0));
+    else if (a == "--backend") {
+      f.backend = value();
+      if (f.backend != "both" && f.backend != "hvrun" && f.backend != "raw")
+        usage("--backend is both, hvrun or raw, got '" + f.backend + "'");
+    } else if (a == "--json") f.json = true;
+    else usage("unknown flag " + a);
   }
   return f;
 }
 
-double bus_factor(const std::string& op, int n) {
-  if (op == "allreduce") return 2.0 * (n - 1) / n;
-  if (op == "broadcast") return 1.0;
-  return static_cast<double>(n - 1) / n;
-}
+// One collective on `count` result floats through one backend. Fills the input first when
+// verifying; timed calls reuse what is there (the data does not change the cost).
+class Runner {
+ public:
+  Runner(hvrun::Worker* worker, RawGloo* raw, int rank, int size, int64_t max_count)
+      : worker_(worker), raw_(raw), rank_(rank), size_(size),
+        buf_(static_cast<size_t>(max_count) + static_cast<size_t>(size)),
+        out_(buf_.size()) {}
 
-// Runs one call of `op` on `count` floats per rank; with `verify`, returns the number of wrong
-// elements (verification is kept out of the timed loop).
-int64_t run_once(hvrun::Worker& w, const std::string& op, std::vector<float>& buf, int64_t count,
-                 bool verify) {
-  hvrun::TensorView v{buf.data(), hvrun::DataType::kFloat32, {count}};
-  int n = w.size();
-  int64_t wrong = 0;
-  if (op == "allreduce") {
-    std::fill(buf.begin(), buf.begin() + count, 1.0f);
-    if (!w.allreduce("bench", v).is_ok()) return count;
-    if (!verify) return 0;
-    for (int64_t i = 0; i < count; ++i) wrong += buf[i] != static_cast<float>(n);
-  } else if (op == "broadcast") {
-    std::fill(buf.begin(), buf.begin() + count, static_cast<float>(w.rank()));
-    if (!w.broadcast("bench", v, 0).is_ok()) return count;
-    if (!verify) return 0;
-    for (int64_t i = 0; i < count; ++i) wrong += buf[i] != 0.0f;
-  } else if (op == "allgather") {
-    int64_t rows = count / n;
-    std::fill(buf.begin(), buf.begin() + rows, static_cast<float>(w.rank()));
-    auto out = w.allgather("bench", hvrun::ConstTensorView(buf.data(), hvrun::DataType::kFloat32, {rows}));
-    if (!out.is_ok()) return count;
-    if (!verify) return 0;
-    const float* o = reinterpret_cast<const float*>(out->bytes.data());
-    for (int64_t i = 0; i < rows * n; ++i) wrong += o[i] != static_cast<float>(i / rows);
-  } else {
-    int64_t rows = count / n * n;
-    std::fill(buf.begin(), buf.begin() + rows, static_cast<float>(w.rank()));
-    auto out = w.alltoall("bench", hvrun::ConstTensorView(buf.data(), hvrun::DataType::kFloat32, {rows}));
-    if (!out.is_ok()) return count;
-    if (!verify) return 0;
-    const float* o = reinterpret_cast<const float*>(out->bytes.data());
-    for (int64_t i = 0; i < rows; ++i) wrong += o[i] != static_cast<float>(i / (rows / n));
+  // Returns microseconds, and adds wrong elements to *wrong when verifying.
+  double run(bool use_raw, const std::string& op, int64_t count, bool verify, int64_t* wrong) {
+    if (verify) fill(op, count);
+    auto start = std::chrono::steady_clock::now();
+    const float* result = use_raw ? run_raw(op, count) : run_hvrun(op, count);
+    double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
+                    .count();
+    if (!result) *wrong += count;
+    else if (verify) *wrong += check(op, count, result);
+    return us;
   }
-  return wrong;
+
+ private:
+  // Broadcast's root is the last rank, so that rank 0 (which reports) times a receive: a root
+  // returns once its bytes are sent and would time only its own sends.
+  int root() const { return size_ - 1; }
+
+  void fill(const std::string& op, int64_t count) {
+    float v = op == "allreduce" ? 1.0f : static_cast<float>(rank_);
+    std::fill(buf_.begin(), buf_.begin() + count, v);
+  }
+
+  int64_t check(const std::string& op, int64_t count, const float* r) const {
+    int64_t wrong = 0;
+    int64_t per_rank = count / size_;
+    for (int64_t i = 0; i < count; ++i) {
+      float want = op == "allreduce"   ? static_cast<float>(size_)
+                   : op == "broadcast" ? static_cast<float>(root())
+                                       : static_cast<float>(i / per_rank);
+      wrong += r[i] != want;
+    }
+    return wrong;
+  }
+
+  const float* run_raw(const std::string& op, int64_t count) {
+    size_t n = static_cast<size_t>(count);
+    if (op == "allreduce") raw_->allreduce_sum(buf_.data(), n);
+    else if (op == "broadcast") raw_->broadcast(buf_.data(), n, root());
+    else {
+      raw_->allgather(buf_.data(), out_.data(), n / static_cast<size_t>(size_));
+      return out_.data();
+    }
+    return buf_.data();
+  }
+
+  const float* run_hvrun(const std::string& op, int64_t count) {
+    std::string name = "bench." + op + "." + std::to_string(count);
+    if (op == "allreduce") {
+      hvrun::TensorView v{buf_.data(), hvrun::DataType::kFloat32, {count}};
+      return worker_->allreduce(name, v).is_ok() ? buf_.data() : nullptr;
+    }
+    if (op == "broadcast") {
+      hvrun::TensorView v{buf_.data(), hvrun::DataType::kFloat32, {count}};
+      return worker_->broadcast(name, v, root()).is_ok() ? buf_.data() : nullptr;
+    }
+    int64_t rows = count / size_;
+    auto out = worker_->allgather(
+        name, hvrun::ConstTensorView(buf_.data(), hvrun::DataType::kFloat32, {rows}));
+    if (!out.is_ok() || out->bytes.size() != static_cast<size_t>(count) * 4) return nullptr;
+    gathered_ = std::move(out->bytes);
+    return reinterpret_cast<const float*>(gathered_.data());
+  }
+
+  hvrun::Worker* worker_;
+  RawGloo* raw_;
+  int rank_;
+  int size_;
+  std::vector<float> buf_;
+  std::vector<float> out_;
+  decltype(hvrun::OwnedTensor{}.bytes) gathered_;
+};
+
+// Times each backend on one op and size: hvrun's warm-ups and iterations, then raw Gloo's, one
+// block after the other. (Alternating call by call was tried: hvrun's threads, still winding
+// down after each call, then slowed the raw call that followed, 81 -> 152 us for 4 bytes.)
+std::vector<Row> measure(Runner& runner, const Flags& f, const std::vector<bool>& backends,
+                         const std::string& op, int64_t count, int size) {
+  std::vector<Row> rows;
+  std::vector<std::vector<double>> times(backends.size());
+  std::vector<int64_t> wrong(backends.size(), 0);
+  for (size_t b = 0; b < backends.size(); ++b) {
+    for (int i = 0; i < f.warmup + f.iters; ++i) {
+      bool timed = i >= f.warmup;
+      bool verify = !timed || i == f.warmup + f.iters - 1;
+      double us = runner.run(backends[b], op, count, verify, &wrong[b]);
+      if (timed) times[b].push_back(us);
+    }
+  }
+  for (size_t b = 0; b < backends.size(); ++b) {
+    Row row;
+    row.backend = backends[b] ? "raw" : "hvrun";
+    row.op = op;
+    row.bytes = count * 4;
+    row.count = count;
+    row.redop = op == "allreduce" ? "sum" : "none";
+    row.median_us = hvrun::bench::median(times[b]);
+    row.mean_us = hvrun::bench::mean(times[b]);
+    row.wrong = wrong[b];
+    hvrun::bench::fill_bandwidth(row, size);
+    rows.push_back(row);
+  }
+  if (rows.size() == 2 && rows[1].busbw > 0) rows[0].ratio = rows[0].busbw / rows[1].busbw;
+  return rows;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   Flags f = parse(argc, argv);
-  auto init = hvrun::Worker::init();
-  if (!init.is_ok()) {
-    std::fprintf(stderr, "init: %s\n", init.status().to_string().c_str());
-    return 1;
-  }
-  hvrun::Worker& w = **init;
-  std::vector<float> buf(static_cast<size_t>(f.max_bytes / 4) + 1);
-  if (w.rank() == 0 && !f.json)
-    std::printf("# hvrun worker bench: %s, %d ranks, float32, %d iters\n"
-                "%12s %12s %8s %6s %12s %10s %10s %8s\n",
-                f.op.c_str(), w.size(), f.iters, "size(B)", "count", "type", "redop", "time(us)",
-                "algbw", "busbw", "wrong");
-  if (w.rank() == 0 && f.json) std::printf("[");
-  bool first = true;
-  int64_t total_wrong = 0;
-  for (int64_t bytes = f.min_bytes; bytes <= f.max_bytes; bytes *= 4) {
-    int64_t count = std::max<int64_t>(bytes / 4, w.size());
-    int64_t wrong = 0;
-    for (int i = 0; i < f.warmup; ++i) wrong += run_once(w, f.op, buf, count, true);
-    (void)w.barrier();
-    auto start = std::chrono::steady_clock::now();
-    for (int i = 0; i < f.iters; ++i) wrong += run_once(w, f.op, buf, count, false);
-    double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() / f.iters;
-    total_wrong += wrong;
-    double algbw = static_cast<double>(count * 4) / us / 1e3;  // GB/s
-    double busbw = algbw * bus_factor(f.op, w.size());
-    if (w.rank() != 0) continue;
-    if (f.json) {
-      std::printf("%s{\"size\":%lld,\"count\":%lld,\"type\":\"float\",\"op\":\"%s\",\"time_us\":%.2f,"
-                  "\"algbw\":%.4f,\"busbw\":%.4f,\"wrong\":%lld}",
-                  first ? "" : ",", static_cast<long long>(count * 4), static_cast<long long>(count),
-                  f.op.c_str(), us, algbw, busbw, static_cast<long long>(wrong));
-    } else {
-      std::printf("%12lld %12lld %8s %6s %12.2f %10.4f %10.4f %8lld\n",
-                  static_cast<long long>(count * 4), static_cast<long long>(count), "float",
-                  f.op == "allreduce" ? "sum" : "none", us, algbw, busbw, static_cast<long long>(wrong));
+  std::unique_ptr<hvrun::Worker> worker;
+  int rank = 0, size = 1;
+  hvrun::bench::RawGlooOptions raw_options;
+  if (f.backend != "raw") {
+    auto init = hvrun::Worker::init();
+    if (!init.is_ok()) {
+      std::fprintf(stderr, "hvrun_worker_bench: init: %s\n", init.status().to_string().c_str());
+      return 1;
     }
-    first = false;
-    std::fflush(stdout);
+    worker = std::move(init).value();
+    rank = worker->rank();
+    size = worker->size();
   }
-  if (w.rank() == 0 && f.json) std::printf("]\n");
-  (void)w.shutdown();
+  std::unique_ptr<RawGloo> raw;
+  if (f.backend != "hvrun") {
+    std::string error;
+    if (!RawGloo::options_from_environment(&raw_options, &error) ||
+        !(raw = RawGloo::connect(raw_options, &error))) {
+      std::fprintf(stderr, "hvrun_worker_bench: %s\n", error.c_str());
+      return 1;
+    }
+    rank = raw->rank();
+    size = raw->size();
+  }
+  std::vector<bool> backends;  // false = hvrun, true = raw (hvrun first: its row gets the ratio)
+  if (worker) backends.push_back(false);
+  if (raw) backends.push_back(true);
+
+  Runner runner(worker.get(), raw.get(), rank, size, f.max_bytes / 4);
+  if (rank == 0 && !f.json)
+    std::printf("# hvrun_worker_bench: %d ranks, float32, %d timed iterations after %d warm-ups, "
+                "backends: %s\n",
+                size, f.iters, f.warmup, f.backend.c_str());
+  if (rank == 0) hvrun::bench::print_header(f.json);
+  int64_t total_wrong = 0;
+  for (const std::string& op : f.ops) {
+    for (int64_t bytes = f.min_bytes; bytes <= f.max_bytes; bytes *= 4) {
+      int64_t count = std::max<int64_t>(bytes / 4 / size * size, size);
+      for (const Row& row : measure(runner, f, backends, op, count, size)) {
+        total_wrong += row.wrong;
+        if (rank == 0) hvrun::bench::print_row(row, f.json);
+      }
+    }
+  }
+
+  if (f.latency_iters > 0) {
+    Flags lat = f;
+    lat.iters = f.latency_iters;
+    lat.warmup = std::max(f.warmup, 20);
+    std::vector<Row> rows = measure(runner, lat, backends, "allreduce", 1, size);
+    for (const Row& row : rows) {
+      total_wrong += row.wrong;
+      if (rank == 0)
+        hvrun::bench::print_metric("latency allreduce 4 B " + row.backend, row.median_us,
+                                   row.mean_us, "us", f.json);
+    }
+    if (rank == 0 && rows.size() == 2)
+      hvrun::bench::print_metric("latency allreduce 4 B hvrun - raw",
+                                 rows[0].median_us - rows[1].median_us,
+                                 rows[0].mean_us - rows[1].mean_us, "us", f.json,
+                                 "target: median <= 100 us");
+  }
+  if (worker) (void)worker->shutdown();
   return total_wrong == 0 ? 0 : 1;
 }

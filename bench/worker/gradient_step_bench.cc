@@ -1,0 +1,305 @@
+// hvrun_gradient_bench: one data-parallel gradient step of ResNet-50 — its 161 parameter
+// tensors allreduced (Average), all submitted asynchronously in backward order, then waited
+// for — beside one packed allreduce of the same bytes (the floor fusion aims at), through hvrun
+// and through the raw backend (Gloo alone, bench/worker/raw_gloo.h). Run it as a job, once with
+// fusion on (the default) and once with it off:
+//
+//   hvrun -np 2 -H localhost:2 [--fusion-threshold-mb 0] build/bin/hvrun_gradient_bench
+//       [--params resnet50_params.txt] [--steps 20] [--warmup 3] [--backend both|hvrun]
+//       [--label fusion-on] [--trace] [--json]
+//
+// Prints steps/s (median and mean over --steps after --warmup; the variants take turns, step by
+// step, so they see the same machine load) for: the step through hvrun,
+// one packed allreduce through hvrun (Average, and Sum as raw Gloo runs it), the packed
+// allreduce and the 161 allreduces one by one
+// on raw Gloo; then the step as a fraction of the packed floors. Exit 1 on a wrong element.
+// --trace adds where a step's time goes, seen from the trainer (medians over the timed steps):
+// submitting the 161 tensors, until the first handle completes, until the last, and how many
+// completion waves there were (handles waited in submission order; a gap over 0.3 ms between
+// two completions starts a new wave: each wave is at least one response, one collective).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "bench/worker/bench_report.h"
+#include "bench/worker/raw_gloo.h"
+#include "hvrun/hvrun.h"
+
+#ifndef HVRUN_RESNET50_PARAMS
+#define HVRUN_RESNET50_PARAMS "../shared/data/resnet50_params.txt"
+#endif
+
+namespace {
+
+struct Flags {
+  std::string params = HVRUN_RESNET50_PARAMS;
+  int steps = 20;
+  int warmup = 3;
+  std::string backend = "both";
+  std::string label;
+  bool json = false;
+  bool trace = false;
+};
+
+[[noreturn]] void usage(const std::string& problem) {
+  std::fprintf(stderr,
+               "hvrun_gradient_bench: %s\nusage: hvrun -np N hvrun_gradient_bench [--params PATH] "
+               "[--steps N] [--warmup N] [--backend both|hvrun] [--label TEXT] [--trace] [--json]\n",
+               problem.c_str());
+  std::exit(2);
+}
+
+int count_flag(const std::string& flag, const std::string& text, int minimum) {
+  char* end = nullptr;
+  long v = std::strtol(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || v < minimum)
+    usage(flag + " needs an integer >= " + std::to_string(minimum) + ", got '" + text + "'");
+  return static_cast<int>(v);
+}
+
+Flags parse(int argc, char** argv) {
+  Flags f;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) usage(a + " needs a value");
+      return argv[++i];
+    };
+    if (a == "--params") f.params = value();
+    else if (a == "--steps") f.steps = count_flag(a, value(), 1);
+    else if (a == "--warmup") f.warmup = count_flag(a, value(), 0);
+    else if (a == "--backend") {
+      f.backend = value();
+      if (f.backend != "both" && f.backend != "hvrun")
+        usage("--backend is both or hvrun, got '" + f.backend + "'");
+    } else if (a == "--label") f.label = value();
+    else if (a == "--json") f.json = true;
+    else if (a == "--trace") f.trace = true;
+    else usage("unknown flag " + a);
+  }
+  return f;
+}
+
+struct Tensor {
+  std::string name;
+  std::vector<float> data;
+};
+
+// "name 64x3x7x7" per line.
+std::vector<Tensor> read_params(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) usage("cannot read " + path + " (pass --params PATH)");
+  std::vector<Tensor> tensors;
+  std::string name, shape;
+  while (in >> name >> shape) {
+    int64_t elements = 1;
+    std::stringstream dims(shape);
+    for (std::string d; std::getline(dims, d, 'x');) elements *= std::stoll(d);
+    tensors.push_back({name, std::vector<float>(static_cast<size_t>(elements))});
+  }
+  if (tensors.empty()) usage(path + " lists no tensors");
+  return tensors;
+}
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// Average of rank+1 over n ranks, stable once every rank holds it.
+float expected_average(int size) { return static_cast<float>(size + 1) / 2.0f; }
+
+int64_t count_wrong(const std::vector<float>& data, float want) {
+  return std::count_if(data.begin(), data.end(), [&](float v) { return v != want; });
+}
+
+// Where one step's time went (milliseconds from the step's start).
+struct StepTrace {
+  std::vector<double> submitted, first_done, last_done, waves;
+  void add(Clock::time_point start, Clock::time_point submitted_at,
+           const std::vector<Clock::time_point>& done) {
+    auto ms = [&](Clock::time_point t) {
+      return std::chrono::duration<double, std::milli>(t - start).count();
+    };
+    submitted.push_back(ms(submitted_at));
+    first_done.push_back(ms(done.front()));
+    last_done.push_back(ms(done.back()));
+    int n = 1;
+    for (size_t i = 1; i < done.size(); ++i)
+      n += std::chrono::duration<double, std::milli>(done[i] - done[i - 1]).count() > 0.3;
+    waves.push_back(n);
+  }
+};
+
+struct Result {
+  std::string name;
+  std::function<bool()> run;    // one repetition; false: failed
+  std::vector<double> seconds;  // empty: failed
+};
+
+// Every variant's warm-ups, then `steps` rounds in which each variant runs once, timed: round
+// robin, so that a change in machine load (the host is shared) hits every variant alike.
+void time_round_robin(const Flags& f, std::vector<Result>& results) {
+  std::vector<bool> failed(results.size(), false);
+  for (size_t v = 0; v < results.size(); ++v)
+    for (int i = 0; i < f.warmup && !failed[v]; ++i) failed[v] = !results[v].run();
+  for (int i = 0; i < f.steps; ++i) {
+    for (size_t v = 0; v < results.size(); ++v) {
+      if (failed[v]) continue;
+      auto start = Clock::now();
+      failed[v] = !results[v].run();
+      results[v].seconds.push_back(seconds_since(start));
+    }
+  }
+  for (size_t v = 0; v < results.size(); ++v)
+    if (failed[v]) results[v].seconds.clear();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Flags f = parse(argc, argv);
+  std::vector<Tensor> tensors = read_params(f.params);
+  size_t total = 0;
+  for (const Tensor& t : tensors) total += t.data.size();
+
+  auto init = hvrun::Worker::init();
+  if (!init.is_ok()) {
+    std::fprintf(stderr, "hvrun_gradient_bench: init: %s\n", init.status().to_string().c_str());
+    return 1;
+  }
+  hvrun::Worker& w = **init;
+  std::unique_ptr<hvrun::bench::RawGloo> raw;
+  if (f.backend == "both") {
+    hvrun::bench::RawGlooOptions options;
+    std::string error;
+    if (!hvrun::bench::RawGloo::options_from_environment(&options, &error) ||
+        !(raw = hvrun::bench::RawGloo::connect(options, &error))) {
+      std::fprintf(stderr, "hvrun_gradient_bench: %s\n", error.c_str());
+      return 1;
+    }
+  }
+  const float fill = static_cast<float>(w.rank() + 1);
+  const float want = expected_average(w.size());
+  for (Tensor& t : tensors) std::fill(t.data.begin(), t.data.end(), fill);
+  std::vector<float> packed(total, fill);
+  int64_t wrong = 0;
+  const hvrun::AllreduceOptions average{.op = hvrun::ReduceOp::kAverage};
+
+  std::vector<Result> results;
+  // The gradient step: every tensor submitted at once (backward order), then all waited for.
+  std::vector<hvrun::Handle> handles;
+  handles.reserve(tensors.size());
+  std::vector<Clock::time_point> done;
+  StepTrace trace;
+  int step_index = 0;
+  results.push_back({"step (161 async allreduce avg)", [&] {
+    auto start = Clock::now();
+    handles.clear();
+    done.clear();
+    for (auto it = tensors.rbegin(); it != tensors.rend(); ++it) {
+      hvrun::TensorView v{it->data.data(), hvrun::DataType::kFloat32,
+                          {static_cast<int64_t>(it->data.size())}};
+      handles.push_back(w.allreduce_async(it->name, v, average));
+    }
+    auto submitted = Clock::now();
+    bool ok = true;
+    for (const hvrun::Handle& h : handles) {
+      if (hvrun::Status s = w.wait(h); !s.is_ok()) {
+        std::fprintf(stderr, "rank %d: step allreduce failed: %s\n", w.rank(),
+                     s.to_string().c_str());
+        ok = false;
+      }
+      if (f.trace) done.push_back(Clock::now());
+    }
+    if (f.trace && step_index++ >= f.warmup) trace.add(start, submitted, done);
+    return ok;
+  }, {}});
+
+  // The floor: the same bytes in one packed allreduce.
+  hvrun::TensorView packed_view{packed.data(), hvrun::DataType::kFloat32,
+                                {static_cast<int64_t>(total)}};
+  results.push_back({"packed allreduce avg, hvrun", [&] {
+    return w.allreduce("bench.packed", packed_view, average).is_ok();
+  }, {}});
+  // The same with Sum, as raw Gloo runs it: separates the cost of Average from the stack's.
+  std::vector<float> packed_sum(total, 1.0f);
+  hvrun::TensorView packed_sum_view{packed_sum.data(), hvrun::DataType::kFloat32,
+                                    {static_cast<int64_t>(total)}};
+  results.push_back({"packed allreduce sum, hvrun", [&] {
+    return w.allreduce("bench.packed_sum", packed_sum_view).is_ok();
+  }, {}});
+
+  // Raw Gloo sums (values double every call: exact in float32 for these few calls); the
+  // division Average adds is left out of its floor (about 4 ms for these bytes, measured).
+  std::vector<float> raw_packed(raw ? total : 0, 1.0f);
+  std::vector<Tensor> raw_tensors = raw ? tensors : std::vector<Tensor>{};
+  if (raw) {
+    results.push_back({"packed allreduce sum, raw gloo", [&] {
+      raw->allreduce_sum(raw_packed.data(), raw_packed.size());
+      return true;
+    }, {}});
+    results.push_back({"161 allreduce sum one by one, raw gloo", [&] {
+      for (auto it = raw_tensors.rbegin(); it != raw_tensors.rend(); ++it)
+        raw->allreduce_sum(it->data.data(), it->data.size());
+      return true;
+    }, {}});
+  }
+  time_round_robin(f, results);
+  for (const Tensor& t : tensors) wrong += count_wrong(t.data, want);
+  wrong += count_wrong(packed, want);
+
+  if (w.rank() == 0) {
+    const char* threshold = std::getenv("HVRUN_FUSION_THRESHOLD");
+    std::string label = f.label.empty() ? std::string("fusion threshold ") +
+                                              (threshold ? threshold : "default") + " MB"
+                                        : f.label;
+    if (!f.json)
+      std::printf("# hvrun_gradient_bench: %zu tensors, %.1f MiB float32, %d ranks, %d steps after "
+                  "%d warm-ups, %s\n",
+                  tensors.size(), static_cast<double>(total) * 4 / (1 << 20), w.size(), f.steps,
+                  f.warmup, label.c_str());
+    std::vector<double> rates;
+    for (const Result& r : results) {
+      if (r.seconds.empty()) {
+        std::printf("%s: FAILED\n", r.name.c_str());
+        rates.push_back(0);
+        continue;
+      }
+      std::vector<double> per_second;
+      for (double s : r.seconds) per_second.push_back(1.0 / s);
+      rates.push_back(hvrun::bench::median(per_second));
+      hvrun::bench::print_metric(r.name + " [" + label + "]", rates.back(),
+                                 hvrun::bench::mean(per_second), "steps/s", f.json);
+    }
+    if (rates[1] > 0)
+      hvrun::bench::print_metric("step / packed hvrun [" + label + "]", rates[0] / rates[1],
+                                 rates[0] / rates[1], "ratio", f.json, "target >= 0.9");
+    if (rates.size() > 3 && rates[3] > 0)
+      hvrun::bench::print_metric("step / packed raw gloo [" + label + "]", rates[0] / rates[3],
+                                 rates[0] / rates[3], "ratio", f.json, "target >= 0.9");
+    if (f.trace) {
+      using hvrun::bench::mean;
+      using hvrun::bench::median;
+      auto show = [&](const char* what, const std::vector<double>& v, const char* unit) {
+        hvrun::bench::print_metric(std::string("step trace: ") + what + " [" + label + "]",
+                                   median(v), mean(v), unit, f.json);
+      };
+      show("all 161 submitted", trace.submitted, "ms");
+      show("first handle done", trace.first_done, "ms");
+      show("last handle done", trace.last_done, "ms");
+      show("completion waves", trace.waves, "waves");
+    }
+    if (wrong) std::printf("# %lld wrong elements\n", static_cast<long long>(wrong));
+  }
+  (void)w.shutdown();
+  return wrong == 0 && !results.front().seconds.empty() ? 0 : 1;
+}
