@@ -1,20 +1,11 @@
 // examples/train as a real job: the loss falls and every rank ends with identical weights.
 #include <gtest/gtest.h>
 
-#include <regex>
-
 #include "tests/worker/worker_harness.h"
+#include "tests/worker/train_output.h"
 
 namespace hvrun::test {
 namespace {
-
-std::vector<double> epoch_losses(const std::string& out) {
-  std::vector<double> losses;
-  std::regex line(R"(epoch (\d+) loss ([0-9.]+))");
-  for (std::sregex_iterator it(out.begin(), out.end(), line), end; it != end; ++it)
-    losses.push_back(std::stod((*it)[2]));
-  return losses;
-}
 
 void expect_trained(const JobResult& job, int epochs) {
   ASSERT_TRUE(job.all_succeeded()) << job.describe();

@@ -2,20 +2,11 @@
 // A separate executable so that the worker's own job tests do not depend on the launcher.
 #include <gtest/gtest.h>
 
-#include <regex>
-
 #include "tests/support/subprocess.h"
+#include "tests/worker/train_output.h"
 
 namespace hvrun::test {
 namespace {
-
-std::vector<double> epoch_losses(const std::string& out) {
-  std::vector<double> losses;
-  std::regex line(R"(epoch (\d+) loss ([0-9.]+))");
-  for (std::sregex_iterator it(out.begin(), out.end(), line), end; it != end; ++it)
-    losses.push_back(std::stod((*it)[2]));
-  return losses;
-}
 
 // The README's main job, through the real launcher.
 TEST(WorkerTrain, RunsUnderTheHvrunLauncher) {
