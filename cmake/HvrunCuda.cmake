@@ -42,9 +42,16 @@ if(NOT CMAKE_CUDA_COMPILER)
   set(CMAKE_CUDA_COMPILER ${CUDAToolkit_NVCC_EXECUTABLE})
 endif()
 enable_language(CUDA)
-if(NOT CMAKE_CUDA_ARCHITECTURES OR CMAKE_CUDA_ARCHITECTURES STREQUAL "52")
-  # CUDA 13 builds compute capability 7.5 and newer only; 90 covers Hopper (H100/H200).
-  set(CMAKE_CUDA_ARCHITECTURES 75 80 90)
+# "90" = sm_90 machine code (Hopper: H100, H200) plus compute_90 PTX, which the driver compiles
+# just in time for newer GPUs. -DHVRUN_CUDA_ARCHITECTURES="80;90" adds machine code for older
+# ones (CUDA 13 builds 75 and newer).
+set(HVRUN_CUDA_ARCHITECTURES 90 CACHE STRING "CUDA architectures of hvrun's kernels")
+set(CMAKE_CUDA_ARCHITECTURES ${HVRUN_CUDA_ARCHITECTURES})
+# CUDA sources get the C++ standard of the project (20); CMake 3.25 does not know nvcc 13's
+# flag for it yet, so tell it.
+if(NOT CMAKE_CUDA20_STANDARD_COMPILE_OPTION)
+  set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+  set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
 endif()
 
 file(STRINGS ${HVRUN_NCCL_INCLUDE_DIR}/nccl.h _hvrun_nccl_lines REGEX "#define NCCL_(MAJOR|MINOR|PATCH) ")
@@ -59,5 +66,14 @@ set(HVRUN_NCCL_VERSION_STRING "${_hvrun_nccl_MAJOR}.${_hvrun_nccl_MINOR}.${_hvru
 add_library(hvrun_nccl INTERFACE)
 add_library(hvrun::nccl ALIAS hvrun_nccl)
 target_include_directories(hvrun_nccl SYSTEM INTERFACE ${HVRUN_NCCL_INCLUDE_DIR})
-target_link_libraries(hvrun_nccl INTERFACE ${HVRUN_NCCL_LIBRARY} CUDA::cudart)
+# NCCL only; each target picks its CUDA runtime (the GPU plugin and the tests link the static
+# one, so nothing but libcuda.so.1, from the driver, and libnccl.so.2 is needed at run time).
+target_link_libraries(hvrun_nccl INTERFACE ${HVRUN_NCCL_LIBRARY})
 set(HVRUN_HAVE_CUDA ON)
+
+# Warnings as errors (with HVRUN_WERROR) for our own CUDA sources.
+add_library(hvrun_cuda_warnings INTERFACE)
+add_library(hvrun::cuda_warnings ALIAS hvrun_cuda_warnings)
+target_compile_options(hvrun_cuda_warnings INTERFACE
+  $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall>
+  $<$<AND:$<BOOL:${HVRUN_WERROR}>,$<COMPILE_LANGUAGE:CUDA>>:--Werror=all-warnings -Xcompiler=-Werror>)

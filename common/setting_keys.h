@@ -19,6 +19,12 @@ inline constexpr SettingKey<std::string> kGpuPinning{"gpu_pinning"};
 inline constexpr SettingKey<std::string> kNcclP2p{"nccl_p2p"};
 inline constexpr SettingKey<std::string> kDevice{"device"};
 inline constexpr SettingKey<bool> kTagOutput{"tag_output"};
+inline constexpr SettingKey<int64_t> kSshPort{"ssh_port"};
+inline constexpr SettingKey<std::string> kSshIdentityFile{"ssh_identity_file"};
+inline constexpr SettingKey<std::string> kRsh{"rsh"};
+inline constexpr SettingKey<std::string> kNetworkInterface{"network_interface"};
+inline constexpr SettingKey<std::string> kNetwork{"network"};
+inline constexpr SettingKey<int64_t> kMaxRestarts{"max_restarts"};
 
 // Coordinator.
 inline constexpr SettingKey<double> kStartTimeoutSeconds{"start_timeout_s"};
@@ -33,5 +39,12 @@ inline constexpr SettingKey<std::string> kJoinAverage{"join_average"};
 
 // Worker library.
 inline constexpr SettingKey<double> kOpTimeoutSeconds{"op_timeout_s"};
+inline constexpr SettingKey<std::string> kCheckpointDir{"checkpoint_dir"};
+inline constexpr SettingKey<int64_t> kCheckpointEvery{"checkpoint_every"};
+inline constexpr SettingKey<int64_t> kCheckpointKeep{"checkpoint_keep"};
+inline constexpr SettingKey<std::string> kCheckpointName{"checkpoint_name"};
+inline constexpr SettingKey<std::string> kCpuBackend{"cpu_backend"};
+inline constexpr SettingKey<std::string> kHierarchicalAllreduce{"hierarchical_allreduce"};
+inline constexpr SettingKey<int64_t> kShmChunkKb{"shm_chunk_kb"};
 
 }  // namespace hvrun::setting

@@ -49,6 +49,29 @@ constexpr std::array kCatalog = {
                 .kind = SettingKind::kBool, .default_value = "true", .scope = "launcher",
                 .description = "Prefix every line a worker prints with [rank]<stdout>: or "
                                "[rank]<stderr>: (--tag-output=false turns it off)."},
+    SettingSpec{.name = "ssh_port", .flag = "--ssh-port", .env = "HVRUN_SSH_PORT",
+                .kind = SettingKind::kInt, .default_value = "0", .min = 0, .max = 65535,
+                .unit = "port", .scope = "launcher",
+                .description = "Multi-host jobs: port of the remote hosts' sshd (-p); 0 = "
+                               "ssh's own default."},
+    SettingSpec{.name = "ssh_identity_file", .flag = "--ssh-identity-file",
+                .env = "HVRUN_SSH_IDENTITY_FILE", .kind = SettingKind::kString,
+                .default_value = "", .unit = "file", .scope = "launcher",
+                .description = "Multi-host jobs: private key ssh logs in with (-i)."},
+    SettingSpec{.name = "rsh", .flag = "--rsh", .env = "HVRUN_RSH", .kind = SettingKind::kString,
+                .default_value = "ssh", .unit = "command", .scope = "launcher",
+                .description = "Multi-host jobs: the remote shell that starts 'hvrun agent' on "
+                               "each host, split at spaces; BatchMode is added for ssh."},
+    SettingSpec{.name = "network_interface", .flag = "--network-interface",
+                .env = "HVRUN_NETWORK_INTERFACE", .kind = SettingKind::kString,
+                .default_value = "", .unit = "NAME[,NAME]", .scope = "launcher",
+                .description = "Multi-host jobs: use these interfaces (the first one a host has) "
+                               "instead of probing which ones peers reach."},
+    SettingSpec{.name = "network", .flag = "--network", .env = "HVRUN_NETWORK",
+                .kind = SettingKind::kChoice, .default_value = "auto",
+                .choices = "auto|ethernet", .scope = "launcher",
+                .description = "ethernet sets NCCL_IB_DISABLE=1 for every worker (no "
+                               "InfiniBand/RoCE); auto lets NCCL decide."},
 
     SettingSpec{.name = "start_timeout_s", .flag = "--start-timeout",
                 .env = "HVRUN_START_TIMEOUT", .kind = SettingKind::kDouble,
@@ -111,6 +134,50 @@ constexpr std::array kCatalog = {
                 .max = 86400, .unit = "seconds", .scope = "worker",
                 .description = "Bounds every data-plane operation of the worker library and "
                                "every handle wait without an explicit timeout."},
+    SettingSpec{.name = "cpu_backend", .flag = "--cpu-backend", .env = "HVRUN_CPU_BACKEND",
+                .kind = SettingKind::kChoice, .default_value = "auto",
+                .choices = "auto|shm|gloo", .scope = "worker",
+                .description = "Data plane for CPU tensors. auto/shm: shared memory among the "
+                               "ranks of a host (hierarchical with Gloo across hosts, see "
+                               "--hierarchical-allreduce); gloo: Gloo over TCP for everything."},
+    SettingSpec{.name = "hierarchical_allreduce", .flag = "--hierarchical-allreduce",
+                .env = "HVRUN_HIERARCHICAL_ALLREDUCE", .kind = SettingKind::kChoice,
+                .default_value = "auto", .choices = "auto|on|off", .scope = "worker",
+                .description = "Multi-host CPU jobs: allreduce in shared memory within each "
+                               "host and with Gloo among one rank per host; auto = on when some "
+                               "host runs more than one rank; off = Gloo among all ranks."},
+    SettingSpec{.name = "shm_chunk_kb", .flag = "--shm-chunk-kb", .env = "HVRUN_SHM_CHUNK_KB",
+                .kind = SettingKind::kInt, .default_value = "1024", .min = 4, .max = 262144,
+                .unit = "KiB", .scope = "worker",
+                .description = "Shared-memory data plane: bytes per rank per pipelined step "
+                               "(one slot; the segment holds 2 x ranks per host slots)."},
+    SettingSpec{.name = "max_restarts", .flag = "--max-restarts", .env = "HVRUN_MAX_RESTARTS",
+                .kind = SettingKind::kInt, .default_value = "0", .min = 0, .max = 1000,
+                .unit = "restarts", .scope = "launcher",
+                .description = "When a worker fails, tear the job down and start it again on "
+                               "the same hosts, up to this many times (HVRUN_RESTART_COUNT tells "
+                               "the workers which attempt they are); 0 = never."},
+    SettingSpec{.name = "checkpoint_dir", .flag = "--checkpoint-dir",
+                .env = "HVRUN_CHECKPOINT_DIR", .kind = SettingKind::kString,
+                .default_value = "", .unit = "directory", .scope = "worker",
+                .description = "Where hvrun::Checkpointer saves and finds checkpoints; empty "
+                               "turns checkpoints off."},
+    SettingSpec{.name = "checkpoint_every", .flag = "--checkpoint-every",
+                .env = "HVRUN_CHECKPOINT_EVERY", .kind = SettingKind::kInt,
+                .default_value = "0", .min = 0, .max = 1000000000, .unit = "steps",
+                .scope = "worker",
+                .description = "Checkpointer::save_if_due(step) saves when step is a multiple "
+                               "of this; 0 = never."},
+    SettingSpec{.name = "checkpoint_keep", .flag = "--checkpoint-keep",
+                .env = "HVRUN_CHECKPOINT_KEEP", .kind = SettingKind::kInt,
+                .default_value = "3", .min = 1, .max = 1000000, .unit = "files",
+                .scope = "worker",
+                .description = "Newest checkpoints kept; older ones are removed after a save."},
+    SettingSpec{.name = "checkpoint_name", .flag = "--checkpoint-name",
+                .env = "HVRUN_CHECKPOINT_NAME", .kind = SettingKind::kString,
+                .default_value = "", .unit = "name", .scope = "worker",
+                .description = "Identity of this run's checkpoints (default: the program's file "
+                               "name); files saved under another name are not loaded."},
 };
 
 }  // namespace

@@ -27,6 +27,7 @@ enum class StatusCode : int {
   kUnimplemented = 12,
   kInternal = 13,           // a backend (Gloo, NCCL, MPI) or system call failed
   kUnavailable = 14,        // a peer or the coordinator cannot be reached
+  kDataLoss = 15,           // stored data is corrupt or truncated (e.g. a checkpoint file)
   kUnauthenticated = 16,    // the job secret is missing or wrong
 };
 
@@ -67,6 +68,7 @@ inline Status failed_precondition(std::string m) { return {StatusCode::kFailedPr
 inline Status aborted(std::string m) { return {StatusCode::kAborted, std::move(m)}; }
 inline Status internal_error(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
 inline Status unavailable(std::string m) { return {StatusCode::kUnavailable, std::move(m)}; }
+inline Status data_loss(std::string m) { return {StatusCode::kDataLoss, std::move(m)}; }
 inline Status unauthenticated(std::string m) { return {StatusCode::kUnauthenticated, std::move(m)}; }
 inline Status cancelled(std::string m) { return {StatusCode::kCancelled, std::move(m)}; }
 inline Status unimplemented(std::string m) { return {StatusCode::kUnimplemented, std::move(m)}; }

@@ -56,9 +56,10 @@ Result<std::unique_ptr<ControlPlane>> start_control_plane(const Settings& settin
                                                           const JobPlan& plan,
                                                           const std::string& secret,
                                                           const std::string& job_id,
-                                                          ControlPlaneEvents events) {
+                                                          ControlPlaneEvents events,
+                                                          const std::string& listen_on) {
   CoordinatorOptions options = CoordinatorOptions::from_settings(settings);
-  options.listen_address = listen_address(settings, job_id);
+  options.listen_address = listen_on.empty() ? listen_address(settings, job_id) : listen_on;
   options.secret = secret;
   options.job_id = job_id;
   options.world_size = plan.size;

@@ -32,6 +32,9 @@ Result<std::unique_ptr<ControlPlane>> start_control_plane(const Settings& settin
                                                           const JobPlan& plan,
                                                           const std::string& secret,
                                                           const std::string& job_id,
-                                                          ControlPlaneEvents events);
+                                                          ControlPlaneEvents events,
+                                                          const std::string& listen_on = "");
+// `listen_on`: "ADDR:PORT" to listen on (multi-host jobs: the launch host's chosen interface);
+// empty: a unix socket, or loopback TCP with --coordinator-port (single-host jobs).
 
 }  // namespace hvrun::launcher

@@ -25,6 +25,42 @@ LocalHostNames LocalHostNames::of_this_machine() {
   return local;
 }
 
+namespace {
+
+// Ranks fill the hosts in order; hosts left without a rank are dropped.
+Result<JobPlan> plan_multi_host(const LaunchOptions& options, JobPlan plan) {
+  plan.multi_host = true;
+  int total = 0;
+  for (const HostSlots& h : options.hosts) {
+    for (const HostSlots& seen : plan.hosts)
+      if (seen.host == h.host)
+        return invalid_argument("host '" + h.host + "' is given twice; give it once with the "
+                                "total slot count");
+    int left = (options.num_proc ? *options.num_proc : 1 << 30) - total;
+    int here = std::min(h.slots, left);
+    if (here <= 0) break;
+    plan.hosts.push_back(HostSlots{h.host, here});
+    total += here;
+  }
+  plan.size = total;
+  if (!options.num_proc)
+    plan.notes.push_back("-np not given: starting " + std::to_string(total) +
+                         " ranks, one per slot of the hosts given");
+  plan.cross_size = static_cast<int>(plan.hosts.size());
+  int rank = 0;
+  for (size_t h = 0; h < plan.hosts.size(); ++h) {
+    for (int l = 0; l < plan.hosts[h].slots; ++l)
+      plan.ranks.push_back(RankSlot{rank++, plan.hosts[h].host, l, plan.hosts[h].slots,
+                                    static_cast<int>(h)});
+    plan.local_size = std::max(plan.local_size, plan.hosts[h].slots);
+  }
+  // GPUs of the other hosts are not visible from here: a GPU job only when asked for, or when
+  // this host has GPUs (the cluster is taken to be uniform).
+  return plan;
+}
+
+}  // namespace
+
 Result<JobPlan> plan_job(const LaunchOptions& options, const GpuInventory& gpus,
                          const std::string& device, const LocalHostNames& local) {
   JobPlan plan;
@@ -46,12 +82,9 @@ Result<JobPlan> plan_job(const LaunchOptions& options, const GpuInventory& gpus,
       return invalid_argument("-np " + std::to_string(*options.num_proc) + " is more than the " +
                               std::to_string(total) + " slots that " + given +
                               " provides; lower -np or add slots");
-    for (const HostSlots& h : options.hosts) {
-      if (!local.is_local(h.host))
-        return invalid_argument("host '" + h.host + "' in " + given +
-                                " is not this machine: multi-host jobs are not yet supported "
-                                "(use -H localhost:N)");
-    }
+    bool all_local = true;
+    for (const HostSlots& h : options.hosts) all_local &= local.is_local(h.host);
+    if (!all_local) return plan_multi_host(options, std::move(plan));
     if (options.hosts.size() > 1)
       return invalid_argument(given + " names this machine " + std::to_string(options.hosts.size()) +
                               " times (" + options.hosts[0].host + ", " + options.hosts[1].host +

@@ -44,6 +44,7 @@ class JobRunner::Impl {
         job_signals_(io_, SIGINT, SIGTERM), child_signal_(io_, SIGCHLD), grace_timer_(io_),
         poll_timer_(io_), drain_timer_(io_) {}
 
+  std::optional<JobEnd> end() const { return end_; }
   int run(const std::vector<WorkerLaunch>& launches);
 
   void post_control_plane_failure(std::string message, int rank) {
@@ -353,6 +354,7 @@ JobRunner::JobRunner(JobRunnerConfig config, OutputSink& out, OutputSink& err, O
     : impl_(std::make_unique<Impl>(std::move(config), out, err, guard)) {}
 JobRunner::~JobRunner() = default;
 int JobRunner::run(const std::vector<WorkerLaunch>& workers) { return impl_->run(workers); }
+std::optional<JobEnd> JobRunner::end() const { return impl_->end(); }
 void JobRunner::post_control_plane_failure(std::string message, int rank) {
   impl_->post_control_plane_failure(std::move(message), rank);
 }

@@ -18,9 +18,11 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "launcher/job_summary.h"
 #include "launcher/orphan_guard.h"
 #include "launcher/output_mux.h"
 
@@ -53,6 +55,9 @@ class JobRunner {
   // Starts `workers` and runs until the job is over; returns hvrun's exit code. Call on the
   // thread that lives as long as the job (the workers' PR_SET_PDEATHSIG is tied to it).
   int run(const std::vector<WorkerLaunch>& workers);
+
+  // After run(): how the job ended (none when it succeeded).
+  std::optional<JobEnd> end() const;
 
   // Thread-safe: the control plane failed (message for the user; rank it concerns or -1).
   void post_control_plane_failure(std::string message, int rank);

@@ -34,6 +34,8 @@ void print_summary(OutputSink& err, const JobEnd& end, const std::vector<WorkerR
         << std::setw(9) << (w.pid > 0 ? std::to_string(w.pid) : "-");
     if (w.pid <= 0) {
       out << "not started";
+    } else if (!w.exited && !w.lost.empty()) {
+      out << w.lost;
     } else if (!w.exited) {
       out << "still running";
     } else {

@@ -19,6 +19,7 @@ struct WorkerRecord {
   int wait_status = 0;
   bool signalled_by_hvrun = false;  // hvrun signalled it before it exited
   const TaggedStream* err_stream = nullptr;
+  std::string lost;  // multi-host: why its fate is unknown (its agent was lost), else empty
 };
 
 enum class JobEndKind { kWorkerFailed, kSignal, kControlPlane, kStartFailed };

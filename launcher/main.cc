@@ -1,6 +1,7 @@
 // hvrun: the launcher command. `hvrun [options] COMMAND [ARGS...]`; see README.md.
 #include <signal.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <iostream>
 #include <string>
@@ -10,14 +11,20 @@
 #include "common/logging.h"
 #include "common/setting_keys.h"
 #include "launcher/control_plane.h"
+#include "launcher/doctor/doctor_command.h"
+#include "launcher/estimate/estimate_command.h"
 #include "launcher/gpu_probe.h"
 #include "launcher/job_plan.h"
 #include "launcher/job_runner.h"
+#include "launcher/agent.h"
+#include "launcher/multi_host_job.h"
 #include "launcher/options.h"
 #include "launcher/orphan_guard.h"
 #include "launcher/output_mux.h"
 #include "launcher/rank_environment.h"
+#include "launcher/restart_policy.h"
 #include "launcher/secret.h"
+#include "launcher/shm_cleanup.h"
 #include "launcher/worker_process.h"
 
 namespace hvrun::launcher {
@@ -48,6 +55,78 @@ void print_verbose_plan(OutputSink& err, const JobPlan& plan, const NcclTuning& 
   err.write_message(text);
 }
 
+// One attempt of a single-host job: a fresh coordinator, secret and job id, the workers, their
+// end. How it ended goes to `end` when it failed.
+int run_single_host_attempt(const LaunchOptions& opts, const JobPlan& plan,
+                            const std::string& command_path, OrphanGuard& guard, JobEnd* end) {
+  const Settings& settings = opts.settings;
+  const Environment inherited = current_process_environment();
+  NcclTuning nccl = decide_nccl(plan, settings.get(setting::kNcclP2p), inherited,
+                                driver_peer_access_probe());
+
+  auto secret = random_hex(32);
+  if (!secret.is_ok()) return fail(secret.status().message());
+  auto job_suffix = random_hex(4);
+  if (!job_suffix.is_ok()) return fail(job_suffix.status().message());
+  const std::string job_id = "hvrun-" + *job_suffix;
+  guard.sweep_on_exit(kShmDirectory, shm_segment_prefix(job_id));  // shared-memory data plane
+
+  spdlog::debug("job planned");
+
+  OpenLine terminal_line;  // one cursor when stdout and stderr are the same terminal or file
+  const bool one_file = same_file(1, 2);
+  OutputSink out = one_file ? OutputSink(1, terminal_line) : OutputSink(1);
+  OutputSink err = one_file ? OutputSink(2, terminal_line) : OutputSink(2);
+  std::unique_ptr<ControlPlane> control;
+  JobRunnerConfig config;
+  config.command_path = command_path;
+  config.argv = opts.command;
+  config.grace_period = std::chrono::milliseconds(
+      static_cast<int64_t>(settings.get(setting::kGracePeriodSeconds) * 1000.0));
+  config.output_dir = settings.get(setting::kOutputFilename);
+  config.verbose = settings.get(setting::kVerbose);
+  config.tag_output = settings.get(setting::kTagOutput);
+  config.abort_control_plane = [&control](const std::string& reason, int rank,
+                                          const std::string& host) {
+    if (control) control->abort(reason, rank, host);
+  };
+  JobRunner runner(std::move(config), out, err, &guard);
+
+  ControlPlaneEvents events;
+  events.on_failure = [&runner](const std::string& message, int rank) {
+    runner.post_control_plane_failure(message, rank);
+  };
+  events.on_note = [&runner](const std::string& message) { runner.post_note(message); };
+  auto started = start_control_plane(settings, plan, *secret, job_id, std::move(events));
+  if (!started.is_ok()) {
+    std::cerr << "hvrun: " << started.status().message() << "\n";
+    *end = JobEnd{JobEndKind::kControlPlane, -1, 1, 0, started.status().message()};
+    return 1;
+  }
+  control = std::move(started).value();
+  spdlog::debug("coordinator started on {}", control->address());
+  if (control->address().rfind("unix:", 0) == 0) guard.remove_on_exit(control->address().substr(5));
+
+  JobIdentity identity;
+  identity.coordinator_address = control->address();
+  identity.secret = *secret;
+  identity.job_id = job_id;
+  std::vector<Environment> envs;
+  std::vector<WorkerLaunch> launches;
+  for (const RankSlot& slot : plan.ranks) {
+    envs.push_back(rank_environment(plan, slot.rank, identity, settings, nccl, inherited));
+    launches.push_back(WorkerLaunch{slot.rank, slot.host, to_envp(envs.back())});
+  }
+  if (settings.get(setting::kVerbose))
+    print_verbose_plan(err, plan, nccl, identity.coordinator_address, job_id, envs, inherited);
+
+  int code = runner.run(launches);
+  spdlog::debug("job over (exit code {}); stopping the coordinator", code);
+  control->shutdown();
+  if (auto e = runner.end()) *end = *e;
+  return code;
+}
+
 int run_job(const LaunchOptions& opts) {
   const Settings& settings = opts.settings;
   auto getenv_fn = [](const char* name) { return std::getenv(name); };
@@ -72,72 +151,30 @@ int run_job(const LaunchOptions& opts) {
   auto plan = plan_job(opts, gpus, device, LocalHostNames::of_this_machine());
   if (!plan.is_ok()) return fail(plan.status().message());
   for (const std::string& note : plan->notes) std::cerr << "hvrun: " << note << "\n";
-
-  const Environment inherited = current_process_environment();
-  NcclTuning nccl = decide_nccl(*plan, settings.get(setting::kNcclP2p), inherited,
-                                driver_peer_access_probe());
-
-  auto secret = random_hex(32);
-  if (!secret.is_ok()) return fail(secret.status().message());
-  auto job_suffix = random_hex(4);
-  if (!job_suffix.is_ok()) return fail(job_suffix.status().message());
-  const std::string job_id = "hvrun-" + *job_suffix;
-
-  spdlog::debug("job planned");
-
-  OpenLine terminal_line;  // one cursor when stdout and stderr are the same terminal or file
-  const bool one_file = same_file(1, 2);
-  OutputSink out = one_file ? OutputSink(1, terminal_line) : OutputSink(1);
-  OutputSink err = one_file ? OutputSink(2, terminal_line) : OutputSink(2);
-  std::unique_ptr<ControlPlane> control;
-  JobRunnerConfig config;
-  config.command_path = *path;
-  config.argv = opts.command;
-  config.grace_period = std::chrono::milliseconds(
-      static_cast<int64_t>(settings.get(setting::kGracePeriodSeconds) * 1000.0));
-  config.output_dir = settings.get(setting::kOutputFilename);
-  config.verbose = settings.get(setting::kVerbose);
-  config.tag_output = settings.get(setting::kTagOutput);
-  config.abort_control_plane = [&control](const std::string& reason, int rank,
-                                          const std::string& host) {
-    if (control) control->abort(reason, rank, host);
-  };
-  JobRunner runner(std::move(config), out, err, &*guard);
-
-  ControlPlaneEvents events;
-  events.on_failure = [&runner](const std::string& message, int rank) {
-    runner.post_control_plane_failure(message, rank);
-  };
-  events.on_note = [&runner](const std::string& message) { runner.post_note(message); };
-  auto started = start_control_plane(settings, *plan, *secret, job_id, std::move(events));
-  if (!started.is_ok()) {
+  RestartPolicy restarts(static_cast<int>(settings.get(setting::kMaxRestarts)));
+  for (int attempt = 0;; ++attempt) {
+    // Workers (local, and remote through the forwarded environment) see which attempt this is.
+    ::setenv("HVRUN_RESTART_COUNT", std::to_string(attempt).c_str(), 1);
+    const auto started_at = std::chrono::steady_clock::now();
+    AttemptOutcome outcome;
+    outcome.exit_code =
+        plan->multi_host  // agents on every host (launcher/multi_host_job.h)
+            ? run_multi_host_job(opts, *plan, &*guard, &outcome.end)
+            : run_single_host_attempt(opts, *plan, *path, *guard, &outcome.end);
+    outcome.ran_for = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::chrono::steady_clock::now() - started_at);
+    RestartPolicy::Decision decision = restarts.after_attempt(outcome);
+    if (!decision.message.empty()) std::cerr << "hvrun: " << decision.message << "\n";
+    if (decision.restart) continue;
+    if (restarts.restarts_done() > 0) {
+      std::cerr << "hvrun: the job " << (outcome.exit_code == 0 ? "succeeded" : "failed")
+                << " after " << restarts.restarts_done() << " restart(s):\n";
+      for (const std::string& line : restarts.restart_log()) std::cerr << "hvrun:   " << line << "\n";
+    }
     guard->release();
-    std::cerr << "hvrun: " << started.status().message() << "\n";
-    return 1;
+    spdlog::debug("done");
+    return outcome.exit_code;
   }
-  control = std::move(started).value();
-  spdlog::debug("coordinator started on {}", control->address());
-  if (control->address().rfind("unix:", 0) == 0) guard->remove_on_exit(control->address().substr(5));
-
-  JobIdentity identity;
-  identity.coordinator_address = control->address();
-  identity.secret = *secret;
-  identity.job_id = job_id;
-  std::vector<Environment> envs;
-  std::vector<WorkerLaunch> launches;
-  for (const RankSlot& slot : plan->ranks) {
-    envs.push_back(rank_environment(*plan, slot.rank, identity, settings, nccl, inherited));
-    launches.push_back(WorkerLaunch{slot.rank, slot.host, to_envp(envs.back())});
-  }
-  if (settings.get(setting::kVerbose))
-    print_verbose_plan(err, *plan, nccl, identity.coordinator_address, job_id, envs, inherited);
-
-  int code = runner.run(launches);
-  spdlog::debug("job over (exit code {}); stopping the coordinator", code);
-  control->shutdown();
-  guard->release();
-  spdlog::debug("done");
-  return code;
 }
 
 }  // namespace
@@ -147,6 +184,13 @@ int main(int argc, char** argv) {
   using namespace hvrun::launcher;
   ::signal(SIGPIPE, SIG_IGN);  // a closed terminal or pipe must not kill the job's supervisor
   std::vector<std::string> args(argv + 1, argv + argc);
+  // Subcommands with their own options: `hvrun doctor ...`, `hvrun estimate-memory ...`.
+  if (!args.empty() && args[0] == "doctor")
+    return hvrun::doctor::run_doctor_main({args.begin() + 1, args.end()});
+  if (!args.empty() && args[0] == "estimate-memory")
+    return hvrun::estimate::run_estimate_memory({args.begin() + 1, args.end()}, std::cout, std::cerr);
+  if (!args.empty() && args[0] == "agent")  // started by hvrun on each host of a multi-host job
+    return run_agent(std::vector<std::string>(args.begin() + 1, args.end()));
   auto parsed = parse_command_line(args, [](const char* name) { return std::getenv(name); });
   if (!parsed.is_ok()) return fail(parsed.status().message());
   const LaunchOptions& opts = *parsed;

@@ -4,6 +4,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "launcher/env_forwarding.h"
+
 namespace hvrun::launcher {
 namespace {
 
@@ -118,6 +120,15 @@ Result<LaunchOptions> parse_command_line(const std::vector<std::string>& args,
       HVRUN_ASSIGN_OR_RETURN(hosts_text, take_value(flag, inline_value));
     } else if (flag == "--hostfile" || flag == "-hostfile") {
       HVRUN_ASSIGN_OR_RETURN(opts.hostfile, take_value(flag, inline_value));
+    } else if (flag == "-x") {
+      HVRUN_ASSIGN_OR_RETURN(std::string v, take_value(flag, inline_value));
+      HVRUN_ASSIGN_OR_RETURN(ExportSpec spec, parse_export(v));
+      opts.exports.push_back(spec);
+    } else if (flag == "-p" || flag == "-i") {
+      // ssh's own short names for --ssh-port and --ssh-identity-file.
+      HVRUN_ASSIGN_OR_RETURN(std::string v, take_value(flag, inline_value));
+      HVRUN_RETURN_IF_ERROR(
+          opts.settings.apply_flag(flag == "-p" ? "--ssh-port" : "--ssh-identity-file", v, true));
     } else if (flag == "--print-config") {
       opts.print_config = true;
     } else if (flag == "--check-build" || flag == "-cb") {
@@ -158,6 +169,9 @@ std::string usage_text() {
          "                           else one per GPU found, else 1)\n"
          "  -H, --hosts H:S[,H:S]    hosts and their slots, e.g. localhost:2\n"
          "  --hostfile FILE          lines 'host slots=N'\n"
+         "  -x NAME[=VALUE]          set NAME for every rank (repeatable); multi-host jobs\n"
+         "                           forward the environment except HOSTNAME, SSH_*, DISPLAY, ...\n"
+         "  -p, -i                   short for --ssh-port, --ssh-identity-file\n"
          "  --print-config           print every setting, its value and its source, then exit\n"
          "  --check-build            print what this build contains (CUDA, NCCL, Gloo, MPI)\n"
          "  --version                print the version\n"

@@ -20,11 +20,18 @@ struct HostSlots {
   int slots = 0;
 };
 
+// -x NAME[=VALUE]: a variable for every rank (multi-host jobs forward it past the ignore list).
+struct ExportSpec {
+  std::string name;
+  std::optional<std::string> value;  // nullopt: take the launch host's value
+};
+
 struct LaunchOptions {
   std::optional<int> num_proc;       // -np / --num-proc
   std::vector<HostSlots> hosts;      // -H / --hosts, or --hostfile
   std::string hostfile;
   std::vector<std::string> command;  // COMMAND [ARGS...]
+  std::vector<ExportSpec> exports;   // -x, in order
   Settings settings;                 // defaults < HVRUN_* environment < flags
   bool print_config = false;
   bool check_build = false;

@@ -1,5 +1,6 @@
 #include "launcher/orphan_guard.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -30,6 +31,23 @@ bool read_exactly(int fd, void* data, size_t size) {
   return true;
 }
 
+// Deletes, for each "<dir>/<prefix>*", the files of <dir> whose names start with <prefix>.
+void sweep(const std::vector<std::string>& patterns) {
+  for (const std::string& pattern : patterns) {
+    const size_t slash = pattern.rfind('/');
+    if (slash == std::string::npos) continue;
+    const std::string dir = pattern.substr(0, slash);
+    const std::string prefix = pattern.substr(slash + 1, pattern.size() - slash - 2);
+    if (prefix.empty()) continue;  // never "everything in the directory"
+    DIR* d = ::opendir(dir.c_str());
+    if (d == nullptr) continue;
+    while (dirent* e = ::readdir(d))
+      if (std::strncmp(e->d_name, prefix.c_str(), prefix.size()) == 0)
+        ::unlinkat(::dirfd(d), e->d_name, 0);
+    ::closedir(d);
+  }
+}
+
 [[noreturn]] void guard_main(int read_fd) {
   // Ctrl-C at a terminal reaches hvrun's whole process group, guard included; the guard must
   // outlive hvrun's own handling of it, so it ignores the polite signals.
@@ -44,22 +62,29 @@ bool read_exactly(int fd, void* data, size_t size) {
   }
   // Messages: an int32 > 0 is a process group to kill; kRelease ends quietly; an int32 < 0 is
   // followed by that many bytes of a path to delete.
+  // A path ending in '*' is a sweep (sweep_on_exit): every file of that directory whose name
+  // starts with what precedes the '*', deleted on any exit, released or not.
   std::vector<pid_t> groups;
   std::vector<std::string> paths;
+  std::vector<std::string> sweeps;
   while (true) {
     int32_t msg = 0;
     if (!read_exactly(read_fd, &msg, sizeof msg)) break;  // hvrun is gone without releasing us
-    if (msg == kRelease) ::_exit(0);
+    if (msg == kRelease) {
+      sweep(sweeps);
+      ::_exit(0);
+    }
     if (msg > 0) {
       groups.push_back(static_cast<pid_t>(msg));
       continue;
     }
     std::string path(static_cast<size_t>(-static_cast<int64_t>(msg)), '\0');
     if (!read_exactly(read_fd, path.data(), path.size())) break;
-    paths.push_back(std::move(path));
+    (path.back() == '*' ? sweeps : paths).push_back(std::move(path));
   }
   for (pid_t g : groups) ::kill(-g, SIGKILL);
   for (const std::string& path : paths) ::unlink(path.c_str());
+  sweep(sweeps);
   ::_exit(0);
 }
 
@@ -105,6 +130,11 @@ void OrphanGuard::remove_on_exit(const std::string& path) {
   msg += path;
   ssize_t ignored = ::write(fd_, msg.data(), msg.size());
   (void)ignored;
+}
+
+void OrphanGuard::sweep_on_exit(const std::string& dir, const std::string& prefix) {
+  if (prefix.empty() || dir.empty()) return;
+  remove_on_exit(dir + "/" + prefix + "*");
 }
 
 void OrphanGuard::release() {

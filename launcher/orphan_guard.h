@@ -33,7 +33,11 @@ class OrphanGuard {
   void watch(pid_t pgid);
   // The guard deletes `path` (the coordinator's unix socket) if hvrun dies before release().
   void remove_on_exit(const std::string& path);
-  // hvrun has cleaned up itself: the guard exits without killing or deleting anything.
+  // The guard deletes every file in directory `dir` whose name starts with `prefix` when it
+  // exits, released or not (the job's shared-memory segments: see launcher/shm_cleanup.h).
+  void sweep_on_exit(const std::string& dir, const std::string& prefix);
+  // hvrun has cleaned up itself: the guard exits without killing anything or deleting the
+  // remove_on_exit() files; it still runs the sweep_on_exit() sweeps.
   void release();
 
   pid_t pid() const { return pid_; }

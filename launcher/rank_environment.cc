@@ -72,11 +72,12 @@ Environment rank_environment(const JobPlan& plan, int rank, const JobIdentity& j
   for (const auto& [key, value] : settings.non_default_environment()) env[key] = value;
 
   const RankSlot& slot = plan.ranks.at(static_cast<size_t>(rank));
-  const int cross_rank = 0, cross_size = 1;  // single host
+  const int cross_rank = slot.cross_rank, cross_size = plan.cross_size;
+  const int local_size = slot.local_size > 0 ? slot.local_size : plan.local_size;
   put(env, "HVRUN_RANK", rank);
   put(env, "HVRUN_SIZE", plan.size);
   put(env, "HVRUN_LOCAL_RANK", slot.local_rank);
-  put(env, "HVRUN_LOCAL_SIZE", plan.local_size);
+  put(env, "HVRUN_LOCAL_SIZE", local_size);
   put(env, "HVRUN_CROSS_RANK", cross_rank);
   put(env, "HVRUN_CROSS_SIZE", cross_size);
   env["HVRUN_HOST"] = slot.host;
@@ -89,18 +90,22 @@ Environment rank_environment(const JobPlan& plan, int rank, const JobIdentity& j
   put(env, "RANK", rank);
   put(env, "WORLD_SIZE", plan.size);
   put(env, "LOCAL_RANK", slot.local_rank);
-  put(env, "LOCAL_WORLD_SIZE", plan.local_size);
+  put(env, "LOCAL_WORLD_SIZE", local_size);
   put(env, "HOROVOD_RANK", rank);
   put(env, "HOROVOD_SIZE", plan.size);
   put(env, "HOROVOD_LOCAL_RANK", slot.local_rank);
-  put(env, "HOROVOD_LOCAL_SIZE", plan.local_size);
+  put(env, "HOROVOD_LOCAL_SIZE", local_size);
   put(env, "HOROVOD_CROSS_RANK", cross_rank);
   put(env, "HOROVOD_CROSS_SIZE", cross_size);
 
   if (plan.gpu_job && settings.get(setting::kGpuPinning) == "visible-devices") {
     // Local rank k sees only its GPU (k-th entry of the user's list when they gave one).
-    env["CUDA_VISIBLE_DEVICES"] =
-        plan.gpus.visible_devices.at(static_cast<size_t>(slot.local_rank));
+    // On other hosts of a multi-host job there may be more GPUs than this host shows: the
+    // plain ordinal there.
+    const auto k = static_cast<size_t>(slot.local_rank);
+    env["CUDA_VISIBLE_DEVICES"] = k < plan.gpus.visible_devices.size()
+                                      ? plan.gpus.visible_devices[k]
+                                      : std::to_string(slot.local_rank);
   }
   for (const auto& [key, value] : nccl.set) env[key] = value;
   return env;

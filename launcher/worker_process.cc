@@ -89,7 +89,7 @@ int child_main(void* raw) {
 }  // namespace
 
 Result<SpawnedWorker> spawn_worker(const std::string& path, const std::vector<std::string>& argv,
-                                   const std::vector<std::string>& envp) {
+                                   const std::vector<std::string>& envp, bool pipe_stdin) {
   std::vector<char*> arg_ptrs, env_ptrs;
   for (const auto& a : argv) arg_ptrs.push_back(const_cast<char*>(a.c_str()));
   arg_ptrs.push_back(nullptr);
@@ -105,7 +105,15 @@ Result<SpawnedWorker> spawn_worker(const std::string& path, const std::vector<st
     close_pair(exec_status);
     return internal_error(std::string("cannot create pipes for a worker: ") + std::strerror(e));
   }
-  int dev_null = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  int in[2] = {-1, -1};
+  if (pipe_stdin && ::pipe2(in, O_CLOEXEC) != 0) {
+    int e = errno;
+    close_pair(out);
+    close_pair(err);
+    close_pair(exec_status);
+    return internal_error(std::string("cannot create a stdin pipe: ") + std::strerror(e));
+  }
+  int dev_null = pipe_stdin ? in[0] : ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   ChildArgs args{path.c_str(), arg_ptrs.data(), env_ptrs.data(), dev_null, out[1], err[1],
                  exec_status[1], ::getpid()};
 
@@ -128,6 +136,7 @@ Result<SpawnedWorker> spawn_worker(const std::string& path, const std::vector<st
   ::close(exec_status[1]);
   if (dev_null >= 0) ::close(dev_null);
   if (pid < 0) {
+    if (in[1] >= 0) ::close(in[1]);
     ::close(out[0]);
     ::close(err[0]);
     ::close(exec_status[0]);
@@ -144,11 +153,12 @@ Result<SpawnedWorker> spawn_worker(const std::string& path, const std::vector<st
   ::close(exec_status[0]);
   if (n > 0) {  // exec failed: the child has exited; reap it here
     ::waitpid(pid, nullptr, 0);
+    if (in[1] >= 0) ::close(in[1]);
     ::close(out[0]);
     ::close(err[0]);
     return invalid_argument("cannot run '" + path + "': " + std::strerror(exec_errno));
   }
-  return SpawnedWorker{pid, out[0], err[0]};
+  return SpawnedWorker{pid, out[0], err[0], in[1]};
 }
 
 }  // namespace hvrun::launcher

@@ -16,6 +16,7 @@ struct SpawnedWorker {
   pid_t pid = -1;  // also its process group id
   int stdout_fd = -1;
   int stderr_fd = -1;
+  int stdin_fd = -1;  // write end of its stdin, when asked for (pipe_stdin)
 };
 
 // Resolves COMMAND the way execvp would (PATH search unless it contains '/'); the error says what
@@ -25,7 +26,9 @@ Result<std::string> resolve_command(const std::string& command, const char* path
 // Starts `path` with `argv` and `envp` ("KEY=VALUE"), stdin from /dev/null. Returns once the
 // exec succeeded, or an error carrying exec's reason. Call from the thread that lives as long as
 // the job (PR_SET_PDEATHSIG fires when the forking *thread* exits).
+// With `pipe_stdin` its stdin is a pipe whose write end is returned (the remote shell that
+// carries a multi-host agent's protocol).
 Result<SpawnedWorker> spawn_worker(const std::string& path, const std::vector<std::string>& argv,
-                                   const std::vector<std::string>& envp);
+                                   const std::vector<std::string>& envp, bool pipe_stdin = false);
 
 }  // namespace hvrun::launcher

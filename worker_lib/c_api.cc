@@ -70,6 +70,21 @@ hvrun_status_t check_common(hvrun_worker_t* w, const char* name, int dtype, int 
   return HVRUN_OK;
 }
 
+struct Placement {
+  hvrun::Device device;
+  void* stream = nullptr;
+};
+
+// NULL = host memory.
+hvrun_status_t placement(const hvrun_device_t* d, Placement& out) {
+  if (!d) return HVRUN_OK;
+  if (d->type != HVRUN_DEVICE_CPU && d->type != HVRUN_DEVICE_CUDA)
+    return bad("unknown device type " + std::to_string(static_cast<int>(d->type)));
+  out.device = {static_cast<hvrun::DeviceType>(d->type), d->index};
+  out.stream = d->stream;
+  return HVRUN_OK;
+}
+
 }  // namespace
 
 extern "C" {
@@ -147,14 +162,28 @@ hvrun_status_t hvrun_allreduce_async(hvrun_worker_t* w, const char* name, const 
                                      void* output, hvrun_dtype_t dtype, int ndim,
                                      const int64_t* shape, hvrun_reduce_op_t op, double prescale,
                                      double postscale, hvrun_handle_t** handle) {
+  return hvrun_allreduce_async_on_device(w, name, input, output, dtype, ndim, shape, op, prescale,
+                                         postscale, nullptr, handle);
+}
+
+hvrun_status_t hvrun_allreduce_async_on_device(hvrun_worker_t* w, const char* name,
+                                               const void* input, void* output,
+                                               hvrun_dtype_t dtype, int ndim,
+                                               const int64_t* shape, hvrun_reduce_op_t op,
+                                               double prescale, double postscale,
+                                               const hvrun_device_t* device,
+                                               hvrun_handle_t** handle) {
   if (auto s = check_common(w, name, dtype, ndim, shape, handle); s != HVRUN_OK) return s;
   if (!hvrun::is_valid_reduce_op(op)) return bad("unknown reduce op " + std::to_string(op));
+  Placement at;
+  if (auto s = placement(device, at); s != HVRUN_OK) return s;
   return guarded([&] {
     auto t = static_cast<hvrun::DataType>(dtype);
     hvrun::AllreduceOptions options{static_cast<hvrun::ReduceOp>(op), prescale, postscale};
     return hand_out(w,
-                    w->worker->allreduce_async(name, {input, t, to_shape(ndim, shape)},
-                                               {output, t, to_shape(ndim, shape)}, options),
+                    w->worker->allreduce_async(
+                        name, {input, t, to_shape(ndim, shape), at.device, at.stream},
+                        {output, t, to_shape(ndim, shape), at.device, at.stream}, options),
                     handle);
   });
 }
@@ -162,10 +191,20 @@ hvrun_status_t hvrun_allreduce_async(hvrun_worker_t* w, const char* name, const 
 hvrun_status_t hvrun_allgather_async(hvrun_worker_t* w, const char* name, const void* input,
                                      hvrun_dtype_t dtype, int ndim, const int64_t* shape,
                                      hvrun_handle_t** handle) {
+  return hvrun_allgather_async_on_device(w, name, input, dtype, ndim, shape, nullptr, handle);
+}
+
+hvrun_status_t hvrun_allgather_async_on_device(hvrun_worker_t* w, const char* name,
+                                               const void* input, hvrun_dtype_t dtype, int ndim,
+                                               const int64_t* shape, const hvrun_device_t* device,
+                                               hvrun_handle_t** handle) {
   if (auto s = check_common(w, name, dtype, ndim, shape, handle); s != HVRUN_OK) return s;
+  Placement at;
+  if (auto s = placement(device, at); s != HVRUN_OK) return s;
   return guarded([&] {
     return hand_out(w, w->worker->allgather_async(
-                           name, {input, static_cast<hvrun::DataType>(dtype), to_shape(ndim, shape)}),
+                           name, {input, static_cast<hvrun::DataType>(dtype), to_shape(ndim, shape),
+                                  at.device, at.stream}),
                     handle);
   });
 }
@@ -173,9 +212,21 @@ hvrun_status_t hvrun_allgather_async(hvrun_worker_t* w, const char* name, const 
 hvrun_status_t hvrun_broadcast_async(hvrun_worker_t* w, const char* name, void* inout,
                                      hvrun_dtype_t dtype, int ndim, const int64_t* shape,
                                      int root_rank, hvrun_handle_t** handle) {
+  return hvrun_broadcast_async_on_device(w, name, inout, dtype, ndim, shape, root_rank, nullptr,
+                                         handle);
+}
+
+hvrun_status_t hvrun_broadcast_async_on_device(hvrun_worker_t* w, const char* name, void* inout,
+                                               hvrun_dtype_t dtype, int ndim,
+                                               const int64_t* shape, int root_rank,
+                                               const hvrun_device_t* device,
+                                               hvrun_handle_t** handle) {
   if (auto s = check_common(w, name, dtype, ndim, shape, handle); s != HVRUN_OK) return s;
+  Placement at;
+  if (auto s = placement(device, at); s != HVRUN_OK) return s;
   return guarded([&] {
-    hvrun::TensorView v{inout, static_cast<hvrun::DataType>(dtype), to_shape(ndim, shape)};
+    hvrun::TensorView v{inout, static_cast<hvrun::DataType>(dtype), to_shape(ndim, shape),
+                        at.device, at.stream};
     return hand_out(w, w->worker->broadcast_async(name, v, root_rank), handle);
   });
 }
@@ -183,12 +234,23 @@ hvrun_status_t hvrun_broadcast_async(hvrun_worker_t* w, const char* name, void* 
 hvrun_status_t hvrun_alltoall_async(hvrun_worker_t* w, const char* name, const void* input,
                                     hvrun_dtype_t dtype, int ndim, const int64_t* shape,
                                     const int64_t* splits, hvrun_handle_t** handle) {
+  return hvrun_alltoall_async_on_device(w, name, input, dtype, ndim, shape, splits, nullptr, handle);
+}
+
+hvrun_status_t hvrun_alltoall_async_on_device(hvrun_worker_t* w, const char* name,
+                                              const void* input, hvrun_dtype_t dtype, int ndim,
+                                              const int64_t* shape, const int64_t* splits,
+                                              const hvrun_device_t* device,
+                                              hvrun_handle_t** handle) {
   if (auto s = check_common(w, name, dtype, ndim, shape, handle); s != HVRUN_OK) return s;
+  Placement at;
+  if (auto s = placement(device, at); s != HVRUN_OK) return s;
   return guarded([&] {
     std::vector<int64_t> split_vec;
     if (splits) split_vec.assign(splits, splits + w->worker->size());
     return hand_out(w, w->worker->alltoall_async(
-                           name, {input, static_cast<hvrun::DataType>(dtype), to_shape(ndim, shape)},
+                           name, {input, static_cast<hvrun::DataType>(dtype), to_shape(ndim, shape),
+                                  at.device, at.stream},
                            split_vec),
                     handle);
   });
@@ -198,12 +260,25 @@ hvrun_status_t hvrun_reducescatter_async(hvrun_worker_t* w, const char* name,
                                          const void* input, hvrun_dtype_t dtype, int ndim,
                                          const int64_t* shape, hvrun_reduce_op_t op,
                                          hvrun_handle_t** handle) {
+  return hvrun_reducescatter_async_on_device(w, name, input, dtype, ndim, shape, op, nullptr,
+                                             handle);
+}
+
+hvrun_status_t hvrun_reducescatter_async_on_device(hvrun_worker_t* w, const char* name,
+                                                   const void* input, hvrun_dtype_t dtype,
+                                                   int ndim, const int64_t* shape,
+                                                   hvrun_reduce_op_t op,
+                                                   const hvrun_device_t* device,
+                                                   hvrun_handle_t** handle) {
   if (auto s = check_common(w, name, dtype, ndim, shape, handle); s != HVRUN_OK) return s;
   if (!hvrun::is_valid_reduce_op(op)) return bad("unknown reduce op " + std::to_string(op));
+  Placement at;
+  if (auto s = placement(device, at); s != HVRUN_OK) return s;
   return guarded([&] {
     hvrun::AllreduceOptions options{static_cast<hvrun::ReduceOp>(op), 1.0, 1.0};
     return hand_out(w, w->worker->reducescatter_async(
-                           name, {input, static_cast<hvrun::DataType>(dtype), to_shape(ndim, shape)},
+                           name, {input, static_cast<hvrun::DataType>(dtype), to_shape(ndim, shape),
+                                  at.device, at.stream},
                            options),
                     handle);
   });
@@ -245,6 +320,39 @@ hvrun_status_t hvrun_handle_output(const hvrun_handle_t* h, const void** data, s
   if (ndim) *ndim = static_cast<int>(v.shape.size());
   if (shape) *shape = mutable_h->output_shape.data();
   return record(hvrun::Status::ok());
+}
+
+hvrun_status_t hvrun_handle_output_device(const hvrun_handle_t* h, hvrun_device_t* device) {
+  if (!h || !device) return bad("null handle or device pointer");
+  hvrun::Status s = h->handle.status();
+  if (!s.is_ok()) return record(s);
+  hvrun::TensorView v = h->handle.output();
+  device->type = static_cast<hvrun_device_type_t>(static_cast<int>(v.device.type));
+  device->index = v.device.index;
+  device->stream = v.stream;
+  return record(hvrun::Status::ok());
+}
+
+hvrun_status_t hvrun_set_device_allocator(hvrun_worker_t* w, hvrun_device_alloc_fn alloc,
+                                          hvrun_device_release_fn release, void* user_data) {
+  if (!w) return bad("null worker");
+  if (alloc && !release) return bad("a device allocator needs a release function");
+  return guarded([&] {
+    if (!alloc) {
+      w->worker->set_device_allocator({});
+      return record(hvrun::Status::ok());
+    }
+    w->worker->set_device_allocator(
+        [alloc, release, user_data](hvrun::Device d, size_t bytes, void* stream) -> std::shared_ptr<void> {
+          void* p = alloc(user_data, d.index, bytes, stream);
+          if (!p) return nullptr;
+          const int index = d.index;
+          return std::shared_ptr<void>(p, [release, user_data, index, stream](void* q) {
+            release(user_data, index, q, stream);
+          });
+        });
+    return record(hvrun::Status::ok());
+  });
 }
 
 int hvrun_handle_join_result(const hvrun_handle_t* h) { return h ? h->handle.join_result() : -1; }

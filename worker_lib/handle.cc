@@ -51,6 +51,11 @@ TensorView Handle::output() const {
   return state_->output.view();
 }
 
+OwnedTensor Handle::output_tensor() const {
+  if (!poll() || !state_) return {};
+  return state_->output;  // host bytes copied; CUDA memory shared
+}
+
 std::vector<int64_t> Handle::received_splits() const {
   if (!poll() || !state_) return {};
   return state_->received_splits;

@@ -41,6 +41,14 @@ std::string_view reduce_op_name(ReduceOp op) {
   return "unknown";
 }
 
+std::string_view device_type_name(DeviceType type) {
+  switch (type) {
+    case DeviceType::kCpu: return "cpu";
+    case DeviceType::kCuda: return "cuda";
+  }
+  return "unknown";
+}
+
 bool is_valid_dtype(int dtype) { return dtype >= 1 && dtype <= 8; }
 bool is_valid_reduce_op(int op) { return op >= 1 && op <= 5; }
 

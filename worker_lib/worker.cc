@@ -2,7 +2,9 @@
 #include <algorithm>
 #include <numeric>
 
+#include "common/build_info.h"
 #include "hvrun/hvrun.h"
+#include "worker_lib/backends/nccl/nccl_errors.h"
 #include "worker_lib/handle_state.h"
 #include "worker_lib/runtime/runtime.h"
 
@@ -35,6 +37,33 @@ std::shared_ptr<PendingOp> make_op(const std::string& name, v1::CollectiveOp op,
   p->shape = std::move(shape);
   p->handle = std::make_shared<HandleState>(name);
   return p;
+}
+
+std::string device_text(const Device& d) {
+  return d.is_cuda() ? "cuda:" + std::to_string(d.index) : std::string(device_type_name(d.type));
+}
+
+// A CUDA tensor needs a GPU ordinal and a build with the NCCL data plane; input and output of
+// one collective live on the same device.
+Status check_device(const std::string& name, const Device& device, const Device* output = nullptr) {
+  if (output && !(*output == device))
+    return invalid_argument("tensor '" + name + "': input on " + device_text(device) +
+                            " but output on " + device_text(*output) +
+                            "; both must be on one device");
+  if (device.type != DeviceType::kCpu && device.type != DeviceType::kCuda)
+    return invalid_argument("tensor '" + name + "': unknown device type " +
+                            std::to_string(static_cast<int>(device.type)));
+  if (!device.is_cuda()) return Status::ok();
+  if (device.index < 0)
+    return invalid_argument("tensor '" + name + "': CUDA tensor without a device ordinal "
+                            "(Device::cuda(ordinal), ordinal >= 0)");
+  if (!build_info().have_cuda) return detail::cuda::cuda_not_built_status(name);
+  return Status::ok();
+}
+
+void place(PendingOp& op, const Device& device, void* stream) {
+  op.device = device;
+  op.stream = device.is_cuda() ? stream : nullptr;
 }
 
 Handle failed(const std::string& name, Status status) {
@@ -74,7 +103,9 @@ Handle Worker::allreduce_async(const std::string& name, ConstTensorView input, T
     return failed(name, invalid_argument("allreduce '" + name + "': null output"));
   if (!is_valid_reduce_op(static_cast<int>(options.op)))
     return failed(name, invalid_argument("allreduce '" + name + "': unknown reduce op"));
+  if (Status s = check_device(name, input.device, &output.device); !s.is_ok()) return failed(name, s);
   auto op = make_op(name, v1::COLLECTIVE_OP_ALLREDUCE, input.dtype, input.shape);
+  place(*op, input.device, input.stream);
   op->reduce_op = options.op;
   op->prescale = options.prescale;
   op->postscale = options.postscale;
@@ -103,7 +134,14 @@ std::vector<Handle> Worker::grouped_allreduce_async(std::span<const std::string>
   // otherwise wait for the missing member forever.
   for (size_t i = 0; i < names.size(); ++i) {
     const TensorView& t = tensors[i];
-    if (Status s = check_tensor(names[i], t.data, t.dtype, t.shape, false); !s.is_ok()) {
+    Status s = check_tensor(names[i], t.data, t.dtype, t.shape, false);
+    if (s.is_ok()) s = check_device(names[i], t.device);
+    // A group is negotiated and fused as one response on one device.
+    if (s.is_ok() && !(t.device == tensors[0].device))
+      s = invalid_argument("tensor '" + names[i] + "' is on " + device_text(t.device) + " but '" +
+                           names[0] + "' on " + device_text(tensors[0].device) +
+                           ": a group's tensors share one device");
+    if (!s.is_ok()) {
       for (const auto& n : names)
         handles.push_back(failed(n, s.with_context("grouped allreduce")));
       return handles;
@@ -119,6 +157,7 @@ std::vector<Handle> Worker::grouped_allreduce_async(std::span<const std::string>
     op->postscale = options.postscale;
     op->input = t.data;
     op->output = t.data;
+    place(*op, t.device, t.stream);
     op->group_id = group;
     op->group_size = static_cast<uint32_t>(names.size());
     ops.push_back(std::move(op));
@@ -129,7 +168,9 @@ std::vector<Handle> Worker::grouped_allreduce_async(std::span<const std::string>
 Handle Worker::allgather_async(const std::string& name, ConstTensorView input) {
   if (Status s = check_tensor(name, input.data, input.dtype, input.shape, true); !s.is_ok())
     return failed(name, s);
+  if (Status s = check_device(name, input.device); !s.is_ok()) return failed(name, s);
   auto op = make_op(name, v1::COLLECTIVE_OP_ALLGATHER, input.dtype, input.shape);
+  place(*op, input.device, input.stream);
   op->input = input.data;
   return runtime_->submit(std::move(op));
 }
@@ -141,7 +182,9 @@ Handle Worker::broadcast_async(const std::string& name, TensorView inout, int ro
     return failed(name, invalid_argument("broadcast '" + name + "': root rank " +
                                          std::to_string(root_rank) + " is not in [0, " +
                                          std::to_string(size()) + ")"));
+  if (Status s = check_device(name, inout.device); !s.is_ok()) return failed(name, s);
   auto op = make_op(name, v1::COLLECTIVE_OP_BROADCAST, inout.dtype, inout.shape);
+  place(*op, inout.device, inout.stream);
   op->root_rank = root_rank;
   op->input = inout.data;
   op->output = inout.data;
@@ -168,7 +211,9 @@ Handle Worker::alltoall_async(const std::string& name, ConstTensorView input,
                                          std::to_string(size()) +
                                          " non-negative row counts summing to dim 0 (" +
                                          std::to_string(rows) + ")"));
+  if (Status s = check_device(name, input.device); !s.is_ok()) return failed(name, s);
   auto op = make_op(name, v1::COLLECTIVE_OP_ALLTOALL, input.dtype, input.shape);
+  place(*op, input.device, input.stream);
   op->splits = std::move(chosen);
   op->input = input.data;
   return runtime_->submit(std::move(op));
@@ -178,7 +223,9 @@ Handle Worker::reducescatter_async(const std::string& name, ConstTensorView inpu
                                    const AllreduceOptions& options) {
   if (Status s = check_tensor(name, input.data, input.dtype, input.shape, true); !s.is_ok())
     return failed(name, s);
+  if (Status s = check_device(name, input.device); !s.is_ok()) return failed(name, s);
   auto op = make_op(name, v1::COLLECTIVE_OP_REDUCESCATTER, input.dtype, input.shape);
+  place(*op, input.device, input.stream);
   op->reduce_op = options.op;
   op->prescale = options.prescale;
   op->postscale = options.postscale;
@@ -195,6 +242,10 @@ Handle Worker::join_async() {
   return runtime_->submit(make_op("join", v1::COLLECTIVE_OP_JOIN, DataType::kUInt8, {0}));
 }
 
+void Worker::set_device_allocator(DeviceAllocator allocator) {
+  runtime_->set_device_allocator(std::move(allocator));
+}
+
 Status Worker::wait(const Handle& handle) const { return handle.wait(runtime_->config().op_timeout); }
 
 Status Worker::allreduce(const std::string& name, TensorView inout, const AllreduceOptions& options) {
@@ -209,13 +260,7 @@ Status Worker::allreduce(const std::string& name, ConstTensorView input, TensorV
 namespace {
 Result<OwnedTensor> take_output(const Handle& h, Status s) {
   if (!s.is_ok()) return s;
-  TensorView v = h.output();
-  OwnedTensor out;
-  out.dtype = v.dtype;
-  out.shape = v.shape;
-  const auto* p = static_cast<const std::byte*>(v.data);
-  out.bytes.assign(p, p + v.bytes());
-  return out;
+  return h.output_tensor();
 }
 }  // namespace
 

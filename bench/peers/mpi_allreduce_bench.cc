@@ -113,10 +113,19 @@ int main(int argc, char** argv) {
     MPI_Allreduce(MPI_IN_PLACE, &one, 1, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
   });
   for (double& s : latency) s *= 1e6;
+  // 64 MiB float32 sum: bus bandwidth as nccl-tests defines it (bytes x 2(n-1)/n / time).
+  std::vector<float> big(16u << 20, 1.0f);
+  auto big_times = time_reps(std::max(3, steps / 2), 1, [&] {
+    MPI_Allreduce(MPI_IN_PLACE, big.data(), static_cast<int>(big.size()), MPI_FLOAT, MPI_SUM,
+                  MPI_COMM_WORLD);
+  });
+  for (double& s : big_times)
+    s = static_cast<double>(big.size() * 4) * 2.0 * (size - 1) / size / s / 1e9;
   if (rank == 0) {
     metric("mpi step (161 MPI_Allreduce one by one)", rates(per_tensor), "steps/s");
     metric("mpi packed MPI_Allreduce", rates(whole), "steps/s");
     metric("mpi latency allreduce 4 B", latency, "us");
+    metric("mpi allreduce busbw 64 MiB", big_times, "GB/s");
   }
   MPI_Finalize();
   return 0;

@@ -128,7 +128,14 @@ std::optional<v1::Plan> NegotiationEngine::State::build_plan(TimePoint now) {
   // The open (still filling) response per fusion key and per group, and its size so far.
   std::vector<int> open_response(fusion_keys.size(), -1);
   std::vector<int64_t> open_bytes(fusion_keys.size(), 0);
-  std::map<uint64_t, int> group_response;
+  // A group's members complete together, but each response has one dtype, device, reduce op
+  // and scaling: members that differ in those go in separate responses of the same plan.
+  struct OpenGroup {
+    uint64_t id;
+    engine::FusionKey key;
+    int response;
+  };
+  std::vector<OpenGroup> open_groups;
   for (PendingTensor* tensor : going) {
     const TensorMeta& meta = *tensor->reference;
     if (tensor->failed()) {
@@ -142,9 +149,18 @@ std::optional<v1::Plan> NegotiationEngine::State::build_plan(TimePoint now) {
     const int64_t bytes = response_bytes(*tensor);
     v1::Response* response = nullptr;
     if (tensor->grouped()) {
-      auto [it, added] = group_response.try_emplace(meta.group_id, plan.responses_size());
-      response = added ? plan.add_responses() : plan.mutable_responses(it->second);
-      if (added) fill_header(*response, *tensor, world, options.join_average_all);
+      const engine::FusionKey key{meta.op,        meta.dtype,    meta.device,
+                                  meta.reduce_op, meta.prescale, meta.postscale};
+      auto open = std::find_if(open_groups.begin(), open_groups.end(), [&](const OpenGroup& g) {
+        return g.id == meta.group_id && g.key == key;
+      });
+      if (open != open_groups.end()) {
+        response = plan.mutable_responses(open->response);
+      } else {
+        open_groups.push_back(OpenGroup{meta.group_id, key, plan.responses_size()});
+        response = plan.add_responses();
+        fill_header(*response, *tensor, world, options.join_average_all);
+      }
     } else if (tensor->fusion_key >= 0 && threshold > 0) {
       const int k = tensor->fusion_key;
       if (open_response[k] >= 0 && open_bytes[k] + bytes <= threshold) {

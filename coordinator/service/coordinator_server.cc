@@ -79,7 +79,7 @@ class Server final : public CoordinatorServer {
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
     server_->Wait();
     server_.reset();
-    job_.loop().stop();
+    job_.stop_loops();
   }
 
   std::optional<Status> wait_for_end(std::chrono::milliseconds timeout) override {

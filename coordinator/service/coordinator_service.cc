@@ -39,7 +39,7 @@ grpc::Status CoordinatorService::Register(grpc::ServerContext* context,
   }
   SPDLOG_DEBUG("Register from {} host {} pid {} requested rank {}", context->peer(),
                worker.host(), worker.pid(), worker.requested_rank());
-  auto registered = job_.rendezvous().register_worker(worker);
+  auto registered = job_.register_worker(worker);
   if (!registered.is_ok()) return to_grpc(registered.status());
   *response->mutable_topology() = registered->topology;
   response->set_job_id(job_.options().job_id);

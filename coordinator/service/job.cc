@@ -25,88 +25,143 @@ EngineOptions engine_options(const CoordinatorOptions& options) {
 }
 }  // namespace
 
-Job::Job(CoordinatorOptions options, CoordinatorServer::EventCallback on_event)
-    : options_(std::move(options)),
-      events_(std::move(on_event)),
-      rendezvous_(options_.world_size, options_.plan, options_.start_timeout,
-                  [this](const Status& status) {
-                    if (status.is_ok()) {
-                      spdlog::info("all {} ranks registered", options_.world_size);
-                      loop_.expect_streams_by(NegotiationEngine::Clock::now() +
-                                              options_.start_timeout);
-                      emit({CoordinatorEvent::Kind::kRegistrationComplete,
-                            "all " + std::to_string(options_.world_size) + " ranks registered"});
-                    } else if (status.code() != StatusCode::kAborted &&
-                               status.code() != StatusCode::kCancelled) {
-                      // Timed out, or the ranks that came do not fit together.
-                      spdlog::error("{}", status.message());
-                      emit({CoordinatorEvent::Kind::kRegistrationFailed, status.message()});
-                      end(status);
-                    }
-                  }),
-      loop_(engine_options(options_),
-            {.warning = options_.stall_warning,
-             .shutdown = options_.stall_shutdown,
-             .heartbeat_timeout = options_.heartbeat_timeout},
-            {.protocol_error =
-                 [this](int rank, const Status& error) {
-                   std::string host;
-                   if (auto info = rendezvous_.rank_info(rank)) host = info->host();
-                   abort("rank " + std::to_string(rank) + " broke the negotiation protocol: " +
-                             error.message(),
-                         rank, host);
-                 },
-             .streams_missing =
-                 [this](const std::vector<int>& ranks) {
-                   std::string who;
-                   for (int r : ranks) {
-                     if (!who.empty()) who += ", ";
-                     who += "rank " + std::to_string(r);
-                     if (auto info = rendezvous_.rank_info(r)) {
-                       who += " (host " + info->host() + ", pid " + std::to_string(info->pid()) + ")";
-                     }
-                   }
-                   abort(who + " registered but did not open the negotiation stream within the "
-                               "start timeout; did the worker crash or hang during init?",
-                         ranks.front(), "");
-                 },
-             .everyone_left =
-                 [this] {
-                   spdlog::info("every rank said goodbye; the job is finished");
-                   emit({CoordinatorEvent::Kind::kJobFinished, "every rank finished cleanly"});
-                   end(Status::ok());
-                 },
-             .stalled =
-                 [this](const std::string& message, int rank) {
-                   std::string host;
-                   if (auto info = rendezvous_.rank_info(rank)) host = info->host();
-                   abort("stall shutdown (--stall-check-shutdown-time-seconds " +
-                             seconds_text(options_.stall_shutdown) +
-                             "): " + message,
-                         rank, host);
-                 },
-             .silent =
-                 [this](int rank, std::chrono::milliseconds quiet) {
-                   std::string who = "rank " + std::to_string(rank);
-                   std::string host;
-                   if (auto info = rendezvous_.rank_info(rank)) {
-                     host = info->host();
-                     who += " on host " + host + " (pid " + std::to_string(info->pid()) + ")";
-                   }
-                   abort(who + " sent no heartbeat for " + seconds_text(quiet) +
-                             " s (--heartbeat-timeout " +
-                             seconds_text(options_.heartbeat_timeout) +
-                             " s): the process is stopped or hung, or its host or network is down",
-                         rank, host);
-                 },
-             .rank_label =
-                 [this](int rank) -> std::string {
-                   auto info = rendezvous_.rank_info(rank);
-                   if (!info) return "";
-                   return "host " + info->host() + ", pid " + std::to_string(info->pid());
-                 }}) {}
+Generation::Generation(Job& job, int n)
+    : number(n),
+      rendezvous(job.options_.world_size, job.options_.plan, job.options_.start_timeout,
+                 [this, &job](const Status& status) { job.on_rendezvous_end(*this, status); }),
+      loop(engine_options(job.options_),
+           {.warning = job.options_.stall_warning,
+            .shutdown = job.options_.stall_shutdown,
+            .heartbeat_timeout = job.options_.heartbeat_timeout},
+           job.loop_hooks()) {}
 
-Job::~Job() { loop_.stop(); }
+Job::Job(CoordinatorOptions options, CoordinatorServer::EventCallback on_event)
+    : options_(std::move(options)), events_(std::move(on_event)) {
+  generations_.push_back(std::make_unique<Generation>(*this, 0));
+}
+
+Job::~Job() { stop_loops(); }
+
+Generation& Job::current() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return *generations_.back();
+}
+
+std::optional<v1::RankInfo> Job::rank_info(int rank) { return current().rendezvous.rank_info(rank); }
+
+void Job::stop_loops() {
+  std::vector<Generation*> all;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& g : generations_) all.push_back(g.get());
+  }
+  for (Generation* g : all) g->loop.stop();
+}
+
+Result<Registered> Job::register_worker(const v1::WorkerInfo& worker) {
+  Generation* generation = nullptr;
+  Generation* previous = nullptr;
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    Generation* now = generations_.back().get();
+    if (now->rendezvous.complete()) {
+      // A worker registering again (init after shutdown): the next generation opens once every
+      // rank of this one said goodbye, which ends it cleanly.
+      const bool left = ended_cv_.wait_for(lock, options_.start_timeout, [&] {
+        return end_.has_value() || generations_.back().get() != now;
+      });
+      if (generations_.back().get() == now) {
+        if (!left)
+          return deadline_exceeded(
+              "worker on host " + worker.host() + " (pid " + std::to_string(worker.pid()) +
+              ") registered again (init after shutdown), but the other ranks did not shut down "
+              "within the start timeout; every rank must call shutdown() before init()");
+        if (!end_->is_ok()) return *end_;
+        previous = now;
+        generations_.push_back(std::make_unique<Generation>(*this, now->number + 1));
+        end_.reset();
+        aborting_ = false;
+        spdlog::info("generation {}: ranks register again (init after shutdown)",
+                     generations_.back()->number);
+      }
+    }
+    generation = generations_.back().get();
+  }
+  ended_cv_.notify_all();
+  if (previous != nullptr) previous->loop.stop();  // every rank left it: nothing more to plan
+  return generation->rendezvous.register_worker(worker);
+}
+
+void Job::on_rendezvous_end(Generation& generation, const Status& status) {
+  if (status.is_ok()) {
+    spdlog::info("all {} ranks registered", options_.world_size);
+    generation.loop.expect_streams_by(NegotiationEngine::Clock::now() + options_.start_timeout);
+    emit({CoordinatorEvent::Kind::kRegistrationComplete,
+          "all " + std::to_string(options_.world_size) + " ranks registered"});
+  } else if (status.code() != StatusCode::kAborted && status.code() != StatusCode::kCancelled) {
+    // Timed out, or the ranks that came do not fit together.
+    spdlog::error("{}", status.message());
+    emit({CoordinatorEvent::Kind::kRegistrationFailed, status.message()});
+    end(status);
+  }
+}
+
+NegotiationLoop::Hooks Job::loop_hooks() {
+  return {.protocol_error =
+              [this](int rank, const Status& error) {
+                std::string host;
+                if (auto info = rank_info(rank)) host = info->host();
+                abort("rank " + std::to_string(rank) + " broke the negotiation protocol: " +
+                          error.message(),
+                      rank, host);
+              },
+          .streams_missing =
+              [this](const std::vector<int>& ranks) {
+                std::string who;
+                for (int r : ranks) {
+                  if (!who.empty()) who += ", ";
+                  who += "rank " + std::to_string(r);
+                  if (auto info = rank_info(r)) {
+                    who += " (host " + info->host() + ", pid " + std::to_string(info->pid()) + ")";
+                  }
+                }
+                abort(who + " registered but did not open the negotiation stream within the "
+                            "start timeout; did the worker crash or hang during init?",
+                      ranks.front(), "");
+              },
+          .everyone_left =
+              [this] {
+                spdlog::info("every rank said goodbye; the job is finished");
+                emit({CoordinatorEvent::Kind::kJobFinished, "every rank finished cleanly"});
+                end(Status::ok());
+              },
+          .stalled =
+              [this](const std::string& message, int rank) {
+                std::string host;
+                if (auto info = rank_info(rank)) host = info->host();
+                abort("stall shutdown (--stall-check-shutdown-time-seconds " +
+                          seconds_text(options_.stall_shutdown) + "): " + message,
+                      rank, host);
+              },
+          .silent =
+              [this](int rank, std::chrono::milliseconds quiet) {
+                std::string who = "rank " + std::to_string(rank);
+                std::string host;
+                if (auto info = rank_info(rank)) {
+                  host = info->host();
+                  who += " on host " + host + " (pid " + std::to_string(info->pid()) + ")";
+                }
+                abort(who + " sent no heartbeat for " + seconds_text(quiet) +
+                          " s (--heartbeat-timeout " + seconds_text(options_.heartbeat_timeout) +
+                          " s): the process is stopped or hung, or its host or network is down",
+                      rank, host);
+              },
+          .rank_label = [this](int rank) -> std::string {
+            auto info = rank_info(rank);
+            if (!info) return "";
+            return "host " + info->host() + ", pid " + std::to_string(info->pid());
+          }};
+}
 
 void Job::emit(CoordinatorEvent event) { events_.post(std::move(event)); }
 
@@ -118,12 +173,13 @@ void Job::end(Status status) {
   }
   ended_cv_.notify_all();
   if (!status.is_ok()) {
-    rendezvous_.abort(status);
-    kv_.abort(status);
+    Generation& generation = current();
+    generation.rendezvous.abort(status);
+    generation.kv.abort(status);
     v1::JobAbort message;
     message.set_reason(status.message());
     message.set_rank(-1);
-    loop_.abort(message, status);
+    generation.loop.abort(message, status);
   }
 }
 
@@ -140,7 +196,7 @@ void Job::abort(const std::string& reason, int rank, const std::string& host) {
   message.set_rank(rank);
   message.set_host(host);
   const Status status = aborted(reason);
-  loop_.abort(message, status);
+  current().loop.abort(message, status);
   emit({CoordinatorEvent::Kind::kAborted, reason, rank, host});
   end(status);
 }
@@ -150,7 +206,7 @@ void Job::shutdown() { end(cancelled("the coordinator shut down before the job e
 void Job::worker_lost(int rank) {
   std::string who = "rank " + std::to_string(rank);
   std::string host;
-  if (auto info = rendezvous_.rank_info(rank)) {
+  if (auto info = rank_info(rank)) {
     host = info->host();
     who += " on host " + host + " (pid " + std::to_string(info->pid()) + ")";
   }
@@ -160,8 +216,10 @@ void Job::worker_lost(int rank) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (end_ || aborting_) return;
   }
-  emit({CoordinatorEvent::Kind::kWorkerLost, reason, rank, host});
+  // Abort first: every survivor's JobAbort must carry this reason, not the launcher's answer
+  // to the kWorkerLost event (which would otherwise race it).
   abort(reason, rank, host);
+  emit({CoordinatorEvent::Kind::kWorkerLost, reason, rank, host});
 }
 
 std::optional<Status> Job::end_status() const {

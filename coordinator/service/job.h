@@ -1,13 +1,24 @@
 // One job's coordinator state, shared by the gRPC handlers: rendezvous, key-value store,
 // negotiation loop, who is connected, how the job ended, and the owner's event callback.
 //
-// Threads: every method may be called from any thread; mutex_ guards the end state.
+// Generations: a job's workers may leave cleanly (every rank said Goodbye) and register again
+// in the same processes (init -> shutdown -> init, as Horovod test suites do per test case).
+// Each such round is a Generation with a fresh rendezvous, key-value store (the data planes'
+// bootstrap keys) and negotiation loop (plan seqs, cache ids); the ranks stay the same. A
+// registration that arrives while the current generation still runs waits (bounded by the
+// start timeout) until every rank of it has left; after an abort it gets the abort's status.
+// The job's end is the current generation's: OK between generations, until someone registers.
+//
+// Threads: every method may be called from any thread; mutex_ guards the end state and the
+// generations.
 #pragma once
 
 #include <condition_variable>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "coordinator/kv_store.h"
 #include "coordinator/rendezvous.h"
@@ -17,15 +28,35 @@
 
 namespace hvrun::coordinator::service {
 
+class Job;
+
+// One round of registration and negotiation (see above). Kept alive, stopped, until the Job
+// goes: handlers holding a reference to an old generation stay valid.
+struct Generation {
+  Generation(Job& job, int number);
+  const int number;  // 0 for the first registration, then 1, 2, ...
+  Rendezvous rendezvous;
+  KvStore kv;
+  NegotiationLoop loop;
+};
+
 class Job {
  public:
   Job(CoordinatorOptions options, CoordinatorServer::EventCallback on_event);
   ~Job();
 
   const CoordinatorOptions& options() const { return options_; }
-  Rendezvous& rendezvous() { return rendezvous_; }
-  KvStore& kv() { return kv_; }
-  NegotiationLoop& loop() { return loop_; }
+  // The current generation (valid for the Job's lifetime, also after a newer one started).
+  Generation& current();
+  Rendezvous& rendezvous() { return current().rendezvous; }
+  KvStore& kv() { return current().kv; }
+  NegotiationLoop& loop() { return current().loop; }
+
+  // Registers a worker in the current generation, or, when that one's rendezvous already
+  // completed (a worker's init after its shutdown), in the next one once every rank left.
+  Result<Registered> register_worker(const v1::WorkerInfo& worker);
+  // Stops every generation's negotiation thread (the server is shutting down).
+  void stop_loops();
 
   // Job-wide abort: first reason wins; every stream, waiter and later caller gets it.
   void abort(const std::string& reason, int rank, const std::string& host);
@@ -38,18 +69,20 @@ class Job {
   std::optional<Status> wait_for_end(std::chrono::milliseconds timeout);
 
  private:
+  friend struct Generation;
   void emit(CoordinatorEvent event);
   void end(Status status);  // records the end (first wins) and fails every waiter with it
+  void on_rendezvous_end(Generation& generation, const Status& status);
+  NegotiationLoop::Hooks loop_hooks();
+  std::optional<v1::RankInfo> rank_info(int rank);
 
   const CoordinatorOptions options_;
   EventDispatcher events_;  // declared before what posts to it: outlives them, delivers all
-  Rendezvous rendezvous_;
-  KvStore kv_;
-  NegotiationLoop loop_;
 
   mutable std::mutex mutex_;
   std::condition_variable ended_cv_;
-  std::optional<Status> end_;  // guarded by mutex_
+  std::vector<std::unique_ptr<Generation>> generations_;  // guarded by mutex_; back() = current
+  std::optional<Status> end_;  // guarded by mutex_: the current generation's end
   bool aborting_ = false;      // guarded by mutex_: the first abort() won
 };
 

@@ -114,16 +114,17 @@ void NegotiateReactor::handle(const v1::WorkerMessage& message) {
     return;
   }
   if (attached_) {
-    job_.loop().heard_from(rank_, message.kind_case() == v1::WorkerMessage::kHeartbeat
-                                      ? std::optional<uint64_t>(message.heartbeat().last_plan_seq())
-                                      : std::nullopt);
+    generation_->loop.heard_from(
+        rank_, message.kind_case() == v1::WorkerMessage::kHeartbeat
+                   ? std::optional<uint64_t>(message.heartbeat().last_plan_seq())
+                   : std::nullopt);
   }
   switch (message.kind_case()) {
     case v1::WorkerMessage::kHello:
       on_hello(message.hello());
       break;
     case v1::WorkerMessage::kRequests:
-      job_.loop().submit(rank_, message.requests());
+      generation_->loop.submit(rank_, message.requests());
       break;
     case v1::WorkerMessage::kHeartbeat:
       break;
@@ -134,7 +135,7 @@ void NegotiateReactor::handle(const v1::WorkerMessage& message) {
     }
     case v1::WorkerMessage::kGoodbye:
       said_goodbye_ = true;
-      job_.loop().goodbye(rank_);
+      generation_->loop.goodbye(rank_);
       break;
     default:
       break;
@@ -146,17 +147,21 @@ void NegotiateReactor::on_hello(const v1::Hello& hello) {
     outbox_->finish(failed_precondition("Negotiate: Hello sent twice on one stream"));
     return;
   }
-  if (!job_.rendezvous().complete()) {
+  // The generation now registered (init -> shutdown -> init makes a new one per round); this
+  // stream belongs to it until it ends.
+  Generation& generation = job_.current();
+  if (!generation.rendezvous.complete()) {
     outbox_->finish(failed_precondition("Negotiate: rank " + std::to_string(hello.rank()) +
                                         " opened its stream before the rendezvous completed; "
                                         "call Register first"));
     return;
   }
-  Status status = job_.loop().attach(hello.rank(), outbox_);
+  Status status = generation.loop.attach(hello.rank(), outbox_);
   if (!status.is_ok()) {
     outbox_->finish(status);
     return;
   }
+  generation_ = &generation;
   rank_ = hello.rank();
   attached_ = true;
   SPDLOG_DEBUG("rank {} negotiating from {}", rank_, peer_);
@@ -166,7 +171,7 @@ void NegotiateReactor::OnWriteDone(bool ok) { outbox_->on_write_done(ok); }
 
 void NegotiateReactor::OnDone() {
   outbox_->on_done();
-  if (attached_) job_.loop().detach(rank_, outbox_.get());
+  if (attached_) generation_->loop.detach(rank_, outbox_.get());
   delete this;
 }
 

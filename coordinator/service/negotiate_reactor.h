@@ -56,6 +56,7 @@ class NegotiateReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, 
   void on_hello(const v1::Hello& hello);
 
   Job& job_;
+  Generation* generation_ = nullptr;  // set with attached_: the generation this stream joined
   const std::string peer_;
   std::shared_ptr<Outbox> outbox_;
   grpc::ByteBuffer incoming_;   // the read in flight

@@ -231,5 +231,29 @@ TEST(Ops, GroupedAllreduceWaitsForTheWholeGroupAndRunsAsOneResponse) {
   EXPECT_EQ(sim.plans[0].responses(0).tensors_size(), 2);
 }
 
+TEST(Ops, GroupMembersOfDifferentDtypesGetOneResponseEachInTheSamePlan) {
+  Sim sim(2);
+  auto member = [](const std::string& name, v1::DataType dtype) {
+    auto r = allreduce(name, {3}, dtype);
+    r.set_group_id(9);
+    r.set_group_size(3);
+    return r;
+  };
+  for (int rank : {0, 1})
+    sim.submit(rank, {member("g.f", v1::DATA_TYPE_FLOAT32), member("g.i", v1::DATA_TYPE_INT64),
+                      member("g.f2", v1::DATA_TYPE_FLOAT32)});
+  ASSERT_EQ(sim.plans.size(), 1u);
+  const v1::Plan& plan = sim.plans[0];
+  ASSERT_EQ(plan.responses_size(), 2);
+  for (const v1::Response& response : plan.responses()) {
+    EXPECT_EQ(response.error(), "");
+    for (const auto& t : response.tensors()) {
+      const bool is_int = t.name() == "g.i";
+      EXPECT_EQ(response.dtype(), is_int ? v1::DATA_TYPE_INT64 : v1::DATA_TYPE_FLOAT32) << t.name();
+    }
+  }
+  EXPECT_EQ(plan.responses(0).tensors_size() + plan.responses(1).tensors_size(), 3);
+}
+
 }  // namespace
 }  // namespace hvrun::coordinator

@@ -54,16 +54,36 @@ TEST(JobPlanTest, RanksGetLocalRanksOnTheHostAsWritten) {
   EXPECT_EQ(plan->local_size, 3);
 }
 
-TEST(JobPlanTest, LoopbackAndHostNameAreLocalOthersAreRejected) {
-  EXPECT_TRUE(plan_job(parse({"-H", "127.0.0.1:2", "x"}), gpus(0), "auto", local()).is_ok());
+TEST(JobPlanTest, LoopbackAndHostNameAreLocalOtherHostsMakeAMultiHostJob) {
+  auto single = plan_job(parse({"-H", "127.0.0.1:2", "x"}), gpus(0), "auto", local());
+  ASSERT_TRUE(single.is_ok());
+  EXPECT_FALSE(single->multi_host);
   auto remote = plan_job(parse({"-H", "node9:2", "x"}), gpus(0), "auto", local());
-  ASSERT_FALSE(remote.is_ok());
-  EXPECT_NE(remote.status().message().find("multi-host jobs are not yet supported"),
-            std::string::npos);
-  EXPECT_NE(remote.status().message().find("node9"), std::string::npos);
+  ASSERT_TRUE(remote.is_ok()) << remote.status().message();
+  EXPECT_TRUE(remote->multi_host);
+  ASSERT_EQ(remote->hosts.size(), 1u);
+  EXPECT_EQ(remote->hosts[0].host, "node9");
   auto twice = plan_job(parse({"-H", "localhost:1,127.0.0.1:1", "x"}), gpus(0), "auto", local());
   EXPECT_FALSE(twice.is_ok());
   EXPECT_TRUE(LocalHostNames::of_this_machine().is_local("localhost"));
+}
+
+TEST(JobPlanTest, MultiHostRanksFillHostsInOrder) {
+  auto plan = plan_job(parse({"-np", "5", "-H", "a:2,b:4,c:2", "x"}), gpus(0), "auto", local());
+  ASSERT_TRUE(plan.is_ok()) << plan.status().message();
+  ASSERT_EQ(plan->size, 5);
+  ASSERT_EQ(plan->hosts.size(), 2u);  // c got no rank
+  EXPECT_EQ(plan->cross_size, 2);
+  EXPECT_EQ(plan->ranks[1].host, "a");
+  EXPECT_EQ(plan->ranks[1].local_rank, 1);
+  EXPECT_EQ(plan->ranks[1].local_size, 2);
+  EXPECT_EQ(plan->ranks[4].host, "b");
+  EXPECT_EQ(plan->ranks[4].local_rank, 2);
+  EXPECT_EQ(plan->ranks[4].local_size, 3);
+  EXPECT_EQ(plan->ranks[4].cross_rank, 1);
+  auto dup = plan_job(parse({"-H", "a:2,a:2", "x"}), gpus(0), "auto", local());
+  ASSERT_FALSE(dup.is_ok());
+  EXPECT_NE(dup.status().message().find("'a' is given twice"), std::string::npos);
 }
 
 TEST(JobPlanTest, TooManyRanksForSlotsOrGpusIsAClearError) {

@@ -159,7 +159,7 @@ TEST(HvrunRunTest, BadInputExitsTwoWithOneLine) {
       {"-H", "host:", "true"},
       {"-H", "localhost:2", "-np", "3", "true"},
       {"-H", "a:2", "-np", "3", "true"},
-      {"-H", "gpu-node-7:2", "true"},
+      {"-H", "gpu-node-7:2,gpu-node-7:1", "true"},
       {"--no-such-flag", "true"},
       {"-np", "2"},
       {},
@@ -178,8 +178,11 @@ TEST(HvrunRunTest, BadInputExitsTwoWithOneLine) {
     EXPECT_EQ(lines[0].rfind("hvrun: ", 0), 0u) << lines[0];
     EXPECT_TRUE(r.out.empty()) << r.out;
   }
-  RunResult multi = run_process({bin_path("hvrun"), "-H", "gpu-node-7:2", "true"}, cpu_job());
-  EXPECT_NE(multi.err.find("multi-host"), std::string::npos) << multi.err;
+  // A host that ssh cannot reach: the pre-flight check names it and carries ssh's own words.
+  RunResult multi = run_process({bin_path("hvrun"), "-H", "gpu-node-7.invalid:2", "true"}, cpu_job());
+  EXPECT_EQ(multi.exit_code, 1) << multi.err;
+  EXPECT_NE(multi.err.find("host gpu-node-7.invalid: ssh failed: ssh: Could not resolve hostname"),
+            std::string::npos) << multi.err;
   RunResult missing = run_process({bin_path("hvrun"), "hvrun-no-such-command"}, cpu_job());
   EXPECT_NE(missing.err.find("hvrun-no-such-command"), std::string::npos) << missing.err;
 }

@@ -1,11 +1,15 @@
 #include "worker_lib/runtime/coordinator_client.h"
 
+#include <grpc/grpc.h>
+
 namespace hvrun::detail {
 namespace {
 
 constexpr std::chrono::milliseconds kUnaryDeadline{30000};
 constexpr std::chrono::milliseconds kKeepaliveTime{2000};
 constexpr std::chrono::milliseconds kKeepaliveTimeout{3000};
+constexpr std::chrono::milliseconds kMinReconnect{10};
+constexpr std::chrono::milliseconds kMaxReconnect{500};
 
 Status convert(const grpc::Status& status, const std::string& what, const std::string& address) {
   if (status.ok()) return Status::ok();
@@ -16,6 +20,18 @@ Status convert(const grpc::Status& status, const std::string& what, const std::s
   if (status.error_code() == grpc::StatusCode::UNAVAILABLE)
     message += " — is the coordinator running and HVRUN_COORDINATOR_ADDR right?";
   return Status(code, message);
+}
+
+// gRPC shuts its library down (joining its executor and timer threads) when the last channel
+// goes: 10-50 ms of every worker's exit, most of hvrun's launch-to-exit time for short jobs.
+// One reference held for the process's life makes a channel's destruction cheap; the OS
+// reclaims the threads at exit. A later Worker::init in the same process reuses them.
+void keep_grpc_initialized() {
+  static const bool initialized = [] {
+    grpc_init();
+    return true;
+  }();
+  (void)initialized;
 }
 
 }  // namespace
@@ -29,6 +45,7 @@ Status NegotiationStream::finish() {
 
 CoordinatorClient::CoordinatorClient(const std::string& address, std::string secret)
     : address_(address), secret_(std::move(secret)) {
+  keep_grpc_initialized();
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(-1);
   args.SetMaxSendMessageSize(-1);
@@ -38,6 +55,11 @@ CoordinatorClient::CoordinatorClient(const std::string& address, std::string sec
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, static_cast<int>(kKeepaliveTimeout.count()));
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  // The launcher may start its coordinator while the workers start; a worker that finds no
+  // listener yet retries within milliseconds instead of gRPC's default one-second backoff.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, static_cast<int>(kMinReconnect.count()));
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, static_cast<int>(kMinReconnect.count()));
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, static_cast<int>(kMaxReconnect.count()));
   channel_ = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
   stub_ = v1::Coordinator::NewStub(channel_);
 }

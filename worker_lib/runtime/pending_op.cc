@@ -9,7 +9,7 @@ v1::TensorRequest PendingOp::to_request() const {
   r.set_op(op);
   r.set_dtype(static_cast<v1::DataType>(static_cast<int>(dtype)));
   for (int64_t d : shape) r.add_shape(d);
-  r.set_device(v1::DEVICE_KIND_CPU);
+  r.set_device(device.is_cuda() ? v1::DEVICE_KIND_CUDA : v1::DEVICE_KIND_CPU);
   r.set_root_rank(root_rank);
   if (op == v1::COLLECTIVE_OP_ALLREDUCE || op == v1::COLLECTIVE_OP_REDUCESCATTER) {
     r.set_reduce_op(static_cast<v1::ReduceOp>(static_cast<int>(reduce_op)));

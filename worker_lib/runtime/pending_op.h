@@ -26,6 +26,8 @@ struct PendingOp {
   uint64_t group_id = 0;
   uint32_t group_size = 0;
 
+  Device device;                // where input/output live (CUDA: device pointers)
+  void* stream = nullptr;       // CUDA: the caller's stream the data is ready on
   const void* input = nullptr;  // caller's buffer (allreduce, allgather, alltoall, reducescatter)
   void* output = nullptr;       // caller's buffer (allreduce, broadcast)
   std::shared_ptr<HandleState> handle;

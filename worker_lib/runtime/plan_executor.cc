@@ -45,25 +45,39 @@ int PlanExecutor::contributors(const v1::Response& r) const {
 void PlanExecutor::execute(const v1::Response& response,
                            const std::vector<std::shared_ptr<PendingOp>>& entries) {
   Status status;
-  switch (response.op()) {
-    case v1::COLLECTIVE_OP_ALLREDUCE: status = allreduce(response, entries); break;
-    case v1::COLLECTIVE_OP_REDUCESCATTER: status = reducescatter(response, entries); break;
-    case v1::COLLECTIVE_OP_ALLGATHER: status = allgather(response, entries); break;
-    case v1::COLLECTIVE_OP_BROADCAST: status = broadcast(response, entries); break;
-    case v1::COLLECTIVE_OP_ALLTOALL: status = alltoall(response, entries); break;
-    case v1::COLLECTIVE_OP_BARRIER: status = Status::ok(); break;
-    case v1::COLLECTIVE_OP_JOIN:
-      for (const auto& e : entries)
-        if (e) e->handle->join_result = response.last_joined_rank();
-      break;
-    default:
-      status = internal_error("coordinator sent a response with unknown op " +
-                              std::to_string(static_cast<int>(response.op())));
+  const bool data_op = response.op() != v1::COLLECTIVE_OP_BARRIER &&
+                       response.op() != v1::COLLECTIVE_OP_JOIN;
+  if (response.device() == v1::DEVICE_KIND_CUDA && data_op) {
+    status = execute_on_gpu(response, entries);
+  } else {
+    switch (response.op()) {
+      case v1::COLLECTIVE_OP_ALLREDUCE: status = allreduce(response, entries); break;
+      case v1::COLLECTIVE_OP_REDUCESCATTER: status = reducescatter(response, entries); break;
+      case v1::COLLECTIVE_OP_ALLGATHER: status = allgather(response, entries); break;
+      case v1::COLLECTIVE_OP_BROADCAST: status = broadcast(response, entries); break;
+      case v1::COLLECTIVE_OP_ALLTOALL: status = alltoall(response, entries); break;
+      case v1::COLLECTIVE_OP_BARRIER: status = Status::ok(); break;
+      case v1::COLLECTIVE_OP_JOIN:
+        for (const auto& e : entries)
+          if (e) e->handle->join_result = response.last_joined_rank();
+        break;
+      default:
+        status = internal_error("coordinator sent a response with unknown op " +
+                                std::to_string(static_cast<int>(response.op())));
+    }
   }
   if (!status.is_ok() && explain_) status = explain_(std::move(status));
   if (!status.is_ok()) SPDLOG_ERROR("{}", status.message());
   for (const auto& e : entries)
     if (e) e->handle->complete(status);
+}
+
+Status PlanExecutor::execute_on_gpu(const v1::Response& r,
+                                    const std::vector<std::shared_ptr<PendingOp>>& e) {
+  if (!gpu_)
+    return failed_precondition("response on CUDA tensors but this worker has no GPU data plane "
+                               "(PlanExecutor::enable_gpu was not called)");
+  return gpu_->execute(r, e);
 }
 
 Status PlanExecutor::reduce_into_fusion(const v1::Response& r,

@@ -13,6 +13,7 @@
 
 #include "hvrun.pb.h"
 #include "worker_lib/backend.h"
+#include "worker_lib/backends/nccl/gpu_executor.h"
 #include "worker_lib/runtime/pending_op.h"
 
 namespace hvrun::detail {
@@ -31,6 +32,19 @@ class PlanExecutor {
   // dead rank, instead of the data plane's "connection reset").
   void set_failure_explainer(std::function<Status(Status)> explain) { explain_ = std::move(explain); }
 
+  // Responses on CUDA tensors go to the NCCL data plane (backends/nccl/gpu_executor.h), which
+  // loads libhvrun_cuda.so and creates its communicator on the first of them. Without this
+  // call they fail with a message saying so. Call before the first execute().
+  void enable_gpu(GpuJob job) { gpu_ = std::make_unique<GpuExecutor>(std::move(job)); }
+  // Any thread: fails the GPU operation in progress and every later one with kAborted.
+  void abort_gpu(const std::string& reason) {
+    if (gpu_) gpu_->abort(reason);
+  }
+  // Any thread: how library-allocated CUDA outputs are allocated from now on.
+  void set_device_allocator(DeviceAllocator allocator) {
+    if (gpu_) gpu_->set_device_allocator(std::move(allocator));
+  }
+
   // Bytes currently held by the reused buffers (for tests and metrics).
   size_t buffer_capacity() const { return fusion_.capacity() + scratch_.capacity(); }
 
@@ -41,6 +55,7 @@ class PlanExecutor {
   Status allgather(const v1::Response& r, const std::vector<std::shared_ptr<PendingOp>>& e);
   Status broadcast(const v1::Response& r, const std::vector<std::shared_ptr<PendingOp>>& e);
   Status alltoall(const v1::Response& r, const std::vector<std::shared_ptr<PendingOp>>& e);
+  Status execute_on_gpu(const v1::Response& r, const std::vector<std::shared_ptr<PendingOp>>& e);
 
   // Packs every tensor of `r` (or neutral data) into fusion_ and reduces it across ranks.
   // Returns the work dtype; offsets[i] is tensor i's first element in fusion_.
@@ -56,6 +71,7 @@ class PlanExecutor {
   int size_;
   std::vector<std::byte> fusion_;   // reused across responses
   std::vector<std::byte> scratch_;  // reused: second buffer (allgather/alltoall input, joined ranks)
+  std::unique_ptr<GpuExecutor> gpu_;  // set once by enable_gpu(), before execute() runs
 };
 
 }  // namespace hvrun::detail

@@ -8,8 +8,7 @@
 #include <utility>
 
 #include "common/logging.h"
-#include "worker_lib/backends/gloo/gloo_backend.h"
-#include "worker_lib/backends/gloo/kv_store_adapter.h"
+#include "worker_lib/runtime/cpu_backend_factory.h"
 
 namespace hvrun::detail {
 namespace {
@@ -78,18 +77,21 @@ Status Runtime::connect() {
   logging::set_rank(topology_.rank);
   SPDLOG_DEBUG("registered as rank {} of {} (job {})", topology_.rank, topology_.size, job_id_);
 
-  GlooStoreAdapter store(*client_, config_.start_timeout);
-  GlooBackendOptions options{.rank = topology_.rank,
-                             .size = topology_.size,
-                             .data_address = config_.data_address,
-                             .store_prefix = "gloo",
-                             .connect_timeout = config_.start_timeout,
-                             .timeout = config_.op_timeout};
-  auto backend = make_gloo_backend(options, store);
+  // Shared memory within a host, Gloo across hosts (see cpu_backend_factory.h).
+  auto backend = make_cpu_backend_for_job(config_, *registered, *client_);
   if (!backend.is_ok()) return backend.status();
   backend_ = std::move(backend).value();
   executor_ = std::make_unique<PlanExecutor>(*backend_, topology_.rank, topology_.size);
   executor_->set_failure_explainer([this](Status failed) { return explain_failure(std::move(failed)); });
+  // CUDA tensors: NCCL, set up by the first CUDA response (backends/nccl/gpu_executor.h).
+  executor_->enable_gpu(GpuJob{.rank = topology_.rank,
+                               .size = topology_.size,
+                               .local_rank = topology_.local_rank,
+                               .host = config_.host,
+                               .op_timeout = config_.op_timeout,
+                               .setup_timeout = config_.start_timeout,
+                               .store = client_.get(),
+                               .allocator = config_.device_allocator});
 
   stream_ = client_->open_stream();
   v1::WorkerMessage hello;
@@ -180,6 +182,12 @@ void Runtime::abort(const std::string& reason) {
     abort_reason_ = reason;
   }
   wake_.notify_all();
+  // The background thread may be inside a collective (it sends the AbortRequest only between
+  // operations): tear this rank's data planes down now so that collective fails at once.
+  const std::string local = "job aborted: " + reason + " (rank " + std::to_string(topology_.rank) +
+                            ")";
+  if (backend_) backend_->abort(local);
+  if (executor_) executor_->abort_gpu(local);
 }
 
 void Runtime::terminate(Status status) {
@@ -266,6 +274,7 @@ void Runtime::read_stream() {
       // Unblock a collective the background thread may be stuck in (a dead peer, a stopped
       // one) and make the remaining ones fail at once.
       backend_->abort(status.message());
+      executor_->abort_gpu(status.message());
     }
     wake_.notify_all();
     message.Clear();
@@ -285,6 +294,7 @@ void Runtime::read_stream() {
     SPDLOG_ERROR("{}", status.message());
     terminate(status);
     backend_->abort(status.message());
+    executor_->abort_gpu(status.message());
   }
   wake_.notify_all();
 }

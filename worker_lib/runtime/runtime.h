@@ -62,6 +62,10 @@ class Runtime {
   const Topology& topology() const { return topology_; }
   const std::string& job_id() const { return job_id_; }
   const Config& config() const { return config_; }
+  // Any thread: allocator for library-allocated CUDA outputs (see hvrun::DeviceAllocator).
+  void set_device_allocator(DeviceAllocator allocator) {
+    executor_->set_device_allocator(std::move(allocator));
+  }
   // Per-process counters, the same on every rank by the callers' contract.
   uint64_t next_barrier_id();
   uint64_t next_group_id();

@@ -17,6 +17,7 @@
 #include <gloo/rendezvous/prefix_store.h>
 #include <gloo/transport/tcp/device.h>
 
+#include "worker_lib/backends/gloo/loop_waker.h"
 #include "worker_lib/backends/gloo/pair_abort.h"
 #include "worker_lib/backends/gloo/reduce_kernels.h"
 #include "worker_lib/half.h"
@@ -31,8 +32,15 @@ void* nonnull(const void* p) { return p ? const_cast<void*>(p) : &g_empty_byte; 
 
 class GlooBackend final : public Backend {
  public:
-  GlooBackend(std::shared_ptr<gloo::Context> context, std::chrono::milliseconds timeout)
-      : context_(std::move(context)), timeout_(timeout) {}
+  GlooBackend(std::shared_ptr<gloo::transport::tcp::Device> device,
+              std::shared_ptr<gloo::Context> context, std::chrono::milliseconds timeout)
+      : device_(std::move(device)), context_(std::move(context)), timeout_(timeout) {}
+
+  ~GlooBackend() override {
+    LoopWaker waker(device_.get());  // pairs and the device close without waiting for loop ticks
+    context_.reset();
+    device_.reset();
+  }
 
   std::string name() const override { return "gloo"; }
   int rank() const override { return context_->rank; }
@@ -191,6 +199,7 @@ class GlooBackend final : public Backend {
 
   uint32_t next_tag() { return tag_++ & 0x7fffffffu; }
 
+  std::shared_ptr<gloo::transport::tcp::Device> device_;
   std::shared_ptr<gloo::Context> context_;
   std::chrono::milliseconds timeout_;
   uint32_t tag_ = 1;
@@ -207,12 +216,13 @@ Result<std::unique_ptr<Backend>> make_gloo_backend(const GlooBackendOptions& opt
   try {
     gloo::transport::tcp::attr attr;
     attr.hostname = options.data_address;
-    auto device = gloo::transport::tcp::CreateDevice(attr);
+    std::shared_ptr<gloo::transport::Device> device = gloo::transport::tcp::CreateDevice(attr);
     auto context = std::make_shared<gloo::rendezvous::Context>(options.rank, options.size);
     context->setTimeout(options.connect_timeout);
     gloo::rendezvous::PrefixStore prefixed(options.store_prefix, store);
     context->connectFullMesh(prefixed, device);
-    return std::unique_ptr<Backend>(new GlooBackend(context, options.timeout));
+    return std::unique_ptr<Backend>(new GlooBackend(
+        std::dynamic_pointer_cast<gloo::transport::tcp::Device>(device), context, options.timeout));
   } catch (const std::exception& e) {
     return unavailable("Gloo data plane setup failed on rank " + std::to_string(options.rank) +
                        " (binding " + options.data_address + "): " + e.what() +

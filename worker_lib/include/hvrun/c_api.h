@@ -61,6 +61,19 @@ typedef enum hvrun_reduce_op {
   HVRUN_PRODUCT = 5
 } hvrun_reduce_op_t;
 
+/* Where a tensor lives (same values as hvrun::DeviceType). */
+typedef enum hvrun_device_type { HVRUN_DEVICE_CPU = 0, HVRUN_DEVICE_CUDA = 1 } hvrun_device_type_t;
+
+/* A tensor's device for the *_on_device calls; NULL there means host memory.
+ * stream: the cudaStream_t after whose queued work the data is ready (NULL = legacy default
+ * stream); the result is ready in stream order on that same stream when the handle completes
+ * (see hvrun::TensorView in hvrun/types.h). */
+typedef struct hvrun_device {
+  hvrun_device_type_t type;
+  int index; /* CUDA device ordinal; -1 for host memory */
+  void* stream;
+} hvrun_device_t;
+
 typedef struct hvrun_worker hvrun_worker_t;
 typedef struct hvrun_handle hvrun_handle_t;
 
@@ -119,6 +132,51 @@ hvrun_status_t hvrun_reducescatter_async(hvrun_worker_t* worker, const char* nam
                                          hvrun_handle_t** handle);
 hvrun_status_t hvrun_barrier_async(hvrun_worker_t* worker, hvrun_handle_t** handle);
 hvrun_status_t hvrun_join_async(hvrun_worker_t* worker, hvrun_handle_t** handle);
+
+/* The same collectives on tensors in `device` memory (NULL = host memory, as above). Data
+ * pointers are device pointers for HVRUN_DEVICE_CUDA; input and output share the device. */
+hvrun_status_t hvrun_allreduce_async_on_device(hvrun_worker_t* worker, const char* name,
+                                               const void* input, void* output,
+                                               hvrun_dtype_t dtype, int ndim,
+                                               const int64_t* shape, hvrun_reduce_op_t op,
+                                               double prescale, double postscale,
+                                               const hvrun_device_t* device,
+                                               hvrun_handle_t** handle);
+hvrun_status_t hvrun_allgather_async_on_device(hvrun_worker_t* worker, const char* name,
+                                               const void* input, hvrun_dtype_t dtype, int ndim,
+                                               const int64_t* shape, const hvrun_device_t* device,
+                                               hvrun_handle_t** handle);
+hvrun_status_t hvrun_broadcast_async_on_device(hvrun_worker_t* worker, const char* name,
+                                               void* inout, hvrun_dtype_t dtype, int ndim,
+                                               const int64_t* shape, int root_rank,
+                                               const hvrun_device_t* device,
+                                               hvrun_handle_t** handle);
+hvrun_status_t hvrun_alltoall_async_on_device(hvrun_worker_t* worker, const char* name,
+                                              const void* input, hvrun_dtype_t dtype, int ndim,
+                                              const int64_t* shape, const int64_t* splits,
+                                              const hvrun_device_t* device,
+                                              hvrun_handle_t** handle);
+hvrun_status_t hvrun_reducescatter_async_on_device(hvrun_worker_t* worker, const char* name,
+                                                   const void* input, hvrun_dtype_t dtype,
+                                                   int ndim, const int64_t* shape,
+                                                   hvrun_reduce_op_t op,
+                                                   const hvrun_device_t* device,
+                                                   hvrun_handle_t** handle);
+/* Where hvrun_handle_output()'s data lives: for CUDA inputs a device pointer owned by the
+ * handle (freed stream-ordered on `device->stream` by hvrun_handle_free()). */
+hvrun_status_t hvrun_handle_output_device(const hvrun_handle_t* handle, hvrun_device_t* device);
+
+/* Optional: allocate library-allocated CUDA outputs with the caller's allocator (e.g. a
+ * framework's caching allocator). alloc returns a device pointer (NULL = out of memory) usable
+ * in stream order on `stream`; release frees it. alloc runs on the worker's background thread,
+ * release on the thread that drops the output's last owner (usually hvrun_handle_free()).
+ * NULL alloc restores the default (cudaMallocAsync / cudaFreeAsync on the input's stream). */
+typedef void* (*hvrun_device_alloc_fn)(void* user_data, int device_index, size_t bytes,
+                                       void* stream);
+typedef void (*hvrun_device_release_fn)(void* user_data, int device_index, void* ptr,
+                                        void* stream);
+hvrun_status_t hvrun_set_device_allocator(hvrun_worker_t* worker, hvrun_device_alloc_fn alloc,
+                                          hvrun_device_release_fn release, void* user_data);
 
 /* 1 when complete (successfully or not), else 0. */
 int hvrun_handle_poll(const hvrun_handle_t* handle);

@@ -44,6 +44,10 @@ class Handle {
   // Valid after a successful completion and for as long as any copy of this handle lives.
   TensorView output() const;
 
+  // The same result as an OwnedTensor that keeps it alive on its own: host bytes are copied,
+  // CUDA memory is shared (freed when the handle and every such copy are gone).
+  OwnedTensor output_tensor() const;
+
   // alltoall: rows this rank received from each rank (in rank order).
   std::vector<int64_t> received_splits() const;
 

@@ -61,6 +61,9 @@ struct Config {
   // Bounds every data-plane operation and every wait() without an explicit timeout.
   std::chrono::milliseconds op_timeout{300000};
   std::string log_level = "info";
+  // CUDA tensors: allocates library-allocated outputs (see DeviceAllocator in types.h); empty =
+  // cudaMallocAsync on the input's stream, freed with cudaFreeAsync when the last owner goes.
+  DeviceAllocator device_allocator;
 
   // Reads HVRUN_* variables (and the settings registry's worker settings). Errors name the
   // missing or malformed variable.
@@ -151,6 +154,9 @@ class Worker {
                                     const AllreduceOptions& options = {});
   Status barrier();
   Result<int> join();
+
+  // Replaces Config::device_allocator for later CUDA outputs (empty = the default).
+  void set_device_allocator(DeviceAllocator allocator);
 
   // Waits on a handle with the worker's default timeout (Config::op_timeout).
   Status wait(const Handle& handle) const;

@@ -1,0 +1,267 @@
+// hvrun_shm_raw_bench: the shared-memory data plane alone (worker_lib/backends/shm), without the
+// coordinator or the worker library's threads: the floor of hvrun's single-host CPU path, and
+// the row to hold against Open MPI's shared-memory transport. Run it as a job (it reads
+// HVRUN_RANK, HVRUN_SIZE, HVRUN_JOB_ID; the ranks meet through files in $TMPDIR):
+//
+//   hvrun -np 2 -H localhost:2 build/bin/hvrun_shm_raw_bench [--params resnet50_params.txt]
+//       [--steps 20] [--warmup 3] [--latency-iters 2000] [--min-bytes 4096]
+//       [--max-bytes 67108864] [--iters 10] [--chunk-kb 1024] [--json]
+//
+// Prints (rank 0): the nccl-tests table of float32 sum allreduce, sizes x4 from --min-bytes to
+// --max-bytes (backend "shm-raw"); the latency of a 4-byte allreduce; ResNet-50's 161 gradients
+// reduced one by one and as one packed buffer (steps/s); busbw at --max-bytes as a metric.
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench/worker/bench_report.h"
+#include "worker_lib/backends/shm/shm_backend.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using hvrun::bench::Row;
+
+// A key-value store in a directory every rank of one host sees: enough to bootstrap the segment
+// without a coordinator. Values are written to a temporary file and renamed (atomic).
+class DirectoryStore final : public hvrun::detail::KeyValueStore {
+ public:
+  explicit DirectoryStore(std::string dir) : dir_(std::move(dir)) {
+    std::filesystem::create_directories(dir_);
+  }
+  hvrun::Status set(const std::string& key, const std::string& value) override {
+    const std::string path = file(key);
+    {
+      std::ofstream out(path + ".tmp", std::ios::binary);
+      out << value;
+      if (!out) return hvrun::unavailable("cannot write " + path);
+    }
+    std::filesystem::rename(path + ".tmp", path);
+    return hvrun::Status::ok();
+  }
+  hvrun::Result<std::vector<std::string>> get(const std::vector<std::string>& keys,
+                                              std::chrono::milliseconds timeout) override {
+    const auto deadline = Clock::now() + timeout;
+    std::vector<std::string> values;
+    for (const auto& key : keys) {
+      while (!std::filesystem::exists(file(key))) {
+        if (Clock::now() > deadline)
+          return hvrun::deadline_exceeded("no key " + key + " in " + dir_);
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));  // bootstrap only
+      }
+      std::ifstream in(file(key), std::ios::binary);
+      values.emplace_back(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+    return values;
+  }
+
+ private:
+  std::string file(std::string key) const {
+    std::replace(key.begin(), key.end(), '/', '_');
+    return dir_ + "/" + key;
+  }
+  std::string dir_;
+};
+
+struct Flags {
+  std::string params = HVRUN_RESNET50_PARAMS;
+  int steps = 20;
+  int warmup = 3;
+  int latency_iters = 2000;
+  int64_t min_bytes = 4096;
+  int64_t max_bytes = 64LL << 20;
+  int iters = 10;
+  int64_t chunk_kb = 1024;
+  bool json = false;
+};
+
+[[noreturn]] void usage(const std::string& problem) {
+  std::fprintf(stderr, "hvrun_shm_raw_bench: %s (see the comment at the top of shm_raw_bench.cc)\n",
+               problem.c_str());
+  std::exit(2);
+}
+
+Flags parse(int argc, char** argv) {
+  Flags f;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) usage(a + " needs a value");
+      return argv[++i];
+    };
+    if (a == "--params")
+      f.params = value();
+    else if (a == "--steps")
+      f.steps = std::max(1, std::atoi(value().c_str()));
+    else if (a == "--warmup")
+      f.warmup = std::max(0, std::atoi(value().c_str()));
+    else if (a == "--latency-iters")
+      f.latency_iters = std::max(1, std::atoi(value().c_str()));
+    else if (a == "--min-bytes")
+      f.min_bytes = std::max<int64_t>(4, std::atoll(value().c_str()));
+    else if (a == "--max-bytes")
+      f.max_bytes = std::max<int64_t>(4, std::atoll(value().c_str()));
+    else if (a == "--iters")
+      f.iters = std::max(1, std::atoi(value().c_str()));
+    else if (a == "--chunk-kb")
+      f.chunk_kb = std::max<int64_t>(4, std::atoll(value().c_str()));
+    else if (a == "--json")
+      f.json = true;
+    else
+      usage("unknown flag " + a);
+  }
+  return f;
+}
+
+std::vector<size_t> read_param_sizes(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) usage("cannot read " + path + " (pass --params PATH)");
+  std::vector<size_t> sizes;
+  std::string name, shape;
+  while (in >> name >> shape) {
+    size_t elements = 1;
+    std::stringstream dims(shape);
+    for (std::string d; std::getline(dims, d, 'x');) elements *= std::stoull(d);
+    sizes.push_back(elements);
+  }
+  return sizes;
+}
+
+void check(const hvrun::Status& s) {
+  if (!s.is_ok()) {
+    std::fprintf(stderr, "hvrun_shm_raw_bench: %s\n", s.to_string().c_str());
+    std::exit(1);
+  }
+}
+
+template <typename Fn>
+std::vector<double> time_reps(int reps, int warmup, Fn&& fn) {
+  std::vector<double> seconds;
+  for (int i = 0; i < warmup + reps; ++i) {
+    auto t0 = Clock::now();
+    fn();
+    if (i >= warmup) seconds.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  return seconds;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Flags f = parse(argc, argv);
+  const char* rank_text = std::getenv("HVRUN_RANK");
+  const char* size_text = std::getenv("HVRUN_SIZE");
+  const char* job = std::getenv("HVRUN_JOB_ID");
+  if (!rank_text || !size_text || !job)
+    usage("needs HVRUN_RANK, HVRUN_SIZE, HVRUN_JOB_ID: run it under hvrun");
+  const int rank = std::atoi(rank_text);
+  const int size = std::atoi(size_text);
+  const char* tmp = std::getenv("TMPDIR");
+  const std::string dir = std::string(tmp && *tmp ? tmp : "/tmp") + "/hvrun-shm-raw-" + job;
+  DirectoryStore store(dir);
+  auto made = hvrun::detail::make_shm_backend({.rank = rank,
+                                               .size = size,
+                                               .job_id = std::string(job) + "-raw",
+                                               .host = "localhost",
+                                               .chunk_bytes = static_cast<size_t>(f.chunk_kb) << 10,
+                                               .connect_timeout = std::chrono::seconds(60),
+                                               .timeout = std::chrono::seconds(120)},
+                                              store);
+  check(made.status());
+  hvrun::detail::Backend& b = **made;
+  check(b.barrier());
+  if (rank == 0) std::filesystem::remove_all(dir);
+
+  const size_t max_count = static_cast<size_t>(f.max_bytes / 4);
+  std::vector<float> buf(std::max<size_t>(max_count, 1));
+  if (rank == 0 && !f.json)
+    std::printf(
+        "# hvrun_shm_raw_bench: %d ranks, float32 sum, %d iterations after %d warm-ups, "
+        "%lld KiB chunks\n",
+        size, f.iters, f.warmup, static_cast<long long>(f.chunk_kb));
+  if (rank == 0) hvrun::bench::print_header(f.json);
+  int64_t total_wrong = 0;
+  double last_busbw = 0;
+  for (int64_t bytes = f.min_bytes; bytes <= f.max_bytes; bytes *= 4) {
+    const size_t count = static_cast<size_t>(bytes / 4);
+    int64_t wrong = 0;
+    auto times = time_reps(f.iters, f.warmup, [&] {
+      std::fill(buf.begin(), buf.begin() + static_cast<int64_t>(count), 1.0f);
+      check(b.allreduce(buf.data(), count, hvrun::DataType::kFloat32, hvrun::ReduceOp::kSum));
+    });
+    // The fill is part of each timed call; time it alone and take it out.
+    auto fill_times = time_reps(f.iters, 0, [&] {
+      std::fill(buf.begin(), buf.begin() + static_cast<int64_t>(count), 1.0f);
+    });
+    check(b.allreduce(buf.data(), count, hvrun::DataType::kFloat32, hvrun::ReduceOp::kSum));
+    for (size_t i = 0; i < count; ++i) wrong += buf[i] != static_cast<float>(size);
+    total_wrong += wrong;
+    Row row;
+    row.backend = "shm-raw";
+    row.op = "allreduce";
+    row.bytes = bytes;
+    row.count = static_cast<int64_t>(count);
+    row.redop = "sum";
+    const double fill_us = hvrun::bench::median(fill_times) * 1e6;
+    row.median_us = std::max(0.01, hvrun::bench::median(times) * 1e6 - fill_us);
+    row.mean_us = std::max(0.01, hvrun::bench::mean(times) * 1e6 - fill_us);
+    row.wrong = wrong;
+    hvrun::bench::fill_bandwidth(row, size);
+    last_busbw = row.busbw;
+    if (rank == 0) hvrun::bench::print_row(row, f.json);
+  }
+  if (rank == 0)
+    hvrun::bench::print_metric(
+        "shm raw allreduce busbw " + std::to_string(f.max_bytes >> 20) + " MiB", last_busbw,
+        last_busbw, "GB/s", f.json);
+
+  float one = 1.0f;
+  auto latency = time_reps(f.latency_iters, 100, [&] {
+    one = 1.0f;
+    check(b.allreduce(&one, 1, hvrun::DataType::kFloat32, hvrun::ReduceOp::kSum));
+  });
+  for (double& s : latency) s *= 1e6;
+  if (rank == 0)
+    hvrun::bench::print_metric("shm raw latency allreduce 4 B", hvrun::bench::median(latency),
+                               hvrun::bench::mean(latency), "us", f.json);
+
+  std::vector<size_t> sizes = read_param_sizes(f.params);
+  std::vector<std::vector<float>> grads;
+  size_t total = 0;
+  for (size_t n : sizes) {
+    grads.emplace_back(n, 1.0f);
+    total += n;
+  }
+  auto per_tensor = time_reps(f.steps, f.warmup, [&] {
+    for (auto& g : grads)
+      check(b.allreduce(g.data(), g.size(), hvrun::DataType::kFloat32, hvrun::ReduceOp::kSum));
+  });
+  std::vector<float> packed(total, 1.0f);
+  auto packed_times = time_reps(f.steps, f.warmup, [&] {
+    check(b.allreduce(packed.data(), packed.size(), hvrun::DataType::kFloat32,
+                      hvrun::ReduceOp::kSum));
+  });
+  auto rate = [](std::vector<double> s) {
+    for (double& v : s) v = 1.0 / v;
+    return s;
+  };
+  if (rank == 0) {
+    auto r = rate(per_tensor);
+    hvrun::bench::print_metric("shm raw step (161 allreduce one by one)", hvrun::bench::median(r),
+                               hvrun::bench::mean(r), "steps/s", f.json);
+    auto p = rate(packed_times);
+    hvrun::bench::print_metric("shm raw packed allreduce", hvrun::bench::median(p),
+                               hvrun::bench::mean(p), "steps/s", f.json);
+  }
+  check(b.barrier());
+  return total_wrong == 0 ? 0 : 1;
+}

@@ -1,0 +1,35 @@
+// The command line that starts `hvrun agent` on a remote host, and what to tell the user when
+// that fails.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/settings.h"
+
+namespace hvrun::launcher {
+
+struct RemoteShellOptions {
+  std::string rsh = "ssh";        // --rsh, split at spaces
+  int port = 0;                   // --ssh-port; 0: the remote shell's default
+  std::string identity_file;      // --ssh-identity-file
+  double connect_timeout_s = 30;  // --start-timeout bounds ssh's TCP connect
+  static RemoteShellOptions from_settings(const Settings& settings);
+};
+
+// argv for `rsh [options] HOST 'HVRUN_PATH' agent`. For ssh (rsh's program named ssh) BatchMode
+// (never a password prompt) and ConnectTimeout are added; -p and -i whenever they are set.
+std::vector<std::string> remote_agent_command(const RemoteShellOptions& options,
+                                              const std::string& host,
+                                              const std::string& hvrun_path);
+
+// Quotes `word` for a POSIX shell (ssh hands the remote command to the user's shell).
+std::string shell_quote(const std::string& word);
+
+// Why the remote shell ended before the agent answered, for the user: names the host, carries
+// the remote shell's own message (its last stderr lines) and says what to try.
+std::string describe_remote_failure(const std::string& host, const std::string& rsh_program,
+                                    int exit_code, const std::string& stderr_text,
+                                    const std::string& hvrun_path);
+
+}  // namespace hvrun::launcher

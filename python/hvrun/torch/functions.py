@@ -1,0 +1,111 @@
+"""Model and optimizer state helpers, as horovod.torch.functions."""
+import collections
+import pickle
+
+import torch
+
+from hvrun.torch.basics import rank
+from hvrun.torch.mpi_ops import (allgather, broadcast_, broadcast_async_, global_process_set,
+                                 synchronize)
+
+
+def broadcast_parameters(params, root_rank, process_set=global_process_set):
+    """Overwrites every parameter with root_rank's, in place. `params`: a model's state_dict()
+    or named_parameters() (a list of (name, tensor))."""
+    if isinstance(params, dict):
+        params = sorted(params.items())
+    elif isinstance(params, list):
+        params = [p if isinstance(p, tuple) else (None, p) for p in params]
+    else:
+        raise ValueError("invalid params of type: %s" % type(params))
+    handles = []
+    for name, p in params:
+        if p is None:
+            continue
+        if isinstance(p, torch.Tensor):
+            handles.append(broadcast_async_(p.data if p.requires_grad else p, root_rank,
+                                            name, process_set=process_set))
+    for handle in handles:
+        synchronize(handle)
+
+
+def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set):
+    """Returns root_rank's `obj` (pickled there, unpickled on every other rank)."""
+    name = name if name is not None else type(obj).__name__
+    if rank() == root_rank:
+        payload = pickle.dumps(obj)
+        data = torch.frombuffer(bytearray(payload), dtype=torch.uint8)
+        length = torch.tensor([data.numel()], dtype=torch.int64)
+        broadcast_(length, root_rank, name + ".sz", process_set)
+        broadcast_(data, root_rank, name + ".t", process_set)
+        return obj
+    length = torch.zeros(1, dtype=torch.int64)
+    broadcast_(length, root_rank, name + ".sz", process_set)
+    data = torch.empty(int(length.item()), dtype=torch.uint8)
+    broadcast_(data, root_rank, name + ".t", process_set)
+    return pickle.loads(data.numpy().tobytes())
+
+
+def allgather_object(obj, name=None, process_set=global_process_set):
+    """Returns the list of every rank's `obj`, in rank order."""
+    name = name if name is not None else type(obj).__name__
+    payload = pickle.dumps(obj)
+    data = torch.frombuffer(bytearray(payload), dtype=torch.uint8)
+    lengths = allgather(torch.tensor([data.numel()], dtype=torch.int64), name=name + ".sz",
+                        process_set=process_set)
+    gathered = allgather(data, name=name + ".t", process_set=process_set).numpy().tobytes()
+    objects, offset = [], 0
+    for n in lengths.tolist():
+        objects.append(pickle.loads(gathered[offset:offset + n]))
+        offset += n
+    return objects
+
+
+def broadcast_optimizer_state(optimizer, root_rank, process_set=global_process_set):
+    """Makes every rank's optimizer state (hyper-parameters and per-parameter tensors such as
+    momentum buffers) equal to root_rank's."""
+    if isinstance(optimizer, torch.optim.LBFGS):
+        raise ValueError("cannot broadcast torch.optim.LBFGS state")
+    state_dict = optimizer.state_dict()
+    # A fresh optimizer has no per-parameter state yet: take one step with zero gradients so
+    # every rank holds the tensors root's state will be broadcast into (what Horovod does).
+    if len(state_dict["state"]) == 0:
+        for group in optimizer.param_groups:
+            for p in group["params"]:
+                if p.requires_grad and p.grad is None:
+                    p.grad = torch.zeros_like(p.data)
+        step = optimizer.step
+        if hasattr(optimizer, "_hvrun_local_step"):
+            step = optimizer._hvrun_local_step  # DistributedOptimizer: no allreduce here
+        step()
+        state_dict = optimizer.state_dict()
+
+    # Tensors travel in place, in a deterministic order; everything else as one object.
+    tensors, scalars = [], {}
+    for pid in sorted(state_dict["state"]):
+        for key in sorted(state_dict["state"][pid]):
+            value = state_dict["state"][pid][key]
+            if isinstance(value, torch.Tensor):
+                tensors.append(("%s.%s" % (pid, key), value))
+            else:
+                scalars[(pid, key)] = value
+    meta = broadcast_object({"param_groups": state_dict["param_groups"], "scalars": scalars,
+                             "tensor_names": [n for n, _ in tensors]},
+                            root_rank, name="optimizer_state.meta", process_set=process_set)
+    if meta["tensor_names"] != [n for n, _ in tensors]:
+        raise ValueError("optimizer state differs in structure between this rank and rank %d"
+                         % root_rank)
+    handles = [broadcast_async_(t, root_rank, name="optimizer_state." + n, process_set=process_set)
+               for n, t in tensors]
+    for h in handles:
+        synchronize(h)
+    state = collections.defaultdict(dict)
+    for pid in state_dict["state"]:
+        state[pid] = dict(state_dict["state"][pid])
+    for (pid, key), value in meta["scalars"].items():
+        state[pid][key] = value
+    optimizer.load_state_dict({"state": dict(state), "param_groups": meta["param_groups"]})
+
+
+__all__ = ["broadcast_parameters", "broadcast_object", "allgather_object",
+           "broadcast_optimizer_state"]

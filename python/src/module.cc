@@ -1,0 +1,228 @@
+// hvrun._core: the thin pybind11 layer between Python and hvrun's C++ worker API.
+//
+// Only the data path lives here: zero-copy views of the caller's buffers (TensorRef), submission
+// of collectives, bounded waits with the GIL released, and library-allocated outputs handed back
+// without a copy (a NumPy array for host memory, an object exposing __cuda_array_interface__ for
+// device memory; both keep the handle, and so the bytes, alive). Horovod-API glue (names, ops,
+// exceptions, framework tensors) is Python, in hvrun/ and hvrun/torch/.
+//
+// Errors never raise here: init and wait return (code, message) and the Python side picks the
+// exception, so one place maps hvrun's status codes onto Python's exception classes.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "common/build_info.h"
+#include "hvrun/hvrun.h"
+#include "python/src/tensor_ref.h"
+
+namespace py = pybind11;
+
+namespace hvrun::python {
+
+std::string array_typestr(DataType dtype) {
+  switch (dtype) {
+    case DataType::kUInt8: return "|u1";
+    case DataType::kInt8: return "|i1";
+    case DataType::kInt32: return "<i4";
+    case DataType::kInt64: return "<i8";
+    case DataType::kFloat16: return "<f2";
+    case DataType::kBFloat16: return "<i2";
+    case DataType::kFloat32: return "<f4";
+    case DataType::kFloat64: return "<f8";
+  }
+  return "|u1";
+}
+
+namespace {
+
+using StatusTuple = std::tuple<int, std::string>;
+
+std::string seconds_text(double seconds) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f", seconds);
+  return text;
+}
+
+StatusTuple to_tuple(const Status& s) { return {static_cast<int>(s.code()), s.message()}; }
+
+AllreduceOptions reduce_options(int op, double prescale, double postscale) {
+  return AllreduceOptions{.op = static_cast<ReduceOp>(op), .prescale = prescale, .postscale = postscale};
+}
+
+// Waits in short slices so that Ctrl-C (a pending Python signal) interrupts a long wait; the
+// GIL is released while waiting so other Python threads (and gradient hooks) keep running.
+StatusTuple wait_handle(const Handle& handle, double timeout_s) {
+  using namespace std::chrono;
+  const auto deadline = steady_clock::now() + duration_cast<steady_clock::duration>(duration<double>(timeout_s));
+  constexpr milliseconds kSlice{200};
+  while (true) {
+    Status status;
+    bool done = false;
+    {
+      py::gil_scoped_release release;
+      auto left = duration_cast<milliseconds>(deadline - steady_clock::now());
+      status = handle.wait(std::clamp(left, milliseconds(0), kSlice));
+      done = handle.poll();
+    }
+    if (done) return to_tuple(status);
+    if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+    if (steady_clock::now() >= deadline) {
+      return {static_cast<int>(StatusCode::kDeadlineExceeded),
+              "collective '" + handle.name() + "' did not complete within " +
+                  seconds_text(timeout_s) +
+                  " s (--op-timeout; still running: some rank may not have submitted it, see "
+                  "the coordinator's stall warning)"};
+    }
+  }
+}
+
+// A library-allocated CUDA output, for torch.as_tensor(obj, device="cuda"): the object owns a
+// copy of the handle, so the device memory lives as long as the tensor viewing it.
+struct DeviceOutput {
+  Handle handle;
+  py::dict interface() const {
+    TensorView v = handle.output();
+    py::dict d;
+    d["shape"] = py::tuple(py::cast(v.shape));
+    d["typestr"] = array_typestr(v.dtype);
+    d["data"] = py::make_tuple(reinterpret_cast<uintptr_t>(v.data), false);
+    d["version"] = 2;  // no "stream" key: the result is ready on the input's stream already
+    return d;
+  }
+};
+
+// The output of a completed allgather/alltoall/reducescatter, without a copy.
+py::object handle_output(const Handle& handle) {
+  TensorView v = handle.output();
+  if (v.device.is_cuda()) return py::cast(DeviceOutput{handle});
+  auto* owner = new Handle(handle);
+  py::capsule base(owner, [](void* p) { delete static_cast<Handle*>(p); });
+  std::vector<py::ssize_t> shape(v.shape.begin(), v.shape.end());
+  py::dtype dtype(array_typestr(v.dtype));
+  if (v.data == nullptr) {
+    // An empty result: NumPy wants a valid pointer even for zero bytes.
+    return py::array(dtype, shape, std::vector<py::ssize_t>{});
+  }
+  return py::array(dtype, shape, {}, v.data, base);
+}
+
+std::tuple<std::unique_ptr<Worker>, int, std::string> init_worker() {
+  std::optional<Result<std::unique_ptr<Worker>>> worker;
+  {
+    py::gil_scoped_release release;  // registration blocks until every rank arrived
+    worker.emplace(Worker::init());
+  }
+  if (!worker->is_ok()) {
+    auto [code, message] = to_tuple(worker->status());
+    return {nullptr, code, message};
+  }
+  return {std::move(*worker).value(), 0, ""};
+}
+
+}  // namespace
+}  // namespace hvrun::python
+
+PYBIND11_MODULE(_core, m) {
+  using namespace hvrun;
+  using namespace hvrun::python;
+  m.doc() = "hvrun's worker library (C++), as the hvrun Python packages use it";
+
+  m.def("version", [] { return std::string(hvrun::version()); });
+  m.def("cuda_built", [] { return build_info().have_cuda; });
+  m.def("nccl_version_code", [] { return build_info().have_nccl ? build_info().nccl_version_code : 0; });
+  m.def("mpi_built", [] { return build_info().have_mpi; });
+  // The worker's default wait bound (HVRUN_OP_TIMEOUT, --op-timeout), as Worker::wait uses it.
+  m.def("op_timeout_s", [] {
+    auto config = Config::from_environment();
+    return config.is_ok() ? static_cast<double>(config->op_timeout.count()) / 1000.0 : 300.0;
+  });
+
+  py::class_<TensorRef>(m, "TensorRef")
+      .def(py::init([](uintptr_t data, int dtype, std::vector<int64_t> shape, int device, uintptr_t stream) {
+             return TensorRef{data, dtype, std::move(shape), device, stream};
+           }),
+           py::arg("data"), py::arg("dtype"), py::arg("shape"), py::arg("device") = -1,
+           py::arg("stream") = 0)
+      .def_readonly("data", &TensorRef::data)
+      .def_readonly("dtype", &TensorRef::dtype)
+      .def_readonly("shape", &TensorRef::shape)
+      .def_readonly("device", &TensorRef::device);
+
+  py::class_<DeviceOutput>(m, "DeviceOutput")
+      .def_property_readonly("__cuda_array_interface__", &DeviceOutput::interface);
+
+  py::class_<Handle>(m, "Handle")
+      .def_property_readonly("name", &Handle::name)
+      .def("poll", &Handle::poll)
+      .def("wait", &wait_handle, py::arg("timeout_s"))
+      .def("output", &handle_output)
+      .def("received_splits", &Handle::received_splits)
+      .def("join_result", &Handle::join_result);
+
+  py::class_<Worker, std::unique_ptr<Worker>>(m, "Worker")
+      .def_static("init", &init_worker,
+                  "Registers with the job's coordinator (HVRUN_* environment); returns "
+                  "(worker or None, status code, message).")
+      .def("shutdown",
+           [](Worker& w) {
+             py::gil_scoped_release release;
+             return to_tuple(w.shutdown());
+           })
+      .def("abort", &Worker::abort, py::arg("reason"), py::call_guard<py::gil_scoped_release>())
+      .def_property_readonly("rank", &Worker::rank)
+      .def_property_readonly("size", &Worker::size)
+      .def_property_readonly("local_rank", &Worker::local_rank)
+      .def_property_readonly("local_size", &Worker::local_size)
+      .def_property_readonly("cross_rank", &Worker::cross_rank)
+      .def_property_readonly("cross_size", &Worker::cross_size)
+      .def_property_readonly("job_id", &Worker::job_id)
+      .def("allreduce_async",
+           [](Worker& w, const std::string& name, const TensorRef& input, const TensorRef& output,
+              int op, double prescale, double postscale) {
+             return w.allreduce_async(name, input.const_view(), output.view(),
+                                      reduce_options(op, prescale, postscale));
+           },
+           py::arg("name"), py::arg("input"), py::arg("output"), py::arg("op"),
+           py::arg("prescale") = 1.0, py::arg("postscale") = 1.0)
+      .def("grouped_allreduce_async",
+           [](Worker& w, const std::vector<std::string>& names, const std::vector<TensorRef>& tensors,
+              int op, double prescale, double postscale) {
+             std::vector<TensorView> views;
+             for (const auto& t : tensors) views.push_back(t.view());
+             return w.grouped_allreduce_async(names, views, reduce_options(op, prescale, postscale));
+           },
+           py::arg("names"), py::arg("tensors"), py::arg("op"), py::arg("prescale") = 1.0,
+           py::arg("postscale") = 1.0)
+      .def("allgather_async",
+           [](Worker& w, const std::string& name, const TensorRef& input) {
+             return w.allgather_async(name, input.const_view());
+           })
+      .def("broadcast_async",
+           [](Worker& w, const std::string& name, const TensorRef& inout, int root_rank) {
+             return w.broadcast_async(name, inout.view(), root_rank);
+           })
+      .def("alltoall_async",
+           [](Worker& w, const std::string& name, const TensorRef& input, std::vector<int64_t> splits) {
+             return w.alltoall_async(name, input.const_view(), splits);
+           })
+      .def("reducescatter_async",
+           [](Worker& w, const std::string& name, const TensorRef& input, int op, double prescale,
+              double postscale) {
+             return w.reducescatter_async(name, input.const_view(), reduce_options(op, prescale, postscale));
+           },
+           py::arg("name"), py::arg("input"), py::arg("op"), py::arg("prescale") = 1.0,
+           py::arg("postscale") = 1.0)
+      .def("barrier_async", &Worker::barrier_async)
+      .def("join_async", &Worker::join_async);
+}

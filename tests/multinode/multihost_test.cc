@@ -1,0 +1,449 @@
+// hvrun across two hosts made of network namespaces (scripts/netns-cluster): hostA and hostB
+// joined by a veth pair (eth1 on hostA, ens5 on hostB), each with a decoy interface (eth0) the
+// other cannot reach, and a real sshd each. hvrun runs inside hostA's namespace and starts
+// agents on both over ssh.
+//
+// Every wait is bounded; every process is found and killed by pid; the namespaces (and whatever
+// still runs in them) are removed at the end, also on failure.
+#include <dirent.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "tests/support/subprocess.h"
+#include "tests/worker/train_output.h"
+
+namespace hvrun::test {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+// Host keys are made per run: nothing to check them against. A light key exchange keeps ssh
+// quick on a loaded machine.
+const char* kRsh =
+    "ssh -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR "
+    "-o KexAlgorithms=curve25519-sha256";
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string readlink_text(const std::string& path) {
+  std::error_code ec;
+  auto target = std::filesystem::read_symlink(path, ec);
+  return ec ? std::string() : target.string();
+}
+
+std::vector<std::string> cmdline_of(pid_t pid) {
+  std::string raw = read_file("/proc/" + std::to_string(pid) + "/cmdline");
+  std::vector<std::string> words;
+  std::string w;
+  for (char c : raw) {
+    if (c == '\0') {
+      words.push_back(w);
+      w.clear();
+    } else {
+      w += c;
+    }
+  }
+  return words;
+}
+
+std::vector<pid_t> all_pids() {
+  std::vector<pid_t> pids;
+  DIR* d = ::opendir("/proc");
+  if (d == nullptr) return pids;
+  while (dirent* e = ::readdir(d)) {
+    char* end = nullptr;
+    long v = std::strtol(e->d_name, &end, 10);
+    if (end != e->d_name && *end == '\0') pids.push_back(static_cast<pid_t>(v));
+  }
+  ::closedir(d);
+  return pids;
+}
+
+bool is_zombie(pid_t pid) {
+  std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat");
+  size_t paren = stat.rfind(')');
+  return paren == std::string::npos || paren + 2 >= stat.size() || stat[paren + 2] == 'Z';
+}
+
+// Live processes running `exe` (any namespace).
+std::vector<pid_t> processes_running(const std::string& exe) {
+  std::vector<pid_t> out;
+  for (pid_t pid : all_pids())
+    if (readlink_text("/proc/" + std::to_string(pid) + "/exe") == exe && !is_zombie(pid))
+      out.push_back(pid);
+  return out;
+}
+
+// The network namespace identity of a named namespace and of a process.
+std::string netns_of_name(const std::string& ns) {
+  struct stat st {};
+  if (::stat(("/run/netns/" + ns).c_str(), &st) != 0) return "?";
+  return "net:[" + std::to_string(st.st_ino) + "]";
+}
+std::string netns_of_pid(pid_t pid) {
+  return readlink_text("/proc/" + std::to_string(pid) + "/ns/net");
+}
+
+// A process with stdout/stderr in files, in its own process group.
+struct Started {
+  pid_t pid = -1;
+  std::string out_path, err_path;
+  std::optional<int> wait(milliseconds timeout) {
+    auto deadline = Clock::now() + timeout;
+    while (Clock::now() < deadline) {
+      int status = 0;
+      pid_t got = ::waitpid(pid, &status, WNOHANG);
+      if (got == pid) {
+        pid = -1;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      }
+      ::usleep(20000);  // polling a child that cannot notify us otherwise
+    }
+    return std::nullopt;
+  }
+  ~Started() {
+    if (pid > 0) {
+      ::kill(-pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+    }
+  }
+};
+
+std::unique_ptr<Started> start(const std::vector<std::string>& argv, const std::string& dir,
+                               const std::string& name) {
+  auto s = std::make_unique<Started>();
+  s->out_path = dir + "/" + name + ".out";
+  s->err_path = dir + "/" + name + ".err";
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    int out = ::open(s->out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int err = ::open(s->err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(out, 1);
+    ::dup2(err, 2);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    ::execvp(args[0], args.data());
+    ::_exit(127);
+  }
+  ::setpgid(pid, pid);
+  s->pid = pid;
+  return s;
+}
+
+// run_process does not search PATH.
+std::string ip_command() {
+  for (const char* p : {"/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"})
+    if (::access(p, X_OK) == 0) return p;
+  return "ip";
+}
+
+class MultiHostTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    char tmpl[] = "/tmp/hvrun-multinode-XXXXXX";
+    dir_ = ::mkdtemp(tmpl) != nullptr ? tmpl : "/tmp/hvrun-multinode";
+    RunOptions opts;
+    opts.timeout = seconds(60);
+    RunResult up = run_process({source_dir() + "/scripts/netns-cluster", "up", dir_}, opts);
+    if (up.exit_code == 77) {
+      skip_reason_ = "multi-host harness unavailable: " + up.err;
+      return;
+    }
+    if (up.exit_code != 0) {
+      setup_error_ =
+          "scripts/netns-cluster up failed (" + std::to_string(up.exit_code) + "): " + up.err;
+      return;
+    }
+    for (const std::string& line : split_lines(up.out)) {
+      size_t eq = line.find('=');
+      if (eq != std::string::npos) env_[line.substr(0, eq)] = line.substr(eq + 1);
+    }
+  }
+
+  static void TearDownTestSuite() {
+    RunOptions opts;
+    opts.timeout = seconds(30);
+    run_process({source_dir() + "/scripts/netns-cluster", "down", dir_}, opts);
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+
+  void SetUp() override {
+    if (!skip_reason_.empty()) GTEST_SKIP() << skip_reason_;
+    ASSERT_TRUE(setup_error_.empty()) << setup_error_;
+  }
+
+  void TearDown() override {
+    // Nothing of this test may survive it, in any namespace.
+    for (pid_t pid : processes_running(train_exe())) ::kill(pid, SIGKILL);
+  }
+
+  static std::string train_exe() {
+    std::error_code ec;
+    auto p = std::filesystem::canonical(bin_path("train"), ec);
+    return ec ? bin_path("train") : p.string();
+  }
+
+  // hvrun inside hostA's namespace, over both hosts.
+  static std::vector<std::string> hvrun_argv(const std::vector<std::string>& trainer_args,
+                                             const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> argv = {ip_command(),
+                                     "netns",
+                                     "exec",
+                                     env_["NS_A"],
+                                     bin_path("hvrun"),
+                                     "-np",
+                                     "4",
+                                     "-H",
+                                     "hostA:2,hostB:2",
+                                     "-p",
+                                     env_["SSH_PORT"],
+                                     "-i",
+                                     env_["KEY"],
+                                     "--rsh",
+                                     kRsh,
+                                     "--start-timeout",
+                                     "60"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    argv.push_back(bin_path("train"));
+    argv.insert(argv.end(), trainer_args.begin(), trainer_args.end());
+    return argv;
+  }
+
+  // hvrun in the background, once rank 0 printed its first epoch.
+  std::unique_ptr<Started> start_training(const char* name);
+  // Kills `victim` (a pid in hostB's namespace) once training is under way; the job must end
+  // within 15 s naming hostB, and no worker may survive anywhere.
+  void kill_mid_run_and_check(const std::function<pid_t(pid_t agent)>& victim_of, const char* what);
+  // Within 5 s: no worker and no agent left in any namespace.
+  void expect_nothing_left(const std::string& context);
+
+  // The agent process serving this job in `ns`.
+  static pid_t agent_in(const std::string& ns) {
+    const std::string want = netns_of_name(ns);
+    for (pid_t pid : all_pids()) {
+      auto words = cmdline_of(pid);
+      if (words.size() >= 2 && words[1] == "agent" && words[0].find("hvrun") != std::string::npos &&
+          netns_of_pid(pid) == want && !is_zombie(pid))
+        return pid;
+    }
+    return -1;
+  }
+
+  static inline std::string dir_;
+  static inline std::string skip_reason_;
+  static inline std::string setup_error_;
+  static inline std::map<std::string, std::string> env_;
+};
+
+TEST_F(MultiHostTest, TrainingAcrossTwoHostsConvergesOverTheVethNotTheDecoy) {
+  RunOptions opts;
+  opts.timeout = seconds(90);
+  auto t0 = Clock::now();
+  RunResult r = run_process(hvrun_argv({"--epochs", "3"}, {"--verbose"}), opts);
+  auto took = std::chrono::duration_cast<milliseconds>(Clock::now() - t0);
+  std::cerr << "[multinode] 4 ranks on hostA:2,hostB:2, 3 epochs: " << took.count() << " ms\n";
+  ASSERT_FALSE(r.timed_out) << r.err;
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+
+  std::vector<double> losses = epoch_losses(r.out);
+  ASSERT_EQ(losses.size(), 3u) << r.out;
+  EXPECT_LT(losses.back(), losses.front()) << r.out;
+  for (int rank = 0; rank < 4; ++rank)
+    EXPECT_NE(r.out.find("[" + std::to_string(rank) + "]<stdout>:rank " + std::to_string(rank) +
+                         ": weights identical on all 4 ranks"),
+              std::string::npos)
+        << r.out;
+
+  // The veth (eth1) carries the job on both hosts and the coordinator; the decoy (eth0) that the
+  // other host cannot reach was probed and refused; loopback never considered.
+  EXPECT_NE(r.err.find("coordinator " + env_["ADDR_A"] + ":"), std::string::npos) << r.err;
+  // Interface names differ between the hosts (eth1 on hostA, ens5 on hostB).
+  EXPECT_NE(r.err.find("hostA uses " + env_["IFACE_A"] + " " + env_["ADDR_A"]), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("hostB uses " + env_["IFACE_B"] + " " + env_["ADDR_B"]), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("hostB: eth0 (" + env_["DECOY_B"] + "): not reached from hostA"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("hostA: eth0 (" + env_["DECOY_A"] + "): not reached from hostB"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("hostB: lo (127.0.0.1): loopback, never used"), std::string::npos);
+  // Each rank's environment names its own host's address and interface, the secret hidden.
+  EXPECT_NE(r.err.find("NCCL_SOCKET_IFNAME==" + env_["IFACE_A"]), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("NCCL_SOCKET_IFNAME==" + env_["IFACE_B"]), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("GLOO_SOCKET_IFNAME=" + env_["IFACE_B"]), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("HVRUN_DATA_ADDR=" + env_["ADDR_B"]), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("HVRUN_SECRET=<hidden>"), std::string::npos);
+  EXPECT_TRUE(processes_running(train_exe()).empty());
+}
+
+TEST_F(MultiHostTest, NamedInterfacesEnvironmentAndMinusXReachRemoteRanks) {
+  // --network-interface takes the first listed name each host has (no probe); the launch
+  // host's environment is forwarded (NCCL_DEBUG; the user's NCCL_* win over hvrun's choice),
+  // HOSTNAME is not, -x adds a variable; remote ranks start in hvrun's directory.
+  std::vector<std::string> argv = {ip_command(),
+                                   "netns",
+                                   "exec",
+                                   env_["NS_A"],
+                                   bin_path("hvrun"),
+                                   "-H",
+                                   "hostA:1,hostB:1",
+                                   "-p",
+                                   env_["SSH_PORT"],
+                                   "-i",
+                                   env_["KEY"],
+                                   "--rsh",
+                                   kRsh,
+                                   "--verbose",
+                                   "--network",
+                                   "ethernet",
+                                   "--network-interface",
+                                   "ens5,eth1",
+                                   "-x",
+                                   "HVRUN_TEST_MARK=x y",
+                                   "/bin/sh",
+                                   "-c",
+                                   "echo env $HVRUN_HOST $HVRUN_DATA_ADDR $NCCL_SOCKET_IFNAME "
+                                   "$GLOO_SOCKET_IFNAME $NCCL_IB_DISABLE $NCCL_DEBUG "
+                                   "${HOSTNAME:-none} $HVRUN_TEST_MARK $(pwd)"};
+  RunOptions opts;
+  opts.timeout = seconds(60);
+  opts.env["NCCL_DEBUG"] = "INFO";
+  opts.env["HOSTNAME"] = "launch-host-name";
+  RunResult r = run_process(argv, opts);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const std::string cwd = std::filesystem::current_path().string();
+  EXPECT_NE(r.out.find("[0]<stdout>:env hostA " + env_["ADDR_A"] + " =eth1 eth1 1 INFO"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("[1]<stdout>:env hostB " + env_["ADDR_B"] + " =ens5 ens5 1 INFO"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find(" x y " + cwd + "\n"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("launch-host-name"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("hostB: ens5 (" + env_["ADDR_B"] + "): chosen by --network-interface"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("NCCL_DEBUG=INFO (set by you, passed on unchanged)"), std::string::npos)
+      << r.err;
+}
+
+std::unique_ptr<Started> MultiHostTest::start_training(const char* name) {
+  auto job = start(hvrun_argv({"--epochs", "100000"}), dir_, name);
+  // Training is under way once rank 0 printed an epoch.
+  auto deadline = Clock::now() + seconds(60);
+  while (Clock::now() < deadline && epoch_losses(read_file(job->out_path)).empty()) ::usleep(50000);
+  EXPECT_FALSE(epoch_losses(read_file(job->out_path)).empty())
+      << "no epoch within 60 s\n"
+      << read_file(job->out_path) << read_file(job->err_path);
+  EXPECT_EQ(processes_running(train_exe()).size(), 4u);
+  return job;
+}
+
+void MultiHostTest::expect_nothing_left(const std::string& context) {
+  // No worker survives, in either namespace (agents kill theirs; a lost host's die with it).
+  auto gone_by = Clock::now() + seconds(5);
+  while (Clock::now() < gone_by && (!processes_running(train_exe()).empty() ||
+                                    agent_in(env_["NS_A"]) > 0 || agent_in(env_["NS_B"]) > 0))
+    ::usleep(50000);
+  EXPECT_TRUE(processes_running(train_exe()).empty()) << context;
+  EXPECT_EQ(agent_in(env_["NS_A"]), -1) << context;
+  EXPECT_EQ(agent_in(env_["NS_B"]), -1) << context;
+}
+
+void MultiHostTest::kill_mid_run_and_check(const std::function<pid_t(pid_t)>& victim_of,
+                                           const char* what) {
+  auto job = start_training(what);
+  ASSERT_FALSE(HasFailure());
+  pid_t agent = agent_in(env_["NS_B"]);
+  ASSERT_GT(agent, 0) << "no hvrun agent found in hostB's namespace";
+  pid_t victim = victim_of(agent);
+  ASSERT_GT(victim, 1);
+  ASSERT_EQ(::kill(victim, SIGKILL), 0);
+  auto killed_at = Clock::now();
+  std::optional<int> code = job->wait(seconds(15));
+  auto took = std::chrono::duration_cast<milliseconds>(Clock::now() - killed_at);
+  std::string err = read_file(job->err_path);
+  std::cerr << "[multinode] " << what << " killed: hvrun exited " << (code ? *code : -1)
+            << " after " << took.count() << " ms\n";
+  ASSERT_TRUE(code.has_value()) << "hvrun still running 15 s after the kill\n" << err;
+  EXPECT_EQ(*code, 1) << err;
+  // Either hvrun saw the remote shell end first ("lost the agent on host hostB") or the
+  // coordinator saw hostB's workers' streams drop ("rank 2 on host hostB ... disconnected").
+  size_t failed = err.find("hvrun: job failed: ");
+  ASSERT_NE(failed, std::string::npos) << err;
+  std::string verdict = err.substr(failed, err.find('\n', failed) - failed);
+  EXPECT_NE(verdict.find("host hostB"), std::string::npos) << err;
+  expect_nothing_left(err);
+}
+
+TEST_F(MultiHostTest, KillingAHostsAgentEndsTheJobNamingTheHost) {
+  kill_mid_run_and_check([](pid_t agent) { return agent; }, "agent");
+}
+
+TEST_F(MultiHostTest, KillingAHostsSshSessionEndsTheJobNamingTheHost) {
+  // The agent's parent is sshd's per-connection process ("sshd: root@notty").
+  kill_mid_run_and_check(
+      [](pid_t agent) {
+        std::string stat = read_file("/proc/" + std::to_string(agent) + "/stat");
+        size_t paren = stat.rfind(')');
+        std::istringstream rest(stat.substr(paren + 2));
+        char state = 0;
+        pid_t parent = -1;
+        rest >> state >> parent;
+        auto words = cmdline_of(parent);
+        EXPECT_FALSE(words.empty() || words[0].find("sshd") == std::string::npos)
+            << "the agent's parent is not sshd";
+        return parent;
+      },
+      "sshd-session");
+}
+
+TEST_F(MultiHostTest, SigintToHvrunStopsEveryHostsWorkers) {
+  auto job = start_training("sigint");
+  ASSERT_FALSE(HasFailure());
+  ASSERT_EQ(::kill(job->pid, SIGINT), 0);
+  std::optional<int> code = job->wait(seconds(15));
+  std::string err = read_file(job->err_path);
+  ASSERT_TRUE(code.has_value()) << err;
+  EXPECT_EQ(*code, 130) << err;
+  EXPECT_NE(err.find("hvrun received SIGINT"), std::string::npos) << err;
+  expect_nothing_left(err);
+}
+
+TEST_F(MultiHostTest, SigkillToHvrunLeavesNoWorkerOnAnyHost) {
+  // hvrun's remote shells die with it (PR_SET_PDEATHSIG and its guard); each agent then sees its
+  // stdin close and kills its workers.
+  auto job = start_training("sigkill");
+  ASSERT_FALSE(HasFailure());
+  ASSERT_EQ(::kill(job->pid, SIGKILL), 0);
+  ASSERT_TRUE(job->wait(seconds(5)).has_value());
+  expect_nothing_left(read_file(job->err_path));
+}
+
+}  // namespace
+}  // namespace hvrun::test

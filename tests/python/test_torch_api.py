@@ -1,0 +1,259 @@
+"""hvrun.torch against references: every collective of Horovod's torch API, its dtypes,
+shapes, in-place and asynchronous variants, join with uneven batches, and mismatches raising
+HorovodInternalError on every rank."""
+import time
+
+import numpy as np
+import pytest
+import torch
+
+import hvrun.torch as hvd
+from conftest import data
+
+DTYPES = [torch.uint8, torch.int8, torch.int32, torch.int64, torch.float16, torch.bfloat16,
+          torch.float32, torch.float64]
+
+
+def ranks():
+    return hvd.rank(), hvd.size()
+
+
+def tensor(rank, shape, dtype, seed=0):
+    return torch.from_numpy(data(rank, shape, np.int64, seed)).to(dtype)
+
+
+def test_basics():
+    r, n = ranks()
+    assert hvd.is_initialized()
+    assert (hvd.local_rank(), hvd.local_size(), hvd.cross_rank(), hvd.cross_size()) == (r, n, 0, 1)
+    assert hvd.gloo_built() and hvd.gloo_enabled()
+    assert not hvd.mpi_enabled() and not hvd.mpi_built()
+    assert hvd.nccl_built() == 0 or hvd.cuda_built()
+    assert not hvd.rocm_built() and not hvd.ddl_built() and not hvd.ccl_built()
+    assert hvd.is_homogeneous()
+    assert (hvd.Average, hvd.Sum, hvd.Adasum, hvd.Min, hvd.Max, hvd.Product) == (0, 1, 2, 3, 4, 5)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("op", [hvd.Sum, hvd.Min, hvd.Max, hvd.Product])
+def test_allreduce_ops(dtype, op):
+    r, n = ranks()
+    inputs = [tensor(i, (2, 3, 4), dtype, seed=op) for i in range(n)]
+    stacked = torch.stack([t.double() for t in inputs])
+    reference = {hvd.Sum: lambda s: s.sum(0), hvd.Min: lambda s: s.min(0).values,
+                 hvd.Max: lambda s: s.max(0).values, hvd.Product: lambda s: s.prod(0)}[op](stacked)
+    mine = inputs[r].clone()
+    out = hvd.allreduce(mine, op=op)
+    assert out.dtype == dtype and out.shape == (2, 3, 4)
+    assert torch.equal(out.double(), reference)
+    assert torch.equal(mine, inputs[r])
+    assert hvd.allreduce_(mine, op=op) is mine
+    assert torch.equal(mine.double(), reference)
+
+
+def test_allreduce_average_default_and_average_argument():
+    r, n = ranks()
+    x = torch.full((5,), float(r + 1))
+    assert torch.allclose(hvd.allreduce(x), torch.full((5,), (n + 1) / 2))
+    assert torch.allclose(hvd.allreduce(x, average=False), torch.full((5,), n * (n + 1) / 2))
+    with pytest.raises(ValueError):
+        hvd.allreduce(x, average=True, op=hvd.Sum)
+    with pytest.raises(NotImplementedError):
+        hvd.allreduce(x, op=hvd.Adasum)
+
+
+def test_allreduce_scale_factors_and_fp16_compression():
+    r, n = ranks()
+    x = torch.full((6,), float(r + 1), dtype=torch.float32)
+    out = hvd.allreduce(x, op=hvd.Sum, prescale_factor=0.5, postscale_factor=4.0)
+    assert torch.allclose(out, torch.full((6,), 2.0 * n * (n + 1) / 2))
+    out = hvd.allreduce(x, op=hvd.Sum, compression=hvd.Compression.fp16)
+    assert out.dtype == torch.float32
+    assert torch.allclose(out, torch.full((6,), n * (n + 1) / 2))
+
+
+def test_allreduce_non_contiguous_in_place():
+    r, n = ranks()
+    base = torch.zeros(4, 6)
+    view = base[:, ::2]
+    view.fill_(r + 1)
+    hvd.allreduce_(view, op=hvd.Sum)
+    assert torch.equal(base[:, ::2], torch.full((4, 3), n * (n + 1) / 2))
+    assert torch.equal(base[:, 1::2], torch.zeros(4, 3))
+
+
+def test_allreduce_async_poll_synchronize():
+    r, n = ranks()
+    xs = [torch.full((3,), float(i * (r + 1))) for i in range(8)]
+    handles = [hvd.allreduce_async(x, name="t.async.%d" % i, op=hvd.Sum) for i, x in enumerate(xs)]
+    handles_ = [hvd.allreduce_async_(x, name="t.async_.%d" % i, op=hvd.Max) for i, x in enumerate(xs)]
+    outs = [hvd.synchronize(h) for h in handles]
+    for h in handles_:
+        hvd.synchronize(h)
+        with pytest.raises(ValueError):
+            hvd.poll(h)  # synchronized handles are gone
+    for i, out in enumerate(outs):
+        assert torch.equal(out, torch.full((3,), float(i * n * (n + 1) / 2)))
+        assert torch.equal(xs[i], torch.full((3,), float(i * n)))  # Max over ranks, in place
+    h = hvd.allreduce_async(torch.ones(2))
+    deadline = time.monotonic() + 30
+    while not hvd.poll(h):
+        assert time.monotonic() < deadline, "allreduce_async never completed"
+        time.sleep(0.001)
+    assert torch.equal(hvd.synchronize(h), torch.ones(2))
+
+
+def test_allreduce_autograd():
+    r, n = ranks()
+    x = torch.full((3,), float(r + 1), requires_grad=True)
+    y = hvd.allreduce(x, op=hvd.Sum)
+    (y * (r + 1)).sum().backward()
+    assert torch.allclose(x.grad, torch.full((3,), n * (n + 1) / 2))
+
+
+def test_grouped_allreduce():
+    r, n = ranks()
+    xs = [torch.full((i + 1, 2), float(r + i)) for i in range(4)] + [torch.arange(3, dtype=torch.int64)]
+    outs = hvd.grouped_allreduce(xs, op=hvd.Sum)
+    for i in range(4):
+        assert torch.equal(outs[i], torch.full((i + 1, 2), float(n * i + n * (n - 1) / 2)))
+        assert torch.equal(xs[i], torch.full((i + 1, 2), float(r + i)))
+    assert torch.equal(outs[4], torch.arange(3) * n)
+    avg = hvd.grouped_allreduce([torch.full((2,), float(r))])
+    assert torch.allclose(avg[0], torch.full((2,), (n - 1) / 2))
+    h = hvd.grouped_allreduce_async_(xs, op=hvd.Min)
+    assert hvd.synchronize(h) is not None
+    assert torch.equal(xs[1], torch.full((2, 2), 1.0))
+    assert hvd.grouped_allreduce_(xs[:1], op=hvd.Max)[0] is xs[0]
+
+
+@pytest.mark.parametrize("dtype", DTYPES + [torch.bool])
+def test_allgather_dtypes_uneven(dtype):
+    r, n = ranks()
+    mine = (torch.arange((r + 1) * 3).reshape(r + 1, 3) % 2 + r).to(dtype)
+    out = hvd.allgather(mine)
+    expected = torch.cat([(torch.arange((i + 1) * 3).reshape(i + 1, 3) % 2 + i).to(dtype)
+                          for i in range(n)])
+    assert out.dtype == dtype and out.shape == expected.shape
+    assert torch.equal(out, expected)
+
+
+def test_allgather_async_grouped_and_autograd():
+    r, n = ranks()
+    h = hvd.allgather_async(torch.full((2,), r))
+    assert torch.equal(hvd.synchronize(h), torch.arange(n).repeat_interleave(2))
+    outs = hvd.grouped_allgather([torch.full((1, 2), float(r)), torch.full((r + 1,), r)])
+    assert torch.equal(outs[0], torch.arange(n, dtype=torch.float32).repeat_interleave(2).view(n, 2))
+    assert outs[1].numel() == n * (n + 1) // 2
+    x = torch.full((r + 1, 2), 1.0, requires_grad=True)
+    hvd.allgather(x).sum().backward()
+    assert torch.allclose(x.grad, torch.ones(r + 1, 2))  # averaged over ranks, as Horovod
+
+
+@pytest.mark.parametrize("dtype", DTYPES + [torch.bool])
+def test_broadcast_variants(dtype):
+    r, n = ranks()
+    root = 1
+    x = tensor(r, (3, 2), dtype, seed=7)
+    expected = tensor(root, (3, 2), dtype, seed=7)
+    out = hvd.broadcast(x, root)
+    assert out.dtype == dtype and torch.equal(out, expected)
+    assert torch.equal(x, tensor(r, (3, 2), dtype, seed=7))
+    assert torch.equal(hvd.synchronize(hvd.broadcast_async(x, root)), expected)
+    hvd.synchronize(hvd.broadcast_async_(x, 0))
+    assert torch.equal(x, tensor(0, (3, 2), dtype, seed=7))
+    y = tensor(r, (4,), dtype, seed=8)
+    assert hvd.broadcast_(y, root) is y and torch.equal(y, tensor(root, (4,), dtype, seed=8))
+
+
+def test_alltoall():
+    r, n = ranks()
+    x = torch.arange(2 * n) + 100 * r
+    out = hvd.alltoall(x)  # no splits: equal parts, output only
+    assert torch.equal(out, torch.cat([torch.arange(2 * r, 2 * r + 2) + 100 * s for s in range(n)]))
+    splits = torch.tensor([(r + d) % 3 for d in range(n)], dtype=torch.int32)
+    rows = torch.cat([torch.full((int(splits[d]), 2), float(10 * r + d)) for d in range(n)])
+    out, received = hvd.alltoall(rows, splits=splits)
+    expected_splits = [(s + r) % 3 for s in range(n)]
+    assert received.dtype == torch.int32 and received.tolist() == expected_splits
+    expected = torch.cat([torch.full((expected_splits[s], 2), float(10 * s + r)) for s in range(n)])
+    assert torch.equal(out, expected)
+    out, received = hvd.synchronize(hvd.alltoall_async(rows, splits=splits.tolist()))
+    assert torch.equal(out, expected)
+
+
+def test_reducescatter_and_grouped():
+    r, n = ranks()
+    rows = 2 * n + 1
+    base = torch.arange(rows * 2, dtype=torch.float64).view(rows, 2)
+    counts = [rows // n + (1 if i < rows % n else 0) for i in range(n)]
+    start = sum(counts[:r])
+    out = hvd.reducescatter(base * (r + 1), op=hvd.Sum)
+    assert torch.equal(out, (base * (n * (n + 1) / 2))[start:start + counts[r]])
+    avg = hvd.reducescatter(base * (r + 1))  # default op: Average
+    assert torch.allclose(avg, (base * ((n + 1) / 2))[start:start + counts[r]])
+    outs = hvd.grouped_reducescatter([base, base.float()], op=hvd.Sum)
+    assert torch.equal(outs[0], (base * n)[start:start + counts[r]])
+    assert outs[1].dtype == torch.float32
+
+
+def test_broadcast_and_allgather_object():
+    r, n = ranks()
+    obj = {"rank": r, "payload": list(range(r + 3))}
+    assert hvd.broadcast_object(obj, root_rank=n - 1) == {"rank": n - 1, "payload": list(range(n + 2))}
+    gathered = hvd.allgather_object(obj)
+    assert gathered == [{"rank": i, "payload": list(range(i + 3))} for i in range(n)]
+
+
+def test_barrier_repeated():
+    for _ in range(3):
+        hvd.barrier()
+
+
+def test_join_with_uneven_batches():
+    """Rank r has r + 2 batches; a joined rank contributes zeros, Average divides by the ranks
+    that contributed, and join returns the last rank to join (it alone saw every batch)."""
+    r, n = ranks()
+    for step in range(r + 2):
+        out = hvd.allreduce(torch.full((4,), float(step + 1)), name="join.grad", op=hvd.Sum)
+        contributing = sum(1 for i in range(n) if step < i + 2)
+        assert torch.equal(out, torch.full((4,), float(contributing * (step + 1))))
+    assert hvd.join() == n - 1
+    hvd.barrier()
+
+
+def test_mismatched_shapes_raise_on_every_rank():
+    r, n = ranks()
+    with pytest.raises(hvd.HorovodInternalError) as info:
+        hvd.allreduce(torch.ones(r + 2), name="mismatch.shape")
+    assert "mismatch.shape" in str(info.value)
+    with pytest.raises(hvd.HorovodInternalError):
+        hvd.broadcast(torch.ones(2, dtype=torch.float32 if r == 0 else torch.float64), 0,
+                      name="mismatch.dtype")
+    # The job goes on after a mismatch.
+    assert torch.equal(hvd.allreduce(torch.ones(2), op=hvd.Sum), torch.full((2,), float(n)))
+
+
+def test_unsupported_dtype_and_process_set():
+    with pytest.raises(TypeError):
+        hvd.allreduce(torch.ones(2, dtype=torch.int16))
+    with pytest.raises(NotImplementedError):
+        hvd.add_process_set([0])
+
+
+def test_init_shutdown_init():
+    """Test suites re-initialize per test case: the same ranks register again, collectives
+    before shutdown fail cleanly after it, and the job goes on (this test leaves it initialized)."""
+    r, n = ranks()
+    hvd.shutdown()
+    assert not hvd.is_initialized()
+    with pytest.raises(ValueError):
+        hvd.rank()
+    for _ in range(2):
+        hvd.init()
+        assert (hvd.rank(), hvd.size()) == (r, n)
+        assert torch.equal(hvd.allreduce(torch.ones(3), op=hvd.Sum), torch.full((3,), float(n)))
+        hvd.shutdown()
+    hvd.init()
+    hvd.init()  # idempotent while initialized
+    assert torch.equal(hvd.allgather(torch.tensor([r])), torch.arange(n))

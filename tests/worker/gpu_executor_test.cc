@@ -1,0 +1,344 @@
+// GpuExecutor's control flow on the CPU: a host-memory DevicePlane (one rank, or a second
+// rank's key-value entries written by the test) stands in for CUDA and NCCL, so the order of
+// calls (stream waits, one pack and one unpack launch per fused response, the collective, the
+// release and the host wait), the results, the set-up checks and the errors are verified without
+// a GPU. The real plane runs in tests/gpu.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <map>
+
+#include "worker_lib/backends/nccl/gpu_executor.h"
+
+namespace hvrun::detail {
+namespace {
+
+using cuda::Segment;
+using cuda::SegmentTransform;
+
+class MemoryStore final : public KeyValueStore {
+ public:
+  Status set(const std::string& key, const std::string& value) override {
+    values[key] = value;
+    return Status::ok();
+  }
+  Result<std::vector<std::string>> get(const std::vector<std::string>& keys,
+                                       std::chrono::milliseconds) override {
+    std::vector<std::string> out;
+    for (const auto& k : keys) {
+      auto it = values.find(k);
+      if (it == values.end()) return deadline_exceeded("key " + k + " missing");
+      out.push_back(it->second);
+    }
+    return out;
+  }
+  std::map<std::string, std::string> values;
+};
+
+// Host memory as "device" memory; records what the executor asked for.
+class HostPlane final : public cuda::DevicePlane {
+ public:
+  struct Log {
+    std::vector<std::string> calls;
+    int launches = 0;
+    std::string aborted;
+  };
+  explicit HostPlane(Log& log) : log_(log) {}
+
+  Result<int> device_count() override { return 2; }
+  Result<std::string> pci_bus_id(int ordinal) override { return "0000:0" + std::to_string(ordinal) + ":00.0"; }
+  Status use_device(int ordinal) override { return call("use_device " + std::to_string(ordinal)); }
+  Status set_current_device(int) override { return Status::ok(); }
+  std::string device_description() const override { return "host plane"; }
+  std::string nccl_version() const override { return "0.0.0"; }
+  Result<void*> fusion_buffer(size_t bytes) override {
+    if (fusion_.size() < bytes) fusion_.resize(bytes);
+    return static_cast<void*>(fusion_.data());
+  }
+  Result<void*> scratch_buffer(size_t bytes) override {
+    if (scratch_.size() < bytes) scratch_.resize(bytes);
+    return static_cast<void*>(scratch_.data());
+  }
+  Result<std::shared_ptr<void>> allocate_output(size_t bytes, void*) override {
+    return std::shared_ptr<void>(std::malloc(std::max<size_t>(bytes, 1)), std::free);
+  }
+  Status wait_for(void* s) override { return call("wait_for " + name(s)); }
+  Status release_to(void* s) override { return call("release_to " + name(s)); }
+  Status copy_segments(std::span<const Segment> segments, const SegmentTransform& t) override {
+    ++log_.launches;
+    for (const Segment& seg : segments) {
+      if (t.dtype == DataType::kFloat32) transform<float>(seg, t);
+      else if (t.dtype == DataType::kInt32) transform<int32_t>(seg, t);
+      else return unimplemented("host plane: float32 and int32 only");
+    }
+    return call("copy_segments " + std::to_string(segments.size()));
+  }
+  Status copy_bytes(void* dst, const void* src, size_t bytes) override {
+    std::memmove(dst, src, bytes);
+    return Status::ok();
+  }
+  Status zero_bytes(void* dst, size_t bytes) override {
+    std::memset(dst, 0, bytes);
+    return Status::ok();
+  }
+  Result<std::string> make_unique_id() override { return std::string(128, 'u'); }
+  Status init_communicator(const std::string& id) override {
+    has_comm_ = id.size() == 128;
+    return call("init_communicator");
+  }
+  bool has_communicator() const override { return has_comm_; }
+  Status allreduce(const void* send, void* recv, size_t count, DataType t, ReduceOp op, bool average) override {
+    if (send != recv) std::memmove(recv, send, count * dtype_size(t));  // one rank: the sum is itself
+    return call(std::string("allreduce ") + std::string(reduce_op_name(op)) + (average ? " avg" : "") +
+                (send == recv ? " in-place" : " out-of-place"));
+  }
+  Status broadcast(const void* send, void* recv, size_t bytes, int root) override {
+    if (send != recv) std::memmove(recv, send, bytes);
+    return call("broadcast root " + std::to_string(root));
+  }
+  Status allgatherv(void*, std::span<const size_t>, std::span<const size_t> bytes) override {
+    return call("allgatherv " + std::to_string(bytes.size()));
+  }
+  Status alltoallv(const void* in, std::span<const size_t> send, void* out, std::span<const size_t>) override {
+    std::memmove(out, in, send[0]);
+    return call("alltoallv");
+  }
+  Status synchronize(const std::string&) override { return call("synchronize"); }
+  void abort(const std::string& reason) override { log_.aborted = reason; }
+
+ private:
+  Status call(std::string what) {
+    log_.calls.push_back(std::move(what));
+    return Status::ok();
+  }
+  static std::string name(void* stream) { return stream ? "stream" + std::to_string(reinterpret_cast<uintptr_t>(stream)) : "default"; }
+  template <typename T>
+  static void transform(const Segment& seg, const SegmentTransform& t) {
+    T* dst = static_cast<T*>(seg.dst);
+    for (uint64_t i = 0; i < seg.count; ++i) {
+      if (!seg.src) {
+        dst[i] = t.neutral_op == ReduceOp::kMin ? std::numeric_limits<T>::max() : T(0);
+        continue;
+      }
+      T v = static_cast<const T*>(seg.src)[i];
+      if (t.divisor > 1) v = static_cast<T>(v / static_cast<T>(t.divisor));
+      if (t.scale != 1.0) v = static_cast<T>(static_cast<double>(v) * t.scale);
+      dst[i] = v;
+    }
+  }
+  Log& log_;
+  std::vector<std::byte> fusion_, scratch_;
+  bool has_comm_ = false;
+};
+
+std::shared_ptr<PendingOp> cuda_op(const std::string& name, std::vector<int64_t> shape, const void* in,
+                                   void* out, void* stream, int device = 0) {
+  auto p = std::make_shared<PendingOp>();
+  p->shape = std::move(shape);
+  p->dtype = DataType::kFloat32;
+  p->input = in;
+  p->output = out;
+  p->device = Device::cuda(device);
+  p->stream = stream;
+  p->handle = std::make_shared<HandleState>(name);
+  return p;
+}
+
+v1::Response response(v1::CollectiveOp op, std::vector<std::pair<std::string, std::vector<int64_t>>> tensors) {
+  v1::Response r;
+  r.set_op(op);
+  r.set_dtype(v1::DATA_TYPE_FLOAT32);
+  r.set_device(v1::DEVICE_KIND_CUDA);
+  r.set_reduce_op(v1::REDUCE_OP_SUM);
+  for (auto& [name, shape] : tensors) {
+    auto* t = r.add_tensors();
+    t->set_name(name);
+    for (auto d : shape) t->add_shape(d);
+  }
+  return r;
+}
+
+struct Fixture {
+  explicit Fixture(int size = 1) {
+    job.rank = 0;
+    job.size = size;
+    job.host = "h";
+    job.store = &store;
+    job.plane_factory = [this](const cuda::PluginContext&) -> Result<std::unique_ptr<cuda::DevicePlane>> {
+      return std::unique_ptr<cuda::DevicePlane>(new HostPlane(log));
+    };
+  }
+  MemoryStore store;
+  HostPlane::Log log;
+  GpuJob job;
+};
+
+void* stream(uintptr_t n) { return reinterpret_cast<void*>(n); }
+
+TEST(GpuExecutor, FusedAllreduceIsOnePackOneCollectiveOneUnpackOnEachStreamOnce) {
+  Fixture f;
+  GpuExecutor ex(f.job);
+  std::vector<float> a{1, 2, 3}, b(5, 4.0f), out_a(3);
+  auto r = response(v1::COLLECTIVE_OP_ALLREDUCE, {{"a", {3}}, {"b", {5}}});
+  r.set_prescale(2);
+  r.set_postscale(0.25);
+  Status s = ex.execute(r, {cuda_op("a", {3}, a.data(), out_a.data(), stream(1)),
+                            cuda_op("b", {5}, b.data(), b.data(), stream(2))});
+  ASSERT_TRUE(s.is_ok()) << s.to_string();
+  EXPECT_EQ(out_a, (std::vector<float>{0.5f, 1, 1.5f}));
+  EXPECT_EQ(b, std::vector<float>(5, 2.0f));
+  std::vector<std::string> want{"use_device 0", "init_communicator", "wait_for stream1", "wait_for stream2",
+                                "copy_segments 2", "allreduce sum in-place", "copy_segments 2",
+                                "release_to stream1", "release_to stream2", "synchronize"};
+  EXPECT_EQ(f.log.calls, want);
+  EXPECT_EQ(f.store.values.at("nccl/gpu/0"), "h\t0000:00:00.0\t0");
+  EXPECT_EQ(f.store.values.at("nccl/unique_id").size(), 128u);
+}
+
+TEST(GpuExecutor, LoneAllreduceGoesStraightFromInputToOutputAndAverageIsNcclAvg) {
+  Fixture f;
+  GpuExecutor ex(f.job);
+  std::vector<float> in{1, 2}, out(2);
+  auto r = response(v1::COLLECTIVE_OP_ALLREDUCE, {{"x", {2}}});
+  r.set_reduce_op(v1::REDUCE_OP_AVERAGE);
+  ASSERT_TRUE(ex.execute(r, {cuda_op("x", {2}, in.data(), out.data(), nullptr)}).is_ok());
+  EXPECT_EQ(out, in);
+  EXPECT_EQ(f.log.launches, 0) << "no pack/unpack for a lone tensor without scaling";
+  EXPECT_NE(std::find(f.log.calls.begin(), f.log.calls.end(), "allreduce sum avg out-of-place"), f.log.calls.end());
+  EXPECT_NE(std::find(f.log.calls.begin(), f.log.calls.end(), "wait_for default"), f.log.calls.end());
+}
+
+TEST(GpuExecutor, AverageWithAJoinedRankDividesWhileUnpacking) {
+  Fixture f(3);
+  f.store.values["nccl/gpu/1"] = "h\t0000:01:00.0\t1";
+  f.store.values["nccl/gpu/2"] = "g\t0000:01:00.0\t1";
+  f.store.values["nccl/unique_id"] = std::string(128, 'u');
+  GpuExecutor ex(f.job);
+  std::vector<float> a{8, 6}, b{4, 2};
+  auto r = response(v1::COLLECTIVE_OP_ALLREDUCE, {{"a", {2}}, {"b", {2}}});
+  r.set_reduce_op(v1::REDUCE_OP_AVERAGE);
+  r.set_contributing_ranks(2);  // one of 3 ranks joined: ncclAvg would divide by 3
+  ASSERT_TRUE(ex.execute(r, {cuda_op("a", {2}, a.data(), a.data(), nullptr),
+                             cuda_op("b", {2}, b.data(), b.data(), nullptr)}).is_ok());
+  // The host plane's "sum" over ranks is this rank's data; the unpack divides by 2.
+  EXPECT_EQ(a, (std::vector<float>{4, 3}));
+  EXPECT_EQ(b, (std::vector<float>{2, 1}));
+  EXPECT_NE(std::find(f.log.calls.begin(), f.log.calls.end(), "allreduce sum in-place"), f.log.calls.end());
+}
+
+TEST(GpuExecutor, LibraryAllocatedOutputsAreDeviceTensorsOnTheInputsStream) {
+  Fixture f;
+  GpuExecutor ex(f.job);
+  std::vector<float> x{1, 2, 3, 4, 5, 6};
+  auto ag = response(v1::COLLECTIVE_OP_ALLGATHER, {{"g", {3, 2}}});
+  ag.mutable_tensors(0)->add_first_dims(3);
+  auto g = cuda_op("g", {3, 2}, x.data(), nullptr, stream(7));
+  ASSERT_TRUE(ex.execute(ag, {g}).is_ok());
+  const OwnedTensor& out = g->handle->output;
+  EXPECT_TRUE(out.device.is_cuda());
+  EXPECT_EQ(out.stream, stream(7));
+  EXPECT_EQ(out.shape, (std::vector<int64_t>{3, 2}));
+  ASSERT_NE(out.device_memory, nullptr);
+  EXPECT_EQ(std::memcmp(out.device_memory.get(), x.data(), 24), 0);
+  EXPECT_EQ(f.log.launches, 1) << "a lone allgather is gathered straight into its output: no unpack";
+
+  auto rs = response(v1::COLLECTIVE_OP_REDUCESCATTER, {{"r", {3, 2}}});
+  rs.set_postscale(2);
+  auto r = cuda_op("r", {3, 2}, x.data(), nullptr, stream(7));
+  ASSERT_TRUE(ex.execute(rs, {r}).is_ok());
+  const float* got = static_cast<const float*>(r->handle->output.device_memory.get());
+  EXPECT_EQ(r->handle->output.shape, (std::vector<int64_t>{3, 2}));
+  EXPECT_EQ(got[5], 12.0f);
+
+  auto a2a = response(v1::COLLECTIVE_OP_ALLTOALL, {{"t", {3, 2}}});
+  a2a.mutable_tensors(0)->add_splits_matrix(3);
+  auto t = cuda_op("t", {3, 2}, x.data(), nullptr, stream(7));
+  ASSERT_TRUE(ex.execute(a2a, {t}).is_ok());
+  EXPECT_EQ(t->handle->received_splits, (std::vector<int64_t>{3}));
+  EXPECT_EQ(std::memcmp(t->handle->output.device_memory.get(), x.data(), 24), 0);
+}
+
+TEST(GpuExecutor, CustomAllocatorProvidesTheOutputs) {
+  Fixture f;
+  int calls = 0;
+  f.job.allocator = [&](Device d, size_t bytes, void* s) -> std::shared_ptr<void> {
+    ++calls;
+    EXPECT_EQ(d.index, 0);
+    EXPECT_EQ(s, stream(3));
+    return std::shared_ptr<void>(std::malloc(bytes), std::free);
+  };
+  GpuExecutor ex(f.job);
+  std::vector<float> x{1, 2};
+  auto ag = response(v1::COLLECTIVE_OP_ALLGATHER, {{"g", {2}}});
+  ag.mutable_tensors(0)->add_first_dims(2);
+  ASSERT_TRUE(ex.execute(ag, {cuda_op("g", {2}, x.data(), nullptr, stream(3))}).is_ok());
+  EXPECT_EQ(calls, 1);
+}
+
+TEST(GpuExecutor, TwoRanksOnOneGpuFailBeforeTheCommunicator) {
+  Fixture f(2);
+  f.store.values["nccl/gpu/1"] = "h\t0000:00:00.0\t0";  // rank 1: same host, same GPU
+  GpuExecutor ex(f.job);
+  std::vector<float> x(2);
+  Status s = ex.execute(response(v1::COLLECTIVE_OP_ALLREDUCE, {{"x", {2}}}),
+                        {cuda_op("x", {2}, x.data(), x.data(), nullptr)});
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(s.message().find("ranks 0 and 1 on host h both use the GPU at PCI 0000:00:00.0"), std::string::npos)
+      << s.message();
+  EXPECT_EQ(std::find(f.log.calls.begin(), f.log.calls.end(), "init_communicator"), f.log.calls.end());
+  // Told the other ranks, and every later CUDA response fails the same way.
+  EXPECT_EQ(f.store.values.at("nccl/gpu/0").rfind("error:", 0), 0u);
+  EXPECT_EQ(ex.execute(response(v1::COLLECTIVE_OP_ALLREDUCE, {{"x", {2}}}), {nullptr}).code(),
+            StatusCode::kFailedPrecondition);
+}
+
+TEST(GpuExecutor, AnotherRanksSetUpErrorIsReportedWithItsWords) {
+  Fixture f(2);
+  f.store.values["nccl/gpu/1"] = "error:CUDA cudaSetDevice(0) failed on rank 1: no driver";
+  GpuExecutor ex(f.job);
+  std::vector<float> x(2);
+  Status s = ex.execute(response(v1::COLLECTIVE_OP_ALLREDUCE, {{"x", {2}}}),
+                        {cuda_op("x", {2}, x.data(), x.data(), nullptr)});
+  EXPECT_NE(s.message().find("rank 1 could not set up its GPU data plane: CUDA cudaSetDevice(0) failed"),
+            std::string::npos)
+      << s.message();
+}
+
+TEST(GpuExecutor, ATensorOnAnotherGpuIsRefused) {
+  Fixture f;
+  GpuExecutor ex(f.job);
+  std::vector<float> x(2);
+  ASSERT_TRUE(ex.execute(response(v1::COLLECTIVE_OP_BROADCAST, {{"x", {2}}}),
+                         {cuda_op("x", {2}, x.data(), x.data(), nullptr, 0)}).is_ok());
+  Status s = ex.execute(response(v1::COLLECTIVE_OP_BROADCAST, {{"y", {2}}}),
+                        {cuda_op("y", {2}, x.data(), x.data(), nullptr, 1)});
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("tensor 'y' is on cuda:1 but rank 0's GPU data plane runs on cuda:0"), std::string::npos)
+      << s.message();
+}
+
+TEST(GpuExecutor, AbortBeforeSetUpFailsWithTheReasonAndReachesThePlaneLater) {
+  Fixture f;
+  GpuExecutor ex(f.job);
+  ex.abort("rank 3 died");
+  std::vector<float> x(2);
+  Status s = ex.execute(response(v1::COLLECTIVE_OP_ALLREDUCE, {{"x", {2}}}),
+                        {cuda_op("x", {2}, x.data(), x.data(), nullptr)});
+  EXPECT_EQ(s.code(), StatusCode::kAborted);
+  EXPECT_NE(s.message().find("rank 3 died"), std::string::npos) << s.message();
+}
+
+TEST(GpuExecutor, AbortAfterSetUpIsPassedToThePlane) {
+  Fixture f;
+  GpuExecutor ex(f.job);
+  std::vector<float> x(2);
+  ASSERT_TRUE(ex.execute(response(v1::COLLECTIVE_OP_ALLREDUCE, {{"x", {2}}}),
+                         {cuda_op("x", {2}, x.data(), x.data(), nullptr)}).is_ok());
+  ex.abort("stall shutdown");
+  EXPECT_EQ(f.log.aborted, "stall shutdown");
+}
+
+}  // namespace
+}  // namespace hvrun::detail

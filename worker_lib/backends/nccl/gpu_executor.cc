@@ -1,0 +1,473 @@
+#include "worker_lib/backends/nccl/gpu_executor.h"
+
+#include <algorithm>
+#include <numeric>
+#include <sstream>
+
+#include "common/logging.h"
+#include "worker_lib/backends/nccl/nccl_errors.h"
+#include "worker_lib/backends/nccl/plugin_loader.h"
+#include "worker_lib/backends/nccl/segment_table.h"
+
+namespace hvrun::detail {
+namespace {
+
+constexpr const char* kErrorPrefix = "error:";
+
+std::vector<int64_t> shape_of(const v1::ResponseTensor& t) {
+  return std::vector<int64_t>(t.shape().begin(), t.shape().end());
+}
+
+int64_t trailing_elements(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (size_t i = 1; i < shape.size(); ++i) n *= shape[i];
+  return n;
+}
+
+bool is_floating(DataType t) {
+  return t == DataType::kFloat16 || t == DataType::kBFloat16 || t == DataType::kFloat32 ||
+         t == DataType::kFloat64;
+}
+
+std::string describe(const v1::Response& r) {
+  std::string names;
+  for (int i = 0; i < r.tensors_size() && i < 3; ++i) names += (i ? ", '" : "'") + r.tensors(i).name() + "'";
+  if (r.tensors_size() > 3) names += " and " + std::to_string(r.tensors_size() - 3) + " more";
+  std::string op = v1::CollectiveOp_Name(r.op());
+  if (op.rfind("COLLECTIVE_OP_", 0) == 0) op = op.substr(14);
+  std::transform(op.begin(), op.end(), op.begin(), [](unsigned char c) { return std::tolower(c); });
+  return op + " of " + names;
+}
+
+// The distinct caller streams of a response's entries (a joined rank has none).
+std::vector<void*> streams_of(const std::vector<std::shared_ptr<PendingOp>>& e) {
+  std::vector<void*> streams;
+  for (const auto& op : e)
+    if (op && std::find(streams.begin(), streams.end(), op->stream) == streams.end())
+      streams.push_back(op->stream);
+  return streams;
+}
+
+}  // namespace
+
+GpuExecutor::GpuExecutor(GpuJob job) : job_(std::move(job)), allocator_(job_.allocator) {
+  if (job_.plugin_candidates.empty()) job_.plugin_candidates = cuda::default_plugin_candidates();
+}
+
+GpuExecutor::~GpuExecutor() = default;
+
+void GpuExecutor::abort(const std::string& reason) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!abort_reason_) abort_reason_ = reason;
+  if (plane_) plane_->abort(reason);
+}
+
+void GpuExecutor::set_device_allocator(DeviceAllocator allocator) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  allocator_ = std::move(allocator);
+}
+
+int GpuExecutor::contributors(const v1::Response& r) const {
+  return r.contributing_ranks() > 0 ? r.contributing_ranks() : job_.size;
+}
+
+Result<int> GpuExecutor::local_rank_gpu() {
+  HVRUN_ASSIGN_OR_RETURN(int count, plane_->device_count());
+  // hvrun's rule (docs/ARCHITECTURE.md): local rank k uses GPU k; with one visible GPU
+  // (--gpu-pinning=visible-devices) that one.
+  if (job_.local_rank < count) return std::max(job_.local_rank, 0);
+  if (count == 1) return 0;
+  return failed_precondition("rank " + std::to_string(job_.rank) + " (local rank " +
+                             std::to_string(job_.local_rank) + " on host " + job_.host + ") sees " +
+                             std::to_string(count) + " GPUs: local rank k uses GPU k, so start at "
+                             "most " + std::to_string(count) + " ranks on this host");
+}
+
+Status GpuExecutor::check_devices(const std::vector<std::shared_ptr<PendingOp>>& e) const {
+  for (const auto& op : e) {
+    if (!op || op->device.index == ordinal_) continue;
+    return invalid_argument("tensor '" + op->name() + "' is on cuda:" +
+                            std::to_string(op->device.index) + " but rank " +
+                            std::to_string(job_.rank) + "'s GPU data plane runs on cuda:" +
+                            std::to_string(ordinal_) + " (its first CUDA tensor's GPU): one GPU "
+                            "per rank; move the tensor to that GPU");
+  }
+  return Status::ok();
+}
+
+Status GpuExecutor::ensure_ready(const std::vector<std::shared_ptr<PendingOp>>& e) {
+  if (setup_failure_) return *setup_failure_;
+  // Once set up, a later NCCL failure stays with the plane (every call fails with it).
+  if (ready_) return check_devices(e);
+  int ordinal = -1;
+  for (const auto& op : e)
+    if (op) {
+      ordinal = op->device.index;
+      break;
+    }
+  Status s = set_up(ordinal);
+  if (!s.is_ok()) {
+    setup_failure_ = s;
+    // Tell the other ranks, who would otherwise wait for this rank's keys until the timeout.
+    if (job_.store) (void)job_.store->set("nccl/gpu/" + std::to_string(job_.rank), kErrorPrefix + s.message());
+    return s;
+  }
+  ready_ = true;
+  return check_devices(e);
+}
+
+Status GpuExecutor::set_up(int ordinal) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (abort_reason_) return aborted("job aborted: " + *abort_reason_);
+  }
+  cuda::PluginContext context{.rank = job_.rank,
+                              .size = job_.size,
+                              .local_rank = job_.local_rank,
+                              .host = job_.host,
+                              .op_timeout = job_.op_timeout};
+  HVRUN_ASSIGN_OR_RETURN(auto plane, job_.plane_factory
+                                          ? job_.plane_factory(context)
+                                          : cuda::load_device_plane(context, job_.plugin_candidates));
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    plane_ = std::move(plane);
+    if (abort_reason_) plane_->abort(*abort_reason_);
+  }
+  if (ordinal < 0) {
+    HVRUN_ASSIGN_OR_RETURN(ordinal, local_rank_gpu());
+  }
+  HVRUN_RETURN_IF_ERROR(plane_->use_device(ordinal));
+  ordinal_ = ordinal;
+  HVRUN_ASSIGN_OR_RETURN(std::string bus_id, plane_->pci_bus_id(ordinal));
+
+  // One GPU per rank, checked before NCCL (which would only say "Duplicate GPU detected").
+  if (job_.store == nullptr) return internal_error("GPU data plane without a key-value store");
+  HVRUN_RETURN_IF_ERROR(job_.store->set("nccl/gpu/" + std::to_string(job_.rank),
+                                        job_.host + "\t" + bus_id + "\t" + std::to_string(ordinal)));
+  std::vector<std::string> keys;
+  for (int r = 0; r < job_.size; ++r) keys.push_back("nccl/gpu/" + std::to_string(r));
+  auto values = job_.store->get(keys, job_.setup_timeout);
+  if (!values.is_ok())
+    return values.status().with_context("rank " + std::to_string(job_.rank) +
+                                        " waiting for every rank's GPU (NCCL set-up)");
+  std::vector<cuda::GpuOfRank> gpus;
+  for (int r = 0; r < job_.size; ++r) {
+    const std::string& v = (*values)[static_cast<size_t>(r)];
+    if (v.rfind(kErrorPrefix, 0) == 0)
+      return failed_precondition("rank " + std::to_string(r) + " could not set up its GPU data "
+                                 "plane: " + v.substr(std::string(kErrorPrefix).size()));
+    std::istringstream in(v);
+    cuda::GpuOfRank g;
+    std::string ordinal_text;
+    std::getline(in, g.host, '\t');
+    std::getline(in, g.bus_id, '\t');
+    std::getline(in, ordinal_text);
+    g.ordinal = std::atoi(ordinal_text.c_str());
+    gpus.push_back(std::move(g));
+  }
+  HVRUN_RETURN_IF_ERROR(cuda::check_one_gpu_per_rank(gpus));
+
+  std::string id;
+  if (job_.rank == 0) {
+    HVRUN_ASSIGN_OR_RETURN(id, plane_->make_unique_id());
+    HVRUN_RETURN_IF_ERROR(job_.store->set("nccl/unique_id", id));
+  } else {
+    auto got = job_.store->get({"nccl/unique_id"}, job_.setup_timeout);
+    if (!got.is_ok())
+      return got.status().with_context("rank " + std::to_string(job_.rank) +
+                                       " waiting for rank 0's NCCL unique id");
+    id = got->at(0);
+  }
+  HVRUN_RETURN_IF_ERROR(plane_->init_communicator(id));
+  SPDLOG_INFO("NCCL {} communicator ready on {} ({} ranks)", plane_->nccl_version(),
+              plane_->device_description(), job_.size);
+  return Status::ok();
+}
+
+Status GpuExecutor::execute(const v1::Response& r, const std::vector<std::shared_ptr<PendingOp>>& e) {
+  HVRUN_RETURN_IF_ERROR(ensure_ready(e));
+  switch (r.op()) {
+    case v1::COLLECTIVE_OP_ALLREDUCE: return allreduce(r, e);
+    case v1::COLLECTIVE_OP_REDUCESCATTER: return reducescatter(r, e);
+    case v1::COLLECTIVE_OP_ALLGATHER: return allgather(r, e);
+    case v1::COLLECTIVE_OP_BROADCAST: return broadcast(r, e);
+    case v1::COLLECTIVE_OP_ALLTOALL: return alltoall(r, e);
+    default:
+      return internal_error("GPU data plane asked to run " + v1::CollectiveOp_Name(r.op()) +
+                            " (protocol error)");
+  }
+}
+
+Result<std::shared_ptr<void>> GpuExecutor::allocate(const PendingOp& op, size_t bytes) {
+  DeviceAllocator allocator;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    allocator = allocator_;
+  }
+  if (!allocator) return plane_->allocate_output(bytes, op.stream);
+  std::shared_ptr<void> memory = allocator(op.device, bytes, op.stream);
+  if (!memory && bytes > 0)
+    return resource_exhausted("tensor '" + op.name() + "': the device allocator returned no memory "
+                              "for " + std::to_string(bytes) + " bytes on cuda:" +
+                              std::to_string(op.device.index));
+  return memory;
+}
+
+Status GpuExecutor::wait_for_callers(const std::vector<std::shared_ptr<PendingOp>>& e) {
+  for (void* stream : streams_of(e)) HVRUN_RETURN_IF_ERROR(plane_->wait_for(stream));
+  return Status::ok();
+}
+
+Status GpuExecutor::release_and_wait(const std::vector<std::shared_ptr<PendingOp>>& e,
+                                     const std::string& what) {
+  for (void* stream : streams_of(e)) HVRUN_RETURN_IF_ERROR(plane_->release_to(stream));
+  return plane_->synchronize(what);
+}
+
+Status GpuExecutor::reduce_fused(const v1::Response& r,
+                                 const std::vector<std::shared_ptr<PendingOp>>& e, void*& fusion,
+                                 std::vector<uint64_t>& offsets) {
+  auto dtype = static_cast<DataType>(r.dtype());
+  auto op = static_cast<ReduceOp>(r.reduce_op());
+  const size_t esize = dtype_size(dtype);
+  std::vector<uint64_t> counts;
+  std::vector<const void*> sources;
+  for (int i = 0; i < r.tensors_size(); ++i) {
+    uint64_t n = static_cast<uint64_t>(num_elements(shape_of(r.tensors(i))));
+    const auto& entry = e[static_cast<size_t>(i)];
+    if (entry && static_cast<uint64_t>(num_elements(entry->shape)) != n)
+      return internal_error("tensor '" + entry->name() + "': coordinator's shape does not match "
+                            "this rank's (protocol error)");
+    counts.push_back(n);
+    sources.push_back(entry ? entry->input : nullptr);
+  }
+  cuda::FusedLayout layout = cuda::fused_layout(counts, esize);
+  HVRUN_ASSIGN_OR_RETURN(fusion, plane_->fusion_buffer(std::max<uint64_t>(layout.total, 1) * esize));
+  double prescale = r.prescale() == 0 ? 1.0 : r.prescale();
+  auto pack = cuda::pack_segments(sources, counts, fusion, layout, esize);
+  HVRUN_RETURN_IF_ERROR(plane_->copy_segments(pack, {.dtype = dtype, .scale = prescale, .neutral_op = op}));
+  bool average = op == ReduceOp::kAverage && is_floating(dtype) && contributors(r) == job_.size;
+  ReduceOp wire = op == ReduceOp::kAverage ? ReduceOp::kSum : op;
+  if (layout.total > 0)
+    HVRUN_RETURN_IF_ERROR(plane_->allreduce(fusion, fusion, layout.total, dtype, wire, average));
+  offsets = layout.offsets;
+  return Status::ok();
+}
+
+Status GpuExecutor::allreduce(const v1::Response& r, const std::vector<std::shared_ptr<PendingOp>>& e) {
+  auto dtype = static_cast<DataType>(r.dtype());
+  auto op = static_cast<ReduceOp>(r.reduce_op());
+  const size_t esize = dtype_size(dtype);
+  double prescale = r.prescale() == 0 ? 1.0 : r.prescale();
+  double postscale = r.postscale() == 0 ? 1.0 : r.postscale();
+  bool average = op == ReduceOp::kAverage && is_floating(dtype) && contributors(r) == job_.size;
+  int64_t divisor = op == ReduceOp::kAverage && !average ? contributors(r) : 1;
+  cuda::SegmentTransform unpack{.dtype = dtype, .scale = postscale, .divisor = divisor};
+  HVRUN_RETURN_IF_ERROR(wait_for_callers(e));
+
+  if (r.tensors_size() == 1 && e[0] && prescale == 1.0) {
+    // A lone tensor needs no fusion buffer: NCCL reduces from input into output directly.
+    PendingOp& entry = *e[0];
+    uint64_t n = static_cast<uint64_t>(num_elements(entry.shape));
+    if (static_cast<int64_t>(n) != num_elements(shape_of(r.tensors(0))))
+      return internal_error("tensor '" + entry.name() + "': coordinator's shape does not match "
+                            "this rank's (protocol error)");
+    if (n > 0) {
+      HVRUN_RETURN_IF_ERROR(plane_->allreduce(entry.input, entry.output, n, dtype,
+                                              op == ReduceOp::kAverage ? ReduceOp::kSum : op, average));
+      if (divisor > 1 || postscale != 1.0) {
+        cuda::Segment in_place{entry.output, entry.output, n};
+        HVRUN_RETURN_IF_ERROR(plane_->copy_segments({&in_place, 1}, unpack));
+      }
+    }
+    return release_and_wait(e, describe(r));
+  }
+
+  void* fusion = nullptr;
+  std::vector<uint64_t> offsets;
+  HVRUN_RETURN_IF_ERROR(reduce_fused(r, e, fusion, offsets));
+  std::vector<void*> outputs;
+  std::vector<uint64_t> counts;
+  for (int i = 0; i < r.tensors_size(); ++i) {
+    const auto& entry = e[static_cast<size_t>(i)];
+    outputs.push_back(entry ? entry->output : nullptr);
+    counts.push_back(static_cast<uint64_t>(num_elements(shape_of(r.tensors(i)))));
+  }
+  cuda::FusedLayout layout{offsets, 0};
+  HVRUN_RETURN_IF_ERROR(plane_->copy_segments(
+      cuda::unpack_segments(outputs, counts, fusion, layout, esize), unpack));
+  return release_and_wait(e, describe(r));
+}
+
+Status GpuExecutor::reducescatter(const v1::Response& r,
+                                  const std::vector<std::shared_ptr<PendingOp>>& e) {
+  auto dtype = static_cast<DataType>(r.dtype());
+  auto op = static_cast<ReduceOp>(r.reduce_op());
+  const size_t esize = dtype_size(dtype);
+  double postscale = r.postscale() == 0 ? 1.0 : r.postscale();
+  bool average = op == ReduceOp::kAverage && is_floating(dtype) && contributors(r) == job_.size;
+  int64_t divisor = op == ReduceOp::kAverage && !average ? contributors(r) : 1;
+
+  // Outputs first: their stream-ordered allocation must precede the internal stream's wait.
+  std::vector<void*> outputs;
+  std::vector<uint64_t> counts, first;
+  for (int i = 0; i < r.tensors_size(); ++i) {
+    const auto& entry = e[static_cast<size_t>(i)];
+    outputs.push_back(nullptr);
+    counts.push_back(0);
+    first.push_back(0);
+    if (!entry) continue;
+    const std::vector<int64_t>& shape = entry->shape;
+    int64_t dim0 = shape.at(0), row = trailing_elements(shape);
+    int64_t base = dim0 / job_.size, extra = dim0 % job_.size;
+    int64_t rows = base + (job_.rank < extra ? 1 : 0);
+    int64_t first_row = job_.rank * base + std::min<int64_t>(job_.rank, extra);
+    OwnedTensor& out = entry->handle->output;
+    out.dtype = dtype;
+    out.shape = shape;
+    out.shape[0] = rows;
+    out.device = entry->device;
+    out.stream = entry->stream;
+    HVRUN_ASSIGN_OR_RETURN(out.device_memory, allocate(*entry, static_cast<size_t>(rows * row) * esize));
+    outputs.back() = out.device_memory.get();
+    counts.back() = static_cast<uint64_t>(rows * row);
+    first.back() = static_cast<uint64_t>(first_row * row);
+  }
+  HVRUN_RETURN_IF_ERROR(wait_for_callers(e));
+  void* fusion = nullptr;
+  std::vector<uint64_t> offsets;
+  HVRUN_RETURN_IF_ERROR(reduce_fused(r, e, fusion, offsets));
+  cuda::FusedLayout layout{offsets, 0};
+  HVRUN_RETURN_IF_ERROR(plane_->copy_segments(
+      cuda::unpack_segments(outputs, counts, fusion, layout, esize, first),
+      {.dtype = dtype, .scale = postscale, .divisor = divisor}));
+  return release_and_wait(e, describe(r));
+}
+
+Status GpuExecutor::allgather(const v1::Response& r, const std::vector<std::shared_ptr<PendingOp>>& e) {
+  auto dtype = static_cast<DataType>(r.dtype());
+  const size_t esize = dtype_size(dtype);
+  const int count = r.tensors_size();
+  std::vector<std::vector<int64_t>> first_dims(static_cast<size_t>(count));
+  std::vector<size_t> row_bytes(static_cast<size_t>(count));
+  for (int i = 0; i < count; ++i) {
+    const auto& t = r.tensors(i);
+    if (t.first_dims_size() != job_.size)
+      return internal_error("allgather '" + t.name() + "': response has " +
+                            std::to_string(t.first_dims_size()) + " first_dims for " +
+                            std::to_string(job_.size) + " ranks (protocol error)");
+    first_dims[static_cast<size_t>(i)].assign(t.first_dims().begin(), t.first_dims().end());
+    const auto& entry = e[static_cast<size_t>(i)];
+    row_bytes[static_cast<size_t>(i)] =
+        static_cast<size_t>(trailing_elements(entry ? entry->shape : shape_of(t))) * esize;
+  }
+  cuda::AllgatherLayout layout = cuda::allgather_layout(first_dims, row_bytes, job_.size);
+
+  std::vector<void*> outputs;
+  std::vector<const void*> sources;
+  for (int i = 0; i < count; ++i) {
+    const auto& entry = e[static_cast<size_t>(i)];
+    outputs.push_back(nullptr);
+    sources.push_back(entry ? entry->input : nullptr);
+    if (!entry) continue;
+    OwnedTensor& out = entry->handle->output;
+    out.dtype = dtype;
+    out.shape = entry->shape;
+    out.shape[0] = std::accumulate(first_dims[static_cast<size_t>(i)].begin(),
+                                   first_dims[static_cast<size_t>(i)].end(), int64_t{0});
+    out.device = entry->device;
+    out.stream = entry->stream;
+    HVRUN_ASSIGN_OR_RETURN(out.device_memory,
+                           allocate(*entry, static_cast<size_t>(out.shape[0]) * row_bytes[static_cast<size_t>(i)]));
+    outputs.back() = out.device_memory.get();
+  }
+  HVRUN_RETURN_IF_ERROR(wait_for_callers(e));
+
+  // A lone tensor is gathered straight into its output (the layouts coincide); several go
+  // through the fusion buffer and are unpacked in one launch.
+  const bool direct = count == 1 && outputs[0] != nullptr;
+  void* buffer = outputs.empty() ? nullptr : outputs[0];
+  if (!direct) {
+    HVRUN_ASSIGN_OR_RETURN(buffer, plane_->fusion_buffer(std::max<size_t>(layout.total_bytes, 1)));
+  }
+  cuda::SegmentTransform copy{.dtype = dtype};
+  HVRUN_RETURN_IF_ERROR(plane_->copy_segments(
+      cuda::allgather_pack_segments(sources, first_dims, row_bytes, layout, job_.rank, buffer, esize), copy));
+  if (layout.total_bytes > 0)
+    HVRUN_RETURN_IF_ERROR(plane_->allgatherv(buffer, layout.block_offset, layout.block_bytes));
+  if (!direct)
+    HVRUN_RETURN_IF_ERROR(plane_->copy_segments(
+        cuda::allgather_unpack_segments(outputs, first_dims, row_bytes, layout, buffer, esize), copy));
+  return release_and_wait(e, describe(r));
+}
+
+Status GpuExecutor::broadcast(const v1::Response& r, const std::vector<std::shared_ptr<PendingOp>>& e) {
+  auto dtype = static_cast<DataType>(r.dtype());
+  const auto& entry = e.at(0);
+  size_t bytes = static_cast<size_t>(num_elements(entry ? entry->shape : shape_of(r.tensors(0)))) *
+                 dtype_size(dtype);
+  HVRUN_RETURN_IF_ERROR(wait_for_callers(e));
+  if (bytes > 0) {
+    void* out = nullptr;
+    const void* in = nullptr;
+    if (entry) {
+      out = entry->output;
+      in = job_.rank == r.root_rank() ? entry->input : entry->output;
+    } else {
+      HVRUN_ASSIGN_OR_RETURN(out, plane_->scratch_buffer(bytes));
+      in = out;
+    }
+    HVRUN_RETURN_IF_ERROR(plane_->broadcast(in, out, bytes, r.root_rank()));
+  }
+  return release_and_wait(e, describe(r));
+}
+
+Status GpuExecutor::alltoall(const v1::Response& r, const std::vector<std::shared_ptr<PendingOp>>& e) {
+  auto dtype = static_cast<DataType>(r.dtype());
+  const auto& entry = e.at(0);
+  const auto& t = r.tensors(0);
+  const int n = job_.size;
+  if (t.splits_matrix_size() != n * n)
+    return internal_error("alltoall '" + t.name() + "': splits_matrix has " +
+                          std::to_string(t.splits_matrix_size()) + " entries, expected " +
+                          std::to_string(n * n) + " (protocol error)");
+  std::vector<int64_t> shape = entry ? entry->shape : shape_of(t);
+  size_t row = static_cast<size_t>(trailing_elements(shape)) * dtype_size(dtype);
+  std::vector<size_t> send(static_cast<size_t>(n)), recv(static_cast<size_t>(n));
+  std::vector<int64_t> recv_rows(static_cast<size_t>(n));
+  int64_t total_rows = 0;
+  for (int k = 0; k < n; ++k) {
+    send[static_cast<size_t>(k)] = static_cast<size_t>(t.splits_matrix(job_.rank * n + k)) * row;
+    recv_rows[static_cast<size_t>(k)] = t.splits_matrix(k * n + job_.rank);
+    recv[static_cast<size_t>(k)] = static_cast<size_t>(recv_rows[static_cast<size_t>(k)]) * row;
+    total_rows += recv_rows[static_cast<size_t>(k)];
+  }
+  size_t send_total = std::accumulate(send.begin(), send.end(), size_t{0});
+  size_t recv_total = static_cast<size_t>(total_rows) * row;
+  void* output = nullptr;
+  const void* input = nullptr;
+  if (entry) {
+    OwnedTensor& out = entry->handle->output;
+    out.dtype = dtype;
+    out.shape = shape.empty() ? std::vector<int64_t>{0} : shape;
+    out.shape[0] = total_rows;
+    out.device = entry->device;
+    out.stream = entry->stream;
+    HVRUN_ASSIGN_OR_RETURN(out.device_memory, allocate(*entry, recv_total));
+    output = out.device_memory.get();
+    input = entry->input;
+    entry->handle->received_splits = recv_rows;
+  } else {
+    // A joined rank sends zeros (normally no rows) and receives into the fusion buffer.
+    HVRUN_ASSIGN_OR_RETURN(void* scratch, plane_->scratch_buffer(std::max<size_t>(send_total, 1)));
+    if (send_total) HVRUN_RETURN_IF_ERROR(plane_->zero_bytes(scratch, send_total));
+    input = scratch;
+    HVRUN_ASSIGN_OR_RETURN(output, plane_->fusion_buffer(std::max<size_t>(recv_total, 1)));
+  }
+  HVRUN_RETURN_IF_ERROR(wait_for_callers(e));
+  HVRUN_RETURN_IF_ERROR(plane_->alltoallv(input, send, output, recv));
+  return release_and_wait(e, describe(r));
+}
+
+}  // namespace hvrun::detail

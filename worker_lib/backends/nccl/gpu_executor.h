@@ -1,0 +1,96 @@
+// Executes the coordinator's responses on CUDA tensors through NCCL (the GPU half of
+// runtime/plan_executor.*, which dispatches here by the response's device).
+//
+// Per response: make the internal stream wait for the callers' streams (an event each), pack the
+// fused tensors into the persistent device fusion buffer in ONE kernel launch (prescale folded
+// in, neutral values for joined ranks), run one NCCL collective, unpack in ONE launch (Average's
+// division and the postscale folded in; Average of floating types is ncclAvg when every rank
+// contributes), make the callers' streams wait for the internal one, then wait on the host
+// (bounded by the op timeout, polling NCCL's asynchronous errors and the job abort) so the handle
+// completes only when the result is on the GPU.
+//
+// The plugin and the communicator are created lazily, by the first CUDA response (every rank
+// executes responses in the same order, so every rank gets here together): load
+// libhvrun_cuda.so, select the GPU (the tensor's, or the local rank's for a joined rank), trade
+// (host, PCI bus id) through the coordinator's key-value store to refuse two ranks on one GPU
+// with a clear message, then rank 0's ncclUniqueId and a non-blocking ncclCommInitRankConfig.
+// A rank that cannot set up posts its error to the store so the others fail at once with it.
+//
+// Threads: execute() and the setters on the worker's background thread; abort() and
+// set_device_allocator() from any thread.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hvrun.pb.h"
+#include "worker_lib/backends/nccl/device_plane.h"
+#include "worker_lib/kv_store.h"
+#include "worker_lib/runtime/pending_op.h"
+
+namespace hvrun::detail {
+
+struct GpuJob {
+  int rank = 0;
+  int size = 1;
+  int local_rank = 0;
+  std::string host;
+  std::chrono::milliseconds op_timeout{300000};
+  std::chrono::milliseconds setup_timeout{30000};  // key-value waits while setting up
+  KeyValueStore* store = nullptr;                  // the coordinator's; outlives the executor
+  DeviceAllocator allocator;                       // empty: the plugin's cudaMallocAsync
+  std::vector<std::string> plugin_candidates;      // empty: cuda::default_plugin_candidates()
+  // Makes the plane instead of loading the plugin (unit tests drive the executor with a
+  // host-memory plane); empty: cuda::load_device_plane(context, plugin_candidates).
+  std::function<Result<std::unique_ptr<cuda::DevicePlane>>(const cuda::PluginContext&)> plane_factory;
+};
+
+class GpuExecutor {
+ public:
+  explicit GpuExecutor(GpuJob job);
+  ~GpuExecutor();
+
+  // Runs one CUDA response; entries as in PlanExecutor::execute. Does not complete handles.
+  Status execute(const v1::Response& r, const std::vector<std::shared_ptr<PendingOp>>& e);
+
+  void abort(const std::string& reason);
+  void set_device_allocator(DeviceAllocator allocator);
+
+ private:
+  Status ensure_ready(const std::vector<std::shared_ptr<PendingOp>>& e);
+  Status set_up(int ordinal);
+  Status check_devices(const std::vector<std::shared_ptr<PendingOp>>& e) const;
+  Result<int> local_rank_gpu();
+  Result<std::shared_ptr<void>> allocate(const PendingOp& op, size_t bytes);
+
+  Status allreduce(const v1::Response& r, const std::vector<std::shared_ptr<PendingOp>>& e);
+  Status reducescatter(const v1::Response& r, const std::vector<std::shared_ptr<PendingOp>>& e);
+  Status allgather(const v1::Response& r, const std::vector<std::shared_ptr<PendingOp>>& e);
+  Status broadcast(const v1::Response& r, const std::vector<std::shared_ptr<PendingOp>>& e);
+  Status alltoall(const v1::Response& r, const std::vector<std::shared_ptr<PendingOp>>& e);
+
+  // Internal stream waits for every entry's stream / every entry's stream waits for it.
+  Status wait_for_callers(const std::vector<std::shared_ptr<PendingOp>>& e);
+  Status release_and_wait(const std::vector<std::shared_ptr<PendingOp>>& e, const std::string& what);
+  // Packs the response's tensors into the fusion buffer and allreduces it; layout out.
+  Status reduce_fused(const v1::Response& r, const std::vector<std::shared_ptr<PendingOp>>& e,
+                      void*& fusion, std::vector<uint64_t>& offsets);
+  int contributors(const v1::Response& r) const;
+
+  GpuJob job_;
+  int ordinal_ = -1;                      // the GPU in use once set up
+  bool ready_ = false;                    // set up: plugin, GPU, communicator
+  std::optional<Status> setup_failure_;  // sticky: set-up is tried once per job
+
+  mutable std::mutex mutex_;
+  std::unique_ptr<cuda::DevicePlane> plane_;  // written under mutex_ (abort() reads it)
+  std::optional<std::string> abort_reason_;   // mutex_
+  DeviceAllocator allocator_;                 // mutex_
+};
+
+}  // namespace hvrun::detail

@@ -1,0 +1,408 @@
+#include "worker_lib/backends/nccl/plugin/cuda_device_plane.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <system_error>
+#include <thread>
+
+#include "worker_lib/backends/nccl/nccl_types.h"
+#include "worker_lib/backends/nccl/segment_table.h"
+#include "worker_lib/cuda/fusion_kernels.h"
+
+namespace hvrun::detail::cuda {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr size_t kBufferRounding = size_t{2} << 20;  // device buffers grow in 2 MiB steps
+
+// Host waits poll: spin with yields for the first ~200 µs (a step's collective is often that
+// short), then sleep 50 µs between polls so a long wait costs no core.
+class Backoff {
+ public:
+  void pause() {
+    if (Clock::now() - start_ < std::chrono::microseconds(200)) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+
+ private:
+  Clock::time_point start_ = Clock::now();
+};
+
+std::string bytes_text(size_t bytes) { return std::to_string(bytes) + " bytes"; }
+
+}  // namespace
+
+CudaDevicePlane::CudaDevicePlane(const PluginContext& context)
+    : who_{context.rank, context.size, context.host, ""}, op_timeout_(context.op_timeout) {}
+
+CudaDevicePlane::~CudaDevicePlane() {
+  // Runs on whichever thread ends the worker: leave that thread's current device as it was.
+  int previous = -1;
+  if (ordinal_ >= 0) {
+    (void)cudaGetDevice(&previous);
+    (void)cudaSetDevice(ordinal_);
+  }
+  // Abort rather than destroy: ncclCommDestroy could wait for peers that are gone already.
+  if (comm_) (void)ncclCommAbort(comm_);
+  if (abort_thread_.joinable()) abort_thread_.join();  // a failure's abort, before the buffers go
+  if (ordinal_ >= 0) {
+    // A healthy stream is drained before its buffers go; after a failure it may wait on a
+    // caller's stream forever, so it is left alone (the process is ending the job anyway).
+    if (stream_ && !failed_) (void)cudaStreamSynchronize(stream_);
+    (void)cudaFree(fusion_);
+    (void)cudaFree(scratch_);
+    (void)cudaFree(device_table_);
+    (void)cudaFreeHost(host_table_);
+    if (caller_ready_) (void)cudaEventDestroy(caller_ready_);
+    if (done_) (void)cudaEventDestroy(done_);
+    if (stream_) (void)cudaStreamDestroy(stream_);
+    if (previous >= 0) (void)cudaSetDevice(previous);
+  }
+}
+
+Status CudaDevicePlane::cuda_status(cudaError_t error, const std::string& what) const {
+  if (error == cudaSuccess) return Status::ok();
+  return cuda_failure_status(who_, what, cudaGetErrorName(error), cudaGetErrorString(error));
+}
+
+Status CudaDevicePlane::nccl_status(ncclResult_t result, const std::string& what) const {
+  if (result == ncclSuccess) return Status::ok();
+  NcclFailure f{.what = what,
+                .code = static_cast<int>(result),
+                .code_name = nccl_code_name(static_cast<int>(result)),
+                .description = ncclGetErrorString(result),
+                .last_error = comm_ ? ncclGetLastError(comm_) : ncclGetLastError(nullptr)};
+  return nccl_failure_status(who_, f);
+}
+
+std::optional<std::string> CudaDevicePlane::abort_reason() const {
+  if (!aborted_.load()) return std::nullopt;
+  std::lock_guard<std::mutex> lock(abort_mutex_);
+  return abort_reason_;
+}
+
+void CudaDevicePlane::abort(const std::string& reason) {
+  std::lock_guard<std::mutex> lock(abort_mutex_);
+  if (aborted_.load()) return;
+  abort_reason_ = reason;
+  aborted_.store(true);
+}
+
+Status CudaDevicePlane::fail(Status failure) {
+  if (comm_ && !abort_thread_.joinable()) {
+    // Ends NCCL's kernels and peers' connections to this rank. Off this thread: ncclCommAbort
+    // may wait for the internal stream, which can be held by a caller's stream (a collective
+    // queued behind work that never ends); the handle fails now, not when that work ends.
+    try {
+      abort_thread_ = std::thread([comm = comm_, ordinal = ordinal_] {
+        if (ordinal >= 0) (void)cudaSetDevice(ordinal);
+        (void)ncclCommAbort(comm);
+      });
+    } catch (const std::system_error&) {
+      (void)ncclCommAbort(comm_);  // no thread to be had: abort here
+    }
+  }
+  comm_ = nullptr;
+  if (!failed_) failed_ = failure;
+  return failure;
+}
+
+Status CudaDevicePlane::usable(const std::string& what) {
+  if (failed_) return *failed_;
+  if (auto reason = abort_reason())
+    return fail(aborted("job aborted: " + *reason + " (before " + what + " on the GPU)"));
+  if (ordinal_ < 0) return failed_precondition("GPU data plane used before use_device()");
+  return Status::ok();
+}
+
+// ---- Devices
+
+Result<int> CudaDevicePlane::device_count() {
+  int count = 0;
+  HVRUN_RETURN_IF_ERROR(cuda_status(cudaGetDeviceCount(&count), "cudaGetDeviceCount"));
+  return count;
+}
+
+Result<std::string> CudaDevicePlane::pci_bus_id(int ordinal) {
+  char bus[32] = {};
+  HVRUN_RETURN_IF_ERROR(cuda_status(cudaDeviceGetPCIBusId(bus, sizeof bus, ordinal),
+                                    "cudaDeviceGetPCIBusId(" + std::to_string(ordinal) + ")"));
+  return std::string(bus);
+}
+
+Status CudaDevicePlane::set_current_device(int ordinal) {
+  return cuda_status(cudaSetDevice(ordinal), "cudaSetDevice(" + std::to_string(ordinal) + ")");
+}
+
+Status CudaDevicePlane::use_device(int ordinal) {
+  if (ordinal_ >= 0) {
+    if (ordinal == ordinal_) return set_current_device(ordinal);
+    return invalid_argument("rank " + std::to_string(who_.rank) + " uses cuda:" +
+                            std::to_string(ordinal_) + " already; cuda:" + std::to_string(ordinal) +
+                            " too would be a second GPU (one GPU per rank)");
+  }
+  HVRUN_RETURN_IF_ERROR(set_current_device(ordinal));
+  cudaDeviceProp props{};
+  HVRUN_RETURN_IF_ERROR(cuda_status(cudaGetDeviceProperties(&props, ordinal), "cudaGetDeviceProperties"));
+  HVRUN_ASSIGN_OR_RETURN(std::string bus, pci_bus_id(ordinal));
+  who_.gpu = "GPU " + std::to_string(ordinal) + " (" + props.name + ", PCI " + bus + ")";
+  HVRUN_RETURN_IF_ERROR(cuda_status(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking),
+                                    "cudaStreamCreateWithFlags"));
+  HVRUN_RETURN_IF_ERROR(cuda_status(cudaEventCreateWithFlags(&caller_ready_, cudaEventDisableTiming),
+                                    "cudaEventCreateWithFlags"));
+  HVRUN_RETURN_IF_ERROR(cuda_status(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming),
+                                    "cudaEventCreateWithFlags"));
+  ordinal_ = ordinal;
+  return Status::ok();
+}
+
+std::string CudaDevicePlane::nccl_version() const {
+  int v = 0;
+  if (ncclGetVersion(&v) != ncclSuccess) return "unknown";
+  return std::to_string(v / 10000) + "." + std::to_string(v % 10000 / 100) + "." + std::to_string(v % 100);
+}
+
+// ---- Memory
+
+Result<void*> CudaDevicePlane::grow(void*& buffer, size_t& capacity, size_t bytes,
+                                    const std::string& what) {
+  if (bytes <= capacity) return buffer;
+  // The old buffer may still be in use by queued work.
+  HVRUN_RETURN_IF_ERROR(synchronize("growing the " + what));
+  if (buffer) HVRUN_RETURN_IF_ERROR(cuda_status(cudaFree(buffer), "cudaFree of the " + what));
+  buffer = nullptr;
+  capacity = 0;
+  size_t rounded = (bytes + kBufferRounding - 1) / kBufferRounding * kBufferRounding;
+  HVRUN_RETURN_IF_ERROR(cuda_status(cudaMalloc(&buffer, rounded),
+                                    "cudaMalloc of " + bytes_text(rounded) + " for the " + what));
+  capacity = rounded;
+  return buffer;
+}
+
+Result<void*> CudaDevicePlane::fusion_buffer(size_t bytes) {
+  HVRUN_RETURN_IF_ERROR(usable("the fusion buffer"));
+  return grow(fusion_, fusion_capacity_, bytes, "fusion buffer");
+}
+
+Result<void*> CudaDevicePlane::scratch_buffer(size_t bytes) {
+  HVRUN_RETURN_IF_ERROR(usable("the scratch buffer"));
+  return grow(scratch_, scratch_capacity_, bytes, "scratch buffer");
+}
+
+Result<std::shared_ptr<void>> CudaDevicePlane::allocate_output(size_t bytes, void* stream) {
+  HVRUN_RETURN_IF_ERROR(usable("an output allocation"));
+  if (bytes == 0) return std::shared_ptr<void>();
+  void* p = nullptr;
+  auto s = static_cast<cudaStream_t>(stream);
+  HVRUN_RETURN_IF_ERROR(cuda_status(cudaMallocAsync(&p, bytes, s),
+                                    "cudaMallocAsync of " + bytes_text(bytes) + " for an output"));
+  // Freed in the order of the stream the result is ready on (types.h: OwnedTensor).
+  return std::shared_ptr<void>(p, [s](void* q) { (void)cudaFreeAsync(q, s); });
+}
+
+// ---- Stream ordering
+
+Status CudaDevicePlane::wait_for(void* caller_stream) {
+  HVRUN_RETURN_IF_ERROR(usable("waiting for the caller's stream"));
+  HVRUN_RETURN_IF_ERROR(cuda_status(cudaEventRecord(caller_ready_, static_cast<cudaStream_t>(caller_stream)),
+                                    "cudaEventRecord on the tensor's stream"));
+  return cuda_status(cudaStreamWaitEvent(stream_, caller_ready_, 0), "cudaStreamWaitEvent");
+}
+
+Status CudaDevicePlane::release_to(void* caller_stream) {
+  HVRUN_RETURN_IF_ERROR(usable("releasing the result to the caller's stream"));
+  HVRUN_RETURN_IF_ERROR(cuda_status(cudaEventRecord(done_, stream_), "cudaEventRecord"));
+  return cuda_status(cudaStreamWaitEvent(static_cast<cudaStream_t>(caller_stream), done_, 0),
+                     "cudaStreamWaitEvent on the tensor's stream");
+}
+
+// ---- Copies
+
+Result<const Segment*> CudaDevicePlane::stage_table(std::span<const Segment> chunks) {
+  if (table_used_ + chunks.size() > table_capacity_) {
+    if (table_used_ > 0) HVRUN_RETURN_IF_ERROR(synchronize("growing the segment table"));
+    table_used_ = 0;
+    size_t capacity = std::max({chunks.size(), table_capacity_ * 2, size_t{4096}});
+    (void)cudaFreeHost(host_table_);
+    (void)cudaFree(device_table_);
+    host_table_ = nullptr;
+    device_table_ = nullptr;
+    table_capacity_ = 0;
+    HVRUN_RETURN_IF_ERROR(cuda_status(cudaMallocHost(reinterpret_cast<void**>(&host_table_), capacity * sizeof(Segment)),
+                                      "cudaMallocHost for the segment table"));
+    HVRUN_RETURN_IF_ERROR(cuda_status(cudaMalloc(reinterpret_cast<void**>(&device_table_), capacity * sizeof(Segment)),
+                                      "cudaMalloc for the segment table"));
+    table_capacity_ = capacity;
+  }
+  // Entries already queued stay untouched until synchronize() saw the copies done.
+  Segment* host = host_table_ + table_used_;
+  Segment* device = device_table_ + table_used_;
+  std::memcpy(host, chunks.data(), chunks.size() * sizeof(Segment));
+  HVRUN_RETURN_IF_ERROR(cuda_status(cudaMemcpyAsync(device, host, chunks.size() * sizeof(Segment),
+                                                    cudaMemcpyHostToDevice, stream_),
+                                    "cudaMemcpyAsync of the segment table"));
+  table_used_ += chunks.size();
+  return device;
+}
+
+Status CudaDevicePlane::copy_segments(std::span<const Segment> segments, const SegmentTransform& t) {
+  HVRUN_RETURN_IF_ERROR(usable("pack/unpack"));
+  if (segments.empty()) return Status::ok();
+  const size_t esize = dtype_size(t.dtype);
+  std::vector<Segment> chunks = split_segments(segments, std::max<uint64_t>(kChunkBytes / esize, 1), esize);
+  if (chunks.empty()) return Status::ok();
+  HVRUN_ASSIGN_OR_RETURN(const Segment* table, stage_table(chunks));
+  return cuda_status(launch_copy_segments(table, chunks.size(), t, stream_),
+                     "pack/unpack kernel launch (" + std::to_string(chunks.size()) + " chunks)");
+}
+
+Status CudaDevicePlane::copy_bytes(void* dst, const void* src, size_t bytes) {
+  HVRUN_RETURN_IF_ERROR(usable("a device copy"));
+  if (bytes == 0 || dst == src) return Status::ok();
+  return cuda_status(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_),
+                     "cudaMemcpyAsync device to device");
+}
+
+Status CudaDevicePlane::zero_bytes(void* dst, size_t bytes) {
+  HVRUN_RETURN_IF_ERROR(usable("a device memset"));
+  if (bytes == 0) return Status::ok();
+  return cuda_status(cudaMemsetAsync(dst, 0, bytes, stream_), "cudaMemsetAsync");
+}
+
+// ---- NCCL
+
+Status CudaDevicePlane::nccl_call(ncclResult_t result, const std::string& what) {
+  if (result == ncclSuccess) return Status::ok();
+  if (result != ncclInProgress || comm_ == nullptr) return fail(nccl_status(result, what));
+  const auto deadline = Clock::now() + op_timeout_;
+  Backoff backoff;
+  while (true) {
+    ncclResult_t state = ncclSuccess;
+    ncclResult_t polled = ncclCommGetAsyncError(comm_, &state);
+    if (polled != ncclSuccess) return fail(nccl_status(polled, "ncclCommGetAsyncError after " + what));
+    if (state == ncclSuccess) return Status::ok();
+    if (state != ncclInProgress) return fail(nccl_status(state, what));
+    if (auto reason = abort_reason())
+      return fail(aborted("job aborted: " + *reason + " (during NCCL " + what + ")"));
+    if (Clock::now() > deadline) return fail(gpu_timeout_status(who_, what, op_timeout_));
+    backoff.pause();
+  }
+}
+
+Result<std::string> CudaDevicePlane::make_unique_id() {
+  ncclUniqueId id;
+  ncclResult_t r = ncclGetUniqueId(&id);
+  if (r != ncclSuccess) return nccl_status(r, "ncclGetUniqueId");
+  return std::string(reinterpret_cast<const char*>(&id), sizeof id);
+}
+
+Status CudaDevicePlane::init_communicator(const std::string& unique_id) {
+  HVRUN_RETURN_IF_ERROR(usable("communicator init"));
+  if (unique_id.size() != sizeof(ncclUniqueId))
+    return internal_error("NCCL unique id of " + std::to_string(unique_id.size()) + " bytes, expected " +
+                          std::to_string(sizeof(ncclUniqueId)) + " (rank 0 runs another NCCL version?)");
+  ncclUniqueId id;
+  std::memcpy(&id, unique_id.data(), sizeof id);
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;  // every step polled: abortable on job abort and the op timeout
+  HVRUN_RETURN_IF_ERROR(set_current_device(ordinal_));
+  ncclResult_t r = ncclCommInitRankConfig(&comm_, who_.size, id, who_.rank, &config);
+  return nccl_call(r, "communicator init (ncclCommInitRankConfig, " + std::to_string(who_.size) + " ranks)");
+}
+
+Status CudaDevicePlane::allreduce(const void* send, void* recv, size_t count, DataType dtype,
+                                  ReduceOp op, bool average) {
+  std::string what = "ncclAllReduce of " + std::to_string(count) + " " + std::string(dtype_name(dtype));
+  HVRUN_RETURN_IF_ERROR(usable(what));
+  return nccl_call(ncclAllReduce(send, recv, count, to_nccl(dtype), to_nccl(op, average), comm_, stream_), what);
+}
+
+Status CudaDevicePlane::broadcast(const void* send, void* recv, size_t bytes, int root) {
+  std::string what = "ncclBroadcast of " + bytes_text(bytes) + " from rank " + std::to_string(root);
+  HVRUN_RETURN_IF_ERROR(usable(what));
+  return nccl_call(ncclBroadcast(send, recv, bytes, ncclUint8, root, comm_, stream_), what);
+}
+
+Status CudaDevicePlane::allgatherv(void* buffer, std::span<const size_t> offsets,
+                                   std::span<const size_t> bytes) {
+  auto* base = static_cast<unsigned char*>(buffer);
+  const size_t n = bytes.size();
+  bool equal = n > 0;
+  for (size_t k = 0; k < n && equal; ++k) equal = bytes[k] == bytes[0] && offsets[k] == k * bytes[0];
+  if (equal) {
+    std::string what = "ncclAllGather of " + bytes_text(bytes[0]) + " per rank";
+    HVRUN_RETURN_IF_ERROR(usable(what));
+    const size_t mine = static_cast<size_t>(who_.rank);
+    return nccl_call(ncclAllGather(base + offsets[mine], base, bytes[0], ncclUint8, comm_, stream_), what);
+  }
+  // Uneven first dimensions: one broadcast per rank, grouped into one NCCL launch.
+  std::string what = "allgather of uneven blocks (grouped ncclBroadcast)";
+  HVRUN_RETURN_IF_ERROR(usable(what));
+  HVRUN_RETURN_IF_ERROR(nccl_call(ncclGroupStart(), "ncclGroupStart"));
+  ncclResult_t first_error = ncclSuccess;
+  for (size_t k = 0; k < n; ++k) {
+    if (bytes[k] == 0) continue;
+    ncclResult_t r = ncclBroadcast(base + offsets[k], base + offsets[k], bytes[k], ncclUint8,
+                                   static_cast<int>(k), comm_, stream_);
+    if (r != ncclSuccess && r != ncclInProgress && first_error == ncclSuccess) first_error = r;
+  }
+  ncclResult_t end = ncclGroupEnd();
+  if (first_error != ncclSuccess) return fail(nccl_status(first_error, what));
+  return nccl_call(end, what);
+}
+
+Status CudaDevicePlane::alltoallv(const void* input, std::span<const size_t> send_bytes, void* output,
+                                  std::span<const size_t> recv_bytes) {
+  std::string what = "alltoall (grouped ncclSend/ncclRecv)";
+  HVRUN_RETURN_IF_ERROR(usable(what));
+  const auto* in = static_cast<const unsigned char*>(input);
+  auto* out = static_cast<unsigned char*>(output);
+  HVRUN_RETURN_IF_ERROR(nccl_call(ncclGroupStart(), "ncclGroupStart"));
+  ncclResult_t first_error = ncclSuccess;
+  size_t sent = 0, received = 0;
+  for (size_t k = 0; k < send_bytes.size(); ++k) {
+    ncclResult_t r = ncclSuccess;
+    if (send_bytes[k]) r = ncclSend(in + sent, send_bytes[k], ncclUint8, static_cast<int>(k), comm_, stream_);
+    if (r != ncclSuccess && r != ncclInProgress && first_error == ncclSuccess) first_error = r;
+    if (recv_bytes[k]) r = ncclRecv(out + received, recv_bytes[k], ncclUint8, static_cast<int>(k), comm_, stream_);
+    if (r != ncclSuccess && r != ncclInProgress && first_error == ncclSuccess) first_error = r;
+    sent += send_bytes[k];
+    received += recv_bytes[k];
+  }
+  ncclResult_t end = ncclGroupEnd();
+  if (first_error != ncclSuccess) return fail(nccl_status(first_error, what));
+  return nccl_call(end, what);
+}
+
+// ---- Completion
+
+Status CudaDevicePlane::synchronize(const std::string& what) {
+  HVRUN_RETURN_IF_ERROR(usable(what));
+  HVRUN_RETURN_IF_ERROR(cuda_status(cudaEventRecord(done_, stream_), "cudaEventRecord"));
+  const auto deadline = Clock::now() + op_timeout_;
+  Backoff backoff;
+  while (true) {
+    cudaError_t q = cudaEventQuery(done_);
+    if (q == cudaSuccess) {
+      table_used_ = 0;  // every staged table was consumed
+      return Status::ok();
+    }
+    if (q != cudaErrorNotReady) return fail(cuda_status(q, what));
+    if (comm_) {
+      ncclResult_t state = ncclSuccess;
+      if (ncclCommGetAsyncError(comm_, &state) == ncclSuccess && state != ncclSuccess &&
+          state != ncclInProgress)
+        return fail(nccl_status(state, what));
+    }
+    if (auto reason = abort_reason())
+      return fail(aborted("job aborted: " + *reason + " (while " + what + " ran on the GPU)"));
+    if (Clock::now() > deadline) return fail(gpu_timeout_status(who_, what, op_timeout_));
+    backoff.pause();
+  }
+}
+
+}  // namespace hvrun::detail::cuda

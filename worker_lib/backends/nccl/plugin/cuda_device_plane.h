@@ -1,0 +1,97 @@
+// The DevicePlane of libhvrun_cuda.so: CUDA runtime (static) and NCCL behind the interface of
+// backends/nccl/device_plane.h. See there for the contract; this file only adds how.
+#pragma once
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <atomic>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "worker_lib/backends/nccl/device_plane.h"
+#include "worker_lib/backends/nccl/nccl_errors.h"
+
+namespace hvrun::detail::cuda {
+
+class CudaDevicePlane final : public DevicePlane {
+ public:
+  explicit CudaDevicePlane(const PluginContext& context);
+  ~CudaDevicePlane() override;
+
+  Result<int> device_count() override;
+  Result<std::string> pci_bus_id(int ordinal) override;
+  Status use_device(int ordinal) override;
+  Status set_current_device(int ordinal) override;
+  std::string device_description() const override { return who_.gpu; }
+  std::string nccl_version() const override;
+
+  Result<void*> fusion_buffer(size_t bytes) override;
+  Result<void*> scratch_buffer(size_t bytes) override;
+  Result<std::shared_ptr<void>> allocate_output(size_t bytes, void* stream) override;
+
+  Status wait_for(void* caller_stream) override;
+  Status release_to(void* caller_stream) override;
+
+  Status copy_segments(std::span<const Segment> segments, const SegmentTransform& t) override;
+  Status copy_bytes(void* dst, const void* src, size_t bytes) override;
+  Status zero_bytes(void* dst, size_t bytes) override;
+
+  Result<std::string> make_unique_id() override;
+  Status init_communicator(const std::string& unique_id) override;
+  bool has_communicator() const override { return comm_ != nullptr; }
+  Status allreduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op,
+                   bool average) override;
+  Status broadcast(const void* send, void* recv, size_t bytes, int root) override;
+  Status allgatherv(void* buffer, std::span<const size_t> offsets,
+                    std::span<const size_t> bytes) override;
+  Status alltoallv(const void* input, std::span<const size_t> send_bytes, void* output,
+                   std::span<const size_t> recv_bytes) override;
+
+  Status synchronize(const std::string& what) override;
+  void abort(const std::string& reason) override;
+
+ private:
+  Status cuda_status(cudaError_t error, const std::string& what) const;
+  Status nccl_status(ncclResult_t result, const std::string& what) const;
+  // An NCCL call's result: ncclInProgress is polled (non-blocking communicator) until the
+  // call completed, failed, the deadline passed or the job aborted.
+  Status nccl_call(ncclResult_t result, const std::string& what);
+  // Checks the abort flag and a failed earlier operation before queuing more work.
+  Status usable(const std::string& what);
+  // Aborts the communicator after `failure`; later calls fail with it. Returns it at once:
+  // ncclCommAbort runs on abort_thread_, because it can wait for work queued on the internal
+  // stream (e.g. behind a caller's stream that never finishes) and the handle must fail now.
+  Status fail(Status failure);
+  Result<void*> grow(void*& buffer, size_t& capacity, size_t bytes, const std::string& what);
+  // Copies a chunked table to the device (pinned staging, queued) and returns its device address.
+  Result<const Segment*> stage_table(std::span<const Segment> chunks);
+  std::optional<std::string> abort_reason() const;
+
+  RankIdentity who_;
+  std::chrono::milliseconds op_timeout_;
+  int ordinal_ = -1;
+  cudaStream_t stream_ = nullptr;
+  cudaEvent_t caller_ready_ = nullptr;  // recorded on a caller's stream, waited by stream_
+  cudaEvent_t done_ = nullptr;          // recorded on stream_, waited by callers and the host
+  ncclComm_t comm_ = nullptr;
+  std::optional<Status> failed_;        // sticky once the communicator was aborted
+  std::thread abort_thread_;            // runs ncclCommAbort after a failure; joined by ~
+
+  void* fusion_ = nullptr;
+  size_t fusion_capacity_ = 0;
+  void* scratch_ = nullptr;
+  size_t scratch_capacity_ = 0;
+  Segment* host_table_ = nullptr;    // pinned
+  Segment* device_table_ = nullptr;
+  size_t table_capacity_ = 0;        // entries
+  size_t table_used_ = 0;            // entries queued since the last synchronize()
+
+  mutable std::mutex abort_mutex_;
+  std::atomic<bool> aborted_{false};
+  std::string abort_reason_;         // abort_mutex_
+};
+
+}  // namespace hvrun::detail::cuda

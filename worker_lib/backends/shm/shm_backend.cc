@@ -1,0 +1,335 @@
+#include "worker_lib/backends/shm/shm_backend.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <mutex>
+#include <numeric>
+#include <vector>
+
+#include "worker_lib/backends/shm/futex.h"
+#include "worker_lib/backends/shm/reduce_kernels.h"
+#include "worker_lib/backends/shm/shm_segment.h"
+
+namespace hvrun::detail {
+namespace {
+
+using shm::kAbortBit;
+using shm::kCountMask;
+
+// Buffers up to this size take the one-barrier path: each rank reduces all of it itself.
+constexpr size_t kLatencyPathBytes = 16 << 10;
+// Polls of a peer's counter before sleeping on it (one poll is ~20 ns here, so ~20 us). Measured
+// on the shared 2-core VM (bench/RESULTS.md section 6): when both ranks hold a core, a peer
+// arrives within the spin (4-byte allreduce ~0.8 us); when the machine is oversubscribed,
+// 5-20x longer spins brought the 4-byte median to ~1 us in some runs but cut the 64 MiB busbw
+// and the ResNet-50 step by 30-70% (spinners take the core their peer needs), and did not help
+// in others (the peer was not running at all). Sleeping costs a futex wake-up, ~30 us here.
+constexpr int kSpinPolls = 1000;
+// A sleeping waiter re-checks at least this often (the wake-ups make this a backstop only).
+constexpr std::chrono::milliseconds kMaxSleep{1000};
+constexpr size_t kAlign = 64;  // sub-slices start on cache lines
+
+size_t round_up(size_t v, size_t to) { return (v + to - 1) / to * to; }
+
+// Double buffering: a rank writes buffer set s for round i+2 only after every rank reached
+// round i+1's first barrier, which each reaches only after reading everything of round i.
+// Every round therefore starts with writes to its set, then a barrier, and ends with reads.
+class ShmBackend final : public Backend {
+ public:
+  ShmBackend(std::unique_ptr<shm::Segment> segment, const ShmBackendOptions& options)
+      : segment_(std::move(segment)),
+        rank_(options.rank),
+        size_(options.size),
+        host_(options.host),
+        timeout_(options.timeout),
+        sources_(static_cast<size_t>(options.size)) {}
+
+  std::string name() const override { return "shm"; }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+
+  Status allreduce(void* buffer, size_t count, DataType dtype, ReduceOp op) override {
+    HVRUN_RETURN_IF_ERROR(aborted_status());
+    if (count == 0 || size_ == 1) return Status::ok();
+    const size_t esize = dtype_size(dtype);
+    auto* data = static_cast<std::byte*>(buffer);
+    const size_t bytes = count * esize;
+    const auto deadline = start("allreduce");
+    if (bytes <= kLatencyPathBytes && bytes <= segment_->slot_bytes()) {
+      const int set = next_set();
+      std::memcpy(segment_->slot(set, rank_), data, bytes);
+      HVRUN_RETURN_IF_ERROR(barrier_step(deadline));
+      for (int k = 0; k < size_; ++k) sources_[k] = segment_->slot(set, k);
+      shm::reduce_sources(data, sources_.data(), size_, count, dtype, op);
+      return Status::ok();
+    }
+    const size_t chunk = segment_->slot_bytes() / esize;
+    const size_t align = std::max<size_t>(1, kAlign / esize);
+    for (size_t base = 0; base < count; base += chunk) {
+      const size_t m = std::min(chunk, count - base);
+      const size_t per = round_up((m + size_ - 1) / size_, align);
+      auto part = [&](int k) {
+        size_t lo = std::min(static_cast<size_t>(k) * per, m);
+        return std::pair<size_t, size_t>{lo, std::min(lo + per, m)};
+      };
+      const int set = next_set();
+      std::byte* mine = segment_->slot(set, rank_);
+      auto [lo, hi] = part(rank_);
+      // Publish only the parts other ranks reduce; this rank reads its own part in place.
+      if (lo > 0) std::memcpy(mine, data + base * esize, lo * esize);
+      if (hi < m) std::memcpy(mine + hi * esize, data + (base + hi) * esize, (m - hi) * esize);
+      HVRUN_RETURN_IF_ERROR(barrier_step(deadline));
+      // Reduce-scatter: this rank owns elements [lo, hi) of the chunk; the result goes to its
+      // own buffer and, in the same pass, to its slot for the others to copy.
+      if (hi > lo) {
+        for (int k = 0; k < size_; ++k)
+          sources_[k] = k == rank_ ? static_cast<const void*>(data + (base + lo) * esize)
+                                   : segment_->slot(set, k) + lo * esize;
+        shm::reduce_sources(data + (base + lo) * esize, sources_.data(), size_, hi - lo, dtype, op,
+                            mine + lo * esize);
+      }
+      HVRUN_RETURN_IF_ERROR(barrier_step(deadline));
+      // Allgather: every other rank's reduced part.
+      for (int k = 0; k < size_; ++k) {
+        if (k == rank_) continue;
+        auto [klo, khi] = part(k);
+        if (khi > klo)
+          std::memcpy(data + (base + klo) * esize, segment_->slot(set, k) + klo * esize,
+                      (khi - klo) * esize);
+      }
+    }
+    return Status::ok();
+  }
+
+  Status allgatherv(const void* input, void* output, std::span<const size_t> recv_bytes) override {
+    HVRUN_RETURN_IF_ERROR(aborted_status());
+    const size_t total = std::accumulate(recv_bytes.begin(), recv_bytes.end(), size_t{0});
+    if (total == 0) return Status::ok();
+    auto* out = static_cast<std::byte*>(output);
+    const auto* in = static_cast<const std::byte*>(input);
+    std::vector<size_t> offset(size_, 0);
+    for (int k = 1; k < size_; ++k) offset[k] = offset[k - 1] + recv_bytes[k - 1];
+    const size_t mine = recv_bytes[rank_];
+    if (mine > 0 && out + offset[rank_] != in) std::memmove(out + offset[rank_], in, mine);
+    if (size_ == 1) return Status::ok();
+    const auto deadline = start("allgather");
+    const size_t slot = segment_->slot_bytes();
+    const size_t largest = *std::max_element(recv_bytes.begin(), recv_bytes.end());
+    for (size_t at = 0; at < largest; at += slot) {
+      const int set = next_set();
+      if (at < mine) std::memcpy(segment_->slot(set, rank_), in + at, std::min(slot, mine - at));
+      HVRUN_RETURN_IF_ERROR(barrier_step(deadline));
+      for (int k = 0; k < size_; ++k) {
+        if (k == rank_ || at >= recv_bytes[k]) continue;
+        std::memcpy(out + offset[k] + at, segment_->slot(set, k),
+                    std::min(slot, recv_bytes[k] - at));
+      }
+    }
+    return Status::ok();
+  }
+
+  Status broadcast(void* buffer, size_t bytes, int root) override {
+    HVRUN_RETURN_IF_ERROR(aborted_status());
+    if (bytes == 0 || size_ == 1) return Status::ok();
+    const auto deadline = start("broadcast");
+    auto* data = static_cast<std::byte*>(buffer);
+    // The root writes a whole buffer set (every slot of it) per round.
+    const size_t region = segment_->slot_bytes() * static_cast<size_t>(size_);
+    for (size_t at = 0; at < bytes; at += region) {
+      const int set = next_set();
+      const size_t n = std::min(region, bytes - at);
+      if (rank_ == root) std::memcpy(segment_->slot(set, 0), data + at, n);
+      HVRUN_RETURN_IF_ERROR(barrier_step(deadline));
+      if (rank_ != root) std::memcpy(data + at, segment_->slot(set, 0), n);
+    }
+    return Status::ok();
+  }
+
+  Status alltoallv(const void* input, std::span<const size_t> send_bytes, void* output,
+                   std::span<const size_t> recv_bytes) override {
+    HVRUN_RETURN_IF_ERROR(aborted_status());
+    const auto* in = static_cast<const std::byte*>(input);
+    auto* out = static_cast<std::byte*>(output);
+    std::vector<size_t> send_at(size_, 0), recv_at(size_, 0);
+    for (int k = 1; k < size_; ++k) {
+      send_at[k] = send_at[k - 1] + send_bytes[k - 1];
+      recv_at[k] = recv_at[k - 1] + recv_bytes[k - 1];
+    }
+    const size_t own = std::min(send_bytes[rank_], recv_bytes[rank_]);
+    if (own > 0) std::memmove(out + recv_at[rank_], in + send_at[rank_], own);
+    if (size_ == 1) return Status::ok();
+    const auto deadline = start("alltoall");
+    // Each slot is cut into one sub-slot per destination. How many rounds the largest pair needs
+    // travels with round 0 (every rank publishes its own largest send).
+    const size_t sub = segment_->slot_bytes() / static_cast<size_t>(size_) / kAlign * kAlign;
+    const size_t largest_send = *std::max_element(send_bytes.begin(), send_bytes.end());
+    size_t rounds = 1;
+    for (size_t round = 0; round < rounds; ++round) {
+      const size_t at = round * sub;
+      const int set = next_set();
+      std::byte* mine = segment_->slot(set, rank_);
+      for (int d = 0; d < size_; ++d)
+        if (d != rank_ && at < send_bytes[d])
+          std::memcpy(mine + d * sub, in + send_at[d] + at, std::min(sub, send_bytes[d] - at));
+      if (round == 0) segment_->line(rank_).meta.store(largest_send);
+      HVRUN_RETURN_IF_ERROR(barrier_step(deadline));
+      if (round == 0) {
+        size_t largest = 0;
+        for (int k = 0; k < size_; ++k)
+          largest = std::max<size_t>(largest, segment_->line(k).meta.load());
+        rounds = std::max<size_t>(1, (largest + sub - 1) / sub);
+      }
+      for (int s = 0; s < size_; ++s)
+        if (s != rank_ && at < recv_bytes[s])
+          std::memcpy(out + recv_at[s] + at, segment_->slot(set, s) + rank_ * sub,
+                      std::min(sub, recv_bytes[s] - at));
+    }
+    return Status::ok();
+  }
+
+  Status barrier() override {
+    HVRUN_RETURN_IF_ERROR(aborted_status());
+    if (size_ == 1) return Status::ok();
+    return barrier_step(start("barrier"));
+  }
+
+  void abort(const std::string& reason) override {
+    {
+      std::lock_guard<std::mutex> lock(abort_mutex_);
+      if (aborted_.load()) return;
+      abort_reason_ = reason;
+      aborted_.store(true);
+    }
+    if (!segment_) return;
+    shm::SegmentHeader& h = segment_->header();
+    uint32_t expected = 0;
+    if (h.abort_state.compare_exchange_strong(expected, 1)) {
+      std::snprintf(h.abort_reason, sizeof h.abort_reason, "%s", reason.c_str());
+      h.abort_rank = rank_;
+      h.abort_state.store(2);
+    }
+    // Changing every futex word wakes sleepers for good: one about to sleep sees the new value.
+    for (int k = 0; k < size_; ++k) {
+      segment_->line(k).arrived.fetch_or(kAbortBit);
+      shm::futex_wake_all(&segment_->line(k).arrived);
+    }
+  }
+
+ private:
+  using Deadline = std::chrono::steady_clock::time_point;
+
+  Deadline start(const char* op) {
+    op_ = op;
+    return std::chrono::steady_clock::now() + timeout_;
+  }
+
+  int next_set() { return static_cast<int>(round_++ & 1u); }
+
+  bool reached(uint32_t value) const { return ((value - epoch_) & kCountMask) < (kCountMask >> 1); }
+
+  // This rank arrives at the next barrier, then waits until every other rank did.
+  Status barrier_step(Deadline deadline) {
+    std::atomic<uint32_t>& mine = segment_->line(rank_).arrived;
+    uint32_t old = mine.load(std::memory_order_relaxed);
+    while (!mine.compare_exchange_weak(old, (old & kAbortBit) | ((old + 1) & kCountMask))) {
+    }
+    epoch_ = (epoch_ + 1) & kCountMask;
+    if (segment_->line(rank_).sleepers.load() > 0) shm::futex_wake_all(&mine);
+    for (int k = 0; k < size_; ++k) {
+      if (k == rank_) continue;
+      Status s = wait_for(k, deadline);
+      if (!s.is_ok()) return s;
+    }
+    return Status::ok();
+  }
+
+  Status wait_for(int k, Deadline deadline) {
+    shm::RankLine& line = segment_->line(k);
+    for (int i = 0; i < kSpinPolls; ++i) {
+      uint32_t v = line.arrived.load(std::memory_order_acquire);
+      if (v & kAbortBit) return aborted_status();
+      if (reached(v)) return Status::ok();
+      shm::cpu_relax();
+    }
+    while (true) {
+      line.sleepers.fetch_add(1);
+      uint32_t v = line.arrived.load();
+      const auto left = deadline - std::chrono::steady_clock::now();
+      if (!(v & kAbortBit) && !reached(v) && left > std::chrono::nanoseconds::zero())
+        shm::futex_wait(&line.arrived, v, std::min<std::chrono::nanoseconds>(left, kMaxSleep));
+      line.sleepers.fetch_sub(1);
+      v = line.arrived.load(std::memory_order_acquire);
+      if (v & kAbortBit) return aborted_status();
+      if (reached(v)) return Status::ok();
+      if (std::chrono::steady_clock::now() >= deadline) return timed_out(k);
+    }
+  }
+
+  Status timed_out(int k) {
+    std::string message =
+        "shared-memory " + op_ + " timed out on local rank " + std::to_string(rank_) + " of " +
+        std::to_string(size_) + " (host " + host_ + ") after " +
+        std::to_string(std::chrono::duration_cast<std::chrono::seconds>(timeout_).count()) +
+        " s waiting for local rank " + std::to_string(k) + " (pid " +
+        std::to_string(segment_->line(k).pid.load()) +
+        "): it died, hangs, or runs other collectives (check its log; --op-timeout sets the bound)";
+    abort(message);  // the host's other ranks must not wait on this one's timeout too
+    return deadline_exceeded(message);
+  }
+
+  Status aborted_status() {
+    if (aborted_.load()) {
+      std::lock_guard<std::mutex> lock(abort_mutex_);
+      return aborted(abort_reason_);
+    }
+    if (!segment_) return Status::ok();
+    shm::SegmentHeader& h = segment_->header();
+    uint32_t state = h.abort_state.load();
+    if (state == 0 && !(segment_->line(rank_).arrived.load() & kAbortBit)) return Status::ok();
+    // The peer's reason first: usually the job's abort, which this rank's own JobAbort would
+    // carry too (it may simply not have arrived yet).
+    if (state != 2)
+      return aborted("shared-memory data plane on host " + host_ + " torn down by a peer");
+    return aborted(std::string(h.abort_reason) + " (shared-memory data plane on host " + host_ +
+                   " torn down by local rank " + std::to_string(h.abort_rank) + ")");
+  }
+
+  std::unique_ptr<shm::Segment> segment_;  // null for a group of one
+  int rank_;
+  int size_;
+  std::string host_;
+  std::chrono::milliseconds timeout_;
+  uint32_t epoch_ = 0;  // barriers this rank reached (its counter, without the abort bit)
+  uint32_t round_ = 0;  // data rounds so far: round_ & 1 picks the buffer set
+  std::string op_;
+  std::vector<const void*> sources_;
+  std::atomic<bool> aborted_{false};
+  std::mutex abort_mutex_;  // guards abort_reason_
+  std::string abort_reason_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Backend>> make_shm_backend(const ShmBackendOptions& options,
+                                                  KeyValueStore& store) {
+  if (options.size < 1 || options.rank < 0 || options.rank >= options.size)
+    return invalid_argument("shm backend: rank " + std::to_string(options.rank) +
+                            " outside a group of " + std::to_string(options.size));
+  std::unique_ptr<shm::Segment> segment;
+  if (options.size > 1) {
+    shm::SegmentOptions seg{
+        .job_id = options.job_id,
+        .host = options.host,
+        .local_rank = options.rank,
+        .local_size = options.size,
+        // alltoallv cuts a slot into one cache-line-aligned part per rank
+        .slot_bytes = std::max(options.chunk_bytes, static_cast<size_t>(options.size) * kAlign),
+        .kv_prefix = options.kv_prefix,
+        .timeout = options.connect_timeout};
+    HVRUN_ASSIGN_OR_RETURN(segment, shm::Segment::attach(seg, store));
+  }
+  return std::unique_ptr<Backend>(new ShmBackend(std::move(segment), options));
+}
+
+}  // namespace hvrun::detail

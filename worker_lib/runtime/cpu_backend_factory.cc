@@ -1,0 +1,148 @@
+#include "worker_lib/runtime/cpu_backend_factory.h"
+
+#include <algorithm>
+#include <map>
+
+#include "common/logging.h"
+#include "common/setting_keys.h"
+#include "common/settings.h"
+#include "worker_lib/backends/gloo/gloo_backend.h"
+#include "worker_lib/backends/gloo/kv_store_adapter.h"
+#include "worker_lib/backends/shm/hierarchical_backend.h"
+#include "worker_lib/backends/shm/shm_backend.h"
+
+namespace hvrun::detail {
+namespace {
+
+// Ranks of every host, each list ascending; hosts in the order of their lowest rank.
+std::vector<std::vector<int>> ranks_by_host(const std::vector<std::string>& hosts) {
+  std::vector<std::vector<int>> groups;
+  std::map<std::string, size_t> index;
+  for (int r = 0; r < static_cast<int>(hosts.size()); ++r) {
+    auto [it, inserted] = index.emplace(hosts[r], groups.size());
+    if (inserted) groups.emplace_back();
+    groups[it->second].push_back(r);
+  }
+  return groups;
+}
+
+Result<std::unique_ptr<Backend>> make_gloo(const CpuBackendContext& c, KeyValueStore& store,
+                                           int rank, int size, const std::string& prefix) {
+  GlooStoreAdapter adapter(store, c.connect_timeout);
+  GlooBackendOptions options{.rank = rank,
+                             .size = size,
+                             .data_address = c.data_address,
+                             .store_prefix = prefix,
+                             .connect_timeout = c.connect_timeout,
+                             .timeout = c.op_timeout};
+  return make_gloo_backend(options, adapter);
+}
+
+Result<std::unique_ptr<Backend>> make_host_shm(const CpuBackendContext& c,
+                                               const CpuBackendSettings& s, KeyValueStore& store,
+                                               const std::vector<int>& group) {
+  const int position =
+      static_cast<int>(std::find(group.begin(), group.end(), c.rank) - group.begin());
+  const std::string& host = c.hosts[c.rank];
+  ShmBackendOptions options{.rank = position,
+                            .size = static_cast<int>(group.size()),
+                            .job_id = c.job_id,
+                            .host = host,
+                            .chunk_bytes = s.shm_chunk_bytes,
+                            .kv_prefix = "shm/" + host,
+                            .connect_timeout = c.connect_timeout,
+                            .timeout = c.op_timeout};
+  return make_shm_backend(options, store);
+}
+
+}  // namespace
+
+const char* cpu_backend_kind_name(CpuBackendKind kind) {
+  switch (kind) {
+    case CpuBackendKind::kGloo:
+      return "gloo";
+    case CpuBackendKind::kShm:
+      return "shm";
+    case CpuBackendKind::kHierarchical:
+      return "hierarchical (shm within hosts, gloo across)";
+  }
+  return "?";
+}
+
+Result<CpuBackendSettings> CpuBackendSettings::from_environment() {
+  Settings settings;
+  HVRUN_RETURN_IF_ERROR(settings.apply_process_environment());
+  CpuBackendSettings s;
+  s.backend = settings.get(setting::kCpuBackend);
+  s.hierarchical = settings.get(setting::kHierarchicalAllreduce);
+  s.shm_chunk_bytes = static_cast<size_t>(settings.get(setting::kShmChunkKb)) << 10;
+  return s;
+}
+
+Result<CpuBackendKind> choose_cpu_backend(const CpuBackendSettings& settings,
+                                          const std::vector<std::string>& hosts) {
+  if (settings.backend == "gloo" || hosts.size() <= 1) return CpuBackendKind::kGloo;
+  auto groups = ranks_by_host(hosts);
+  if (groups.size() == 1) return CpuBackendKind::kShm;
+  bool shared =
+      std::any_of(groups.begin(), groups.end(), [](const auto& g) { return g.size() > 1; });
+  bool hierarchical = settings.hierarchical == "on" || (settings.hierarchical == "auto" && shared);
+  if (hierarchical) return CpuBackendKind::kHierarchical;
+  if (settings.backend == "shm")
+    return invalid_argument("--cpu-backend shm on a job over " + std::to_string(groups.size()) +
+                            " hosts needs --hierarchical-allreduce on (or auto with more than one "
+                            "rank on a host); use --cpu-backend auto or gloo");
+  return CpuBackendKind::kGloo;
+}
+
+Result<std::unique_ptr<Backend>> make_cpu_backend(const CpuBackendContext& c,
+                                                  const CpuBackendSettings& settings,
+                                                  KeyValueStore& store) {
+  const int size = static_cast<int>(c.hosts.size());
+  if (c.rank < 0 || c.rank >= size)
+    return internal_error("rank " + std::to_string(c.rank) + " is not among the " +
+                          std::to_string(size) + " ranks the coordinator listed");
+  HVRUN_ASSIGN_OR_RETURN(CpuBackendKind kind, choose_cpu_backend(settings, c.hosts));
+  spdlog::debug("CPU data plane: {}", cpu_backend_kind_name(kind));
+  if (kind == CpuBackendKind::kGloo) return make_gloo(c, store, c.rank, size, "gloo");
+  auto groups = ranks_by_host(c.hosts);
+  const std::vector<int>* mine = nullptr;
+  for (const auto& g : groups)
+    if (std::find(g.begin(), g.end(), c.rank) != g.end()) mine = &g;
+  if (kind == CpuBackendKind::kShm) return make_host_shm(c, settings, store, *mine);
+
+  HierarchicalParts parts;
+  parts.rank = c.rank;
+  parts.size = size;
+  HVRUN_ASSIGN_OR_RETURN(parts.host, make_host_shm(c, settings, store, *mine));
+  if (mine->front() == c.rank) {
+    int leader_index = 0;
+    while (groups[leader_index].front() != c.rank) ++leader_index;
+    HVRUN_ASSIGN_OR_RETURN(
+        parts.leaders,
+        make_gloo(c, store, leader_index, static_cast<int>(groups.size()), "gloo-leaders"));
+  }
+  HVRUN_ASSIGN_OR_RETURN(parts.world, make_gloo(c, store, c.rank, size, "gloo"));
+  return make_hierarchical_backend(std::move(parts));
+}
+
+Result<std::unique_ptr<Backend>> make_cpu_backend_for_job(const Config& config,
+                                                          const v1::RegisterResponse& registered,
+                                                          KeyValueStore& store) {
+  HVRUN_ASSIGN_OR_RETURN(CpuBackendSettings settings, CpuBackendSettings::from_environment());
+  CpuBackendContext context{.rank = registered.topology().rank(),
+                            .hosts = {},
+                            .job_id = registered.job_id(),
+                            .data_address = config.data_address,
+                            .connect_timeout = config.start_timeout,
+                            .op_timeout = config.op_timeout};
+  for (const v1::RankInfo& info : registered.ranks()) context.hosts.push_back(info.host());
+  // A coordinator that lists no ranks leaves the placement unknown: Gloo works everywhere.
+  if (static_cast<int>(context.hosts.size()) != registered.topology().size()) {
+    settings.backend = "gloo";
+    context.hosts.assign(static_cast<size_t>(registered.topology().size()), config.host);
+  }
+  return make_cpu_backend(context, settings, store);
+}
+
+}  // namespace hvrun::detail

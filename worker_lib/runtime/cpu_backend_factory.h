@@ -1,0 +1,65 @@
+// Which CPU data plane a job's ranks use, and making it. Every rank decides from the same inputs
+// (the settings, which hvrun passes to all ranks alike, and the coordinator's list of every
+// rank's host), so all ranks pick the same backend without talking.
+//
+//   --cpu-backend gloo                      Gloo over TCP for everything.
+//   --cpu-backend auto (default) or shm:
+//     one host, more than one rank          shared memory (backends/shm).
+//     several hosts, hierarchical on        shm within each host + Gloo among one rank per host
+//                                           (backends/shm/hierarchical_backend.h).
+//     several hosts, hierarchical off       Gloo (auto), or an error (shm asked for explicitly).
+//   --hierarchical-allreduce auto (default) = on when some host runs more than one rank.
+//   A job of one rank uses Gloo (it moves no bytes).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "hvrun.pb.h"
+#include "hvrun/hvrun.h"
+#include "worker_lib/backend.h"
+#include "worker_lib/kv_store.h"
+
+namespace hvrun::detail {
+
+enum class CpuBackendKind { kGloo, kShm, kHierarchical };
+const char* cpu_backend_kind_name(CpuBackendKind kind);
+
+struct CpuBackendSettings {
+  std::string backend = "auto";       // auto | shm | gloo
+  std::string hierarchical = "auto";  // auto | on | off
+  size_t shm_chunk_bytes = 1 << 20;
+
+  // The registry's values (HVRUN_CPU_BACKEND, HVRUN_HIERARCHICAL_ALLREDUCE, HVRUN_SHM_CHUNK_KB).
+  static Result<CpuBackendSettings> from_environment();
+};
+
+struct CpuBackendContext {
+  int rank = 0;
+  std::vector<std::string> hosts;  // host of every rank, by rank (the coordinator's view)
+  std::string job_id;              // names the shared-memory segments
+  std::string data_address = "127.0.0.1";
+  std::chrono::milliseconds connect_timeout{30000};
+  std::chrono::milliseconds op_timeout{300000};
+};
+
+// Pure: the same answer on every rank for the same settings and hosts.
+Result<CpuBackendKind> choose_cpu_backend(const CpuBackendSettings& settings,
+                                          const std::vector<std::string>& hosts);
+
+// Connects the chosen backend (blocks until the peers did, bounded by connect_timeout).
+Result<std::unique_ptr<Backend>> make_cpu_backend(const CpuBackendContext& context,
+                                                  const CpuBackendSettings& settings,
+                                                  KeyValueStore& store);
+
+// What the runtime calls after registration: settings from the environment, hosts from the
+// coordinator's answer.
+Result<std::unique_ptr<Backend>> make_cpu_backend_for_job(const Config& config,
+                                                          const v1::RegisterResponse& registered,
+                                                          KeyValueStore& store);
+
+}  // namespace hvrun::detail
