@@ -1,10 +1,13 @@
 #include "launcher/control_plane.h"
 
+#include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 
+#include <grpc/grpc.h>
 #include <spdlog/spdlog.h>
 
 #include "common/setting_keys.h"
@@ -31,6 +34,30 @@ std::string listen_address(const Settings& settings, const std::string& job_id) 
   return "127.0.0.1:" + std::to_string(settings.get(setting::kCoordinatorPort));
 }
 
+// Binding a socket there is what gRPC will do; a failure now means the TCP fallback later.
+bool can_bind_unix_socket(const std::string& path) {
+  sockaddr_un addr{};
+  if (path.size() >= sizeof addr.sun_path) return false;
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  ::close(fd);
+  if (ok) ::unlink(path.c_str());
+  return ok;
+}
+
+// gRPC shuts its library down (joining its threads) when its last object goes, 10-20 ms at the
+// end of every hvrun run; hvrun exits right after, so one reference is kept for the process.
+void keep_grpc_initialized() {
+  static const bool initialized = [] {
+    grpc_init();
+    return true;
+  }();
+  (void)initialized;
+}
+
 class InProcessCoordinator final : public ControlPlane {
  public:
   explicit InProcessCoordinator(std::unique_ptr<CoordinatorServer> server)
@@ -52,12 +79,19 @@ class InProcessCoordinator final : public ControlPlane {
 
 }  // namespace
 
+std::string predictable_unix_address(const Settings& settings, const std::string& job_id) {
+  const std::string address = listen_address(settings, job_id);
+  if (address.rfind("unix:", 0) != 0 || !can_bind_unix_socket(address.substr(5))) return "";
+  return address;
+}
+
 Result<std::unique_ptr<ControlPlane>> start_control_plane(const Settings& settings,
                                                           const JobPlan& plan,
                                                           const std::string& secret,
                                                           const std::string& job_id,
                                                           ControlPlaneEvents events,
                                                           const std::string& listen_on) {
+  keep_grpc_initialized();
   CoordinatorOptions options = CoordinatorOptions::from_settings(settings);
   options.listen_address = listen_on.empty() ? listen_address(settings, job_id) : listen_on;
   options.secret = secret;

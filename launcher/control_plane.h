@@ -37,4 +37,9 @@ Result<std::unique_ptr<ControlPlane>> start_control_plane(const Settings& settin
 // `listen_on`: "ADDR:PORT" to listen on (multi-host jobs: the launch host's chosen interface);
 // empty: a unix socket, or loopback TCP with --coordinator-port (single-host jobs).
 
+// "unix:/tmp/<job id>.sock" when a single-host job's coordinator will listen there and a socket
+// can be made at that path (checked by binding one), else "": the launcher may then start the
+// workers while the coordinator starts (they retry the connection within milliseconds).
+std::string predictable_unix_address(const Settings& settings, const std::string& job_id);
+
 }  // namespace hvrun::launcher

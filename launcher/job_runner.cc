@@ -34,6 +34,8 @@ constexpr size_t kStderrLinesKept = 10;
 constexpr std::chrono::milliseconds kDrainLimit{1000};
 // While waiting for process groups to empty during a teardown (they cannot be waited on).
 constexpr std::chrono::milliseconds kGroupPoll{20};
+// How long a rank the coordinator reports lost may take to show its own exit status.
+constexpr std::chrono::milliseconds kExitExplainsLoss{300};
 
 }  // namespace
 
@@ -42,7 +44,7 @@ class JobRunner::Impl {
   Impl(JobRunnerConfig config, OutputSink& out, OutputSink& err, OrphanGuard* guard)
       : config_(std::move(config)), out_(out), err_(err), guard_(guard),
         job_signals_(io_, SIGINT, SIGTERM), child_signal_(io_, SIGCHLD), grace_timer_(io_),
-        poll_timer_(io_), drain_timer_(io_) {}
+        poll_timer_(io_), drain_timer_(io_), explain_timer_(io_) {}
 
   std::optional<JobEnd> end() const { return end_; }
   int run(const std::vector<WorkerLaunch>& launches);
@@ -51,7 +53,21 @@ class JobRunner::Impl {
     asio::post(io_, [this, message = std::move(message), rank] {
       if (tearing_down_) return;  // e.g. the abort hvrun itself asked for
       JobEnd end{JobEndKind::kControlPlane, rank, 1, 0, message};
-      begin_teardown(end, SIGTERM);
+      reap_all();
+      if (tearing_down_) return;
+      // A dying process closes its sockets before it can be reaped: the coordinator may report
+      // the lost rank a moment before its exit status exists. Give that exit (the better
+      // explanation, with its code or signal) a moment to arrive.
+      const bool rank_still_running = rank >= 0 && static_cast<size_t>(rank) < workers_.size() &&
+                                      workers_[static_cast<size_t>(rank)].pid > 0 &&
+                                      !workers_[static_cast<size_t>(rank)].exited;
+      if (!rank_still_running) return begin_teardown(end, SIGTERM);
+      explain_timer_.expires_after(kExitExplainsLoss);
+      explain_timer_.async_wait([this, end](error_code ec) {
+        if (ec) return;
+        reap_all();
+        begin_teardown(end, SIGTERM);  // a no-op when the rank's exit ended the job meanwhile
+      });
     });
   }
 
@@ -94,6 +110,7 @@ class JobRunner::Impl {
   asio::steady_timer grace_timer_;
   asio::steady_timer poll_timer_;
   asio::steady_timer drain_timer_;
+  asio::steady_timer explain_timer_;  // a control-plane failure waiting for its rank's exit
 
   std::vector<WorkerRecord> workers_;
   std::vector<std::unique_ptr<Pipe>> pipes_;  // two per started worker: stdout, stderr

@@ -4,7 +4,9 @@
 #include <chrono>
 #include <cstdlib>
 #include <iostream>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/build_info.h"
@@ -77,6 +79,8 @@ int run_single_host_attempt(const LaunchOptions& opts, const JobPlan& plan,
   const bool one_file = same_file(1, 2);
   OutputSink out = one_file ? OutputSink(1, terminal_line) : OutputSink(1);
   OutputSink err = one_file ? OutputSink(2, terminal_line) : OutputSink(2);
+  // The coordinator; set by whichever thread starts it, read by the runner's abort hook.
+  std::mutex control_mutex;
   std::unique_ptr<ControlPlane> control;
   JobRunnerConfig config;
   config.command_path = command_path;
@@ -86,8 +90,9 @@ int run_single_host_attempt(const LaunchOptions& opts, const JobPlan& plan,
   config.output_dir = settings.get(setting::kOutputFilename);
   config.verbose = settings.get(setting::kVerbose);
   config.tag_output = settings.get(setting::kTagOutput);
-  config.abort_control_plane = [&control](const std::string& reason, int rank,
-                                          const std::string& host) {
+  config.abort_control_plane = [&control, &control_mutex](const std::string& reason, int rank,
+                                                          const std::string& host) {
+    std::lock_guard<std::mutex> lock(control_mutex);
     if (control) control->abort(reason, rank, host);
   };
   JobRunner runner(std::move(config), out, err, &guard);
@@ -97,18 +102,39 @@ int run_single_host_attempt(const LaunchOptions& opts, const JobPlan& plan,
     runner.post_control_plane_failure(message, rank);
   };
   events.on_note = [&runner](const std::string& message) { runner.post_note(message); };
-  auto started = start_control_plane(settings, plan, *secret, job_id, std::move(events));
-  if (!started.is_ok()) {
-    std::cerr << "hvrun: " << started.status().message() << "\n";
-    *end = JobEnd{JobEndKind::kControlPlane, -1, 1, 0, started.status().message()};
-    return 1;
+
+  // With a unix socket its address is known now: the coordinator starts on a thread of its own
+  // while the workers start (about a tenth of a short job's launch time); otherwise first.
+  std::string address = predictable_unix_address(settings, job_id);
+  std::thread starter;
+  auto start = [&, events = std::move(events)]() mutable -> Status {
+    auto started = start_control_plane(settings, plan, *secret, job_id, std::move(events), address);
+    if (started.is_ok() && !address.empty() && (*started)->address() != address)
+      started = internal_error("the coordinator listens on " + (*started)->address() +
+                               ", not on " + address + " where the workers were sent");
+    if (!started.is_ok()) return started.status();
+    spdlog::debug("coordinator started on {}", (*started)->address());
+    std::lock_guard<std::mutex> lock(control_mutex);
+    control = std::move(started).value();
+    return Status::ok();
+  };
+  if (address.empty()) {
+    if (Status s = start(); !s.is_ok()) {
+      std::cerr << "hvrun: " << s.message() << "\n";
+      *end = JobEnd{JobEndKind::kControlPlane, -1, 1, 0, s.message()};
+      return 1;
+    }
+    address = control->address();
+  } else {
+    starter = std::thread([&runner, start = std::move(start)]() mutable {
+      if (Status s = start(); !s.is_ok())
+        runner.post_control_plane_failure("the coordinator did not start: " + s.message(), -1);
+    });
   }
-  control = std::move(started).value();
-  spdlog::debug("coordinator started on {}", control->address());
-  if (control->address().rfind("unix:", 0) == 0) guard.remove_on_exit(control->address().substr(5));
+  if (address.rfind("unix:", 0) == 0) guard.remove_on_exit(address.substr(5));
 
   JobIdentity identity;
-  identity.coordinator_address = control->address();
+  identity.coordinator_address = address;
   identity.secret = *secret;
   identity.job_id = job_id;
   std::vector<Environment> envs;
@@ -121,8 +147,12 @@ int run_single_host_attempt(const LaunchOptions& opts, const JobPlan& plan,
     print_verbose_plan(err, plan, nccl, identity.coordinator_address, job_id, envs, inherited);
 
   int code = runner.run(launches);
+  if (starter.joinable()) starter.join();
   spdlog::debug("job over (exit code {}); stopping the coordinator", code);
-  control->shutdown();
+  {
+    std::lock_guard<std::mutex> lock(control_mutex);
+    if (control) control->shutdown();
+  }
   if (auto e = runner.end()) *end = *e;
   return code;
 }

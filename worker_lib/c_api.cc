@@ -7,10 +7,15 @@
 #include <string>
 #include <vector>
 
+#include "hvrun/checkpoint.h"
 #include "hvrun/hvrun.h"
 
 struct hvrun_worker {
   std::unique_ptr<hvrun::Worker> worker;
+};
+
+struct hvrun_checkpointer {
+  hvrun::Checkpointer checkpointer;
 };
 
 struct hvrun_handle {
@@ -358,5 +363,50 @@ hvrun_status_t hvrun_set_device_allocator(hvrun_worker_t* w, hvrun_device_alloc_
 int hvrun_handle_join_result(const hvrun_handle_t* h) { return h ? h->handle.join_result() : -1; }
 
 void hvrun_handle_free(hvrun_handle_t* h) { delete h; }
+
+hvrun_status_t hvrun_checkpointer_create(hvrun_worker_t* w, hvrun_checkpointer_t** out) {
+  if (!w || !out) return bad("null worker or checkpointer pointer");
+  return guarded([&] {
+    auto options = hvrun::CheckpointOptions::from_environment();
+    if (!options.is_ok()) return record(options.status());
+    *out = new hvrun_checkpointer{hvrun::Checkpointer(*w->worker, *options)};
+    return record(hvrun::Status::ok());
+  });
+}
+
+void hvrun_checkpointer_free(hvrun_checkpointer_t* c) { delete c; }
+
+int hvrun_checkpointer_enabled(const hvrun_checkpointer_t* c) {
+  return c && c->checkpointer.enabled() ? 1 : 0;
+}
+
+hvrun_status_t hvrun_checkpointer_add(hvrun_checkpointer_t* c, const char* name, void* data,
+                                      size_t bytes) {
+  if (!c || !name) return bad("null checkpointer or name");
+  return guarded([&] { return record(c->checkpointer.add(name, data, bytes)); });
+}
+
+hvrun_status_t hvrun_checkpointer_save(hvrun_checkpointer_t* c, int64_t step) {
+  if (!c) return bad("null checkpointer");
+  return guarded([&] { return record(c->checkpointer.save(step).status()); });
+}
+
+hvrun_status_t hvrun_checkpointer_save_if_due(hvrun_checkpointer_t* c, int64_t step, int* saved) {
+  if (!c) return bad("null checkpointer");
+  return guarded([&] {
+    auto path = c->checkpointer.save_if_due(step);
+    if (saved) *saved = path.is_ok() && !path->empty() ? 1 : 0;
+    return record(path.status());
+  });
+}
+
+hvrun_status_t hvrun_checkpointer_restore(hvrun_checkpointer_t* c, int64_t* step) {
+  if (!c || !step) return bad("null checkpointer or step pointer");
+  return guarded([&] {
+    auto restored = c->checkpointer.restore();
+    *step = restored.is_ok() && *restored ? **restored : -1;
+    return record(restored.status());
+  });
+}
 
 }  // extern "C"

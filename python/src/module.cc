@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "common/build_info.h"
+#include "hvrun/checkpoint.h"
 #include "hvrun/hvrun.h"
 #include "python/src/tensor_ref.h"
 
@@ -225,4 +226,42 @@ PYBIND11_MODULE(_core, m) {
            py::arg("postscale") = 1.0)
       .def("barrier_async", &Worker::barrier_async)
       .def("join_async", &Worker::join_async);
+
+  // Checkpoints (hvrun/checkpoint.h); None arguments come from hvrun's --checkpoint-* settings.
+  py::class_<Checkpointer>(m, "Checkpointer")
+      .def(py::init([](Worker& w, std::optional<std::string> directory, std::optional<int64_t> every,
+                       std::optional<int> keep, std::optional<std::string> run_name) {
+             auto options = CheckpointOptions::from_environment();
+             if (!options.is_ok()) throw std::invalid_argument(options.status().message());
+             if (directory) options->directory = *directory;
+             if (every) options->every = *every;
+             if (keep) options->keep = *keep;
+             if (run_name) options->run_name = *run_name;
+             return std::make_unique<Checkpointer>(w, *options);
+           }),
+           py::arg("worker"), py::arg("directory") = py::none(), py::arg("every") = py::none(),
+           py::arg("keep") = py::none(), py::arg("run_name") = py::none(),
+           py::keep_alive<1, 2>())
+      .def_property_readonly("enabled", &Checkpointer::enabled)
+      .def_property_readonly("directory", [](const Checkpointer& c) { return c.options().directory; })
+      .def_property_readonly("every", [](const Checkpointer& c) { return c.options().every; })
+      .def("add",
+           [](Checkpointer& c, const std::string& name, uintptr_t data, size_t bytes) {
+             return to_tuple(c.add(name, reinterpret_cast<void*>(data), bytes));
+           })
+      .def("save",
+           [](Checkpointer& c, int64_t step, bool only_if_due) {
+             py::gil_scoped_release release;
+             auto path = only_if_due ? c.save_if_due(step) : c.save(step);
+             return std::make_tuple(path.is_ok() ? *path : std::string(),
+                                    static_cast<int>(path.status().code()), path.status().message());
+           },
+           py::arg("step"), py::arg("only_if_due"))
+      .def("restore", [](Checkpointer& c) {
+        py::gil_scoped_release release;
+        auto restored = c.restore();
+        int64_t step = restored.is_ok() && *restored ? **restored : -1;
+        return std::make_tuple(step, static_cast<int>(restored.status().code()),
+                               restored.status().message());
+      });
 }

@@ -84,6 +84,10 @@ TEST(HvrunSignalsTest, SigkillOfHvrunLeavesNoWorkerBehind) {
   ASSERT_TRUE(std::regex_search(hvrun.out(), addr, std::regex(R"(addr unix:(\S+))")))
       << hvrun.out();
   const std::string socket_path = addr[1];
+  // The coordinator starts while the workers start: its socket appears within moments.
+  auto appear_by = std::chrono::steady_clock::now() + milliseconds(5000);
+  while (!std::filesystem::exists(socket_path) && std::chrono::steady_clock::now() < appear_by)
+    std::this_thread::sleep_for(milliseconds(5));
   ASSERT_TRUE(std::filesystem::exists(socket_path));
   for (pid_t p : pids) hvrun.also_kill_on_exit(p);
   // Only hvrun's own pid: its process group (with the guard) is left alone on purpose.

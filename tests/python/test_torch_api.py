@@ -1,6 +1,9 @@
 """hvrun.torch against references: every collective of Horovod's torch API, its dtypes,
 shapes, in-place and asynchronous variants, join with uneven batches, and mismatches raising
 HorovodInternalError on every rank."""
+import os
+import shutil
+import tempfile
 import time
 
 import numpy as np
@@ -239,6 +242,29 @@ def test_unsupported_dtype_and_process_set():
         hvd.allreduce(torch.ones(2, dtype=torch.int16))
     with pytest.raises(NotImplementedError):
         hvd.add_process_set([0])
+
+
+def test_checkpoint_saves_on_rank_0_and_restores_every_rank():
+    # One directory for the whole job (every rank computes the same name).
+    directory = os.path.join(tempfile.gettempdir(), "hvrun-pyckpt-" + os.environ["HVRUN_JOB_ID"])
+    rank = hvd.rank()
+    w = torch.arange(6, dtype=torch.float32) + 10 * rank
+    b = torch.full((3, 2), float(rank), dtype=torch.float64).t()  # not contiguous: a host copy
+    ckpt = hvd.Checkpoint({"w": w, "b": b}, directory=directory, every=5, name="pytest")
+    assert ckpt.enabled
+    assert ckpt.save_if_due(3) is None
+    path = ckpt.save_if_due(5)
+    assert (path is not None) == (rank == 0)
+    w.fill_(-1)
+    b.fill_(-1)
+    assert ckpt.restore() == 5
+    assert torch.equal(w, torch.arange(6, dtype=torch.float32))  # rank 0's state, everywhere
+    assert torch.equal(b, torch.zeros(2, 3, dtype=torch.float64))
+    other = hvd.Checkpoint({"w": w}, directory=directory, name="pytest")  # another layout
+    assert other.restore() == -1
+    hvd.barrier()
+    if rank == 0:
+        shutil.rmtree(directory)
 
 
 def test_init_shutdown_init():

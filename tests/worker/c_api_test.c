@@ -1,6 +1,7 @@
 /* The C API from C. Without HVRUN_COORDINATOR_ADDR (plain ctest): the ABI check and init's
  * error path. Under worker_harness (several ranks): collectives through the C API. Exits 0 on
  * success; prints what failed otherwise. */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -198,6 +199,37 @@ static int job_checks(void) {
   int last = hvrun_handle_join_result(h);
   EXPECT(last >= 0 && last < size, "join result %d", last);
   hvrun_handle_free(h);
+
+  /* Checkpoints: rank 0 saves step 7, every rank scribbles over its state, restore brings
+   * rank 0's saved values back everywhere. */
+  char dir[256];
+  snprintf(dir, sizeof dir, "/tmp/hvrun-c-ckpt-%s", getenv("HVRUN_JOB_ID") ? getenv("HVRUN_JOB_ID") : "x");
+  setenv("HVRUN_CHECKPOINT_DIR", dir, 1);
+  hvrun_checkpointer_t* ckpt = NULL;
+  s = hvrun_checkpointer_create(w, &ckpt);
+  EXPECT(s == HVRUN_OK && ckpt != NULL && hvrun_checkpointer_enabled(ckpt), "checkpointer: %s",
+         hvrun_last_error());
+  if (ckpt != NULL) {
+    double state[5];
+    for (int i = 0; i < 5; ++i) state[i] = 100.0 * rank + i;
+    EXPECT(hvrun_checkpointer_add(ckpt, "state", state, sizeof state) == HVRUN_OK, "add: %s",
+           hvrun_last_error());
+    EXPECT(hvrun_checkpointer_add(ckpt, "state", state, sizeof state) == HVRUN_ERR_ALREADY_EXISTS,
+           "a second 'state' must be refused");
+    EXPECT(hvrun_checkpointer_save(ckpt, 7) == HVRUN_OK, "save: %s", hvrun_last_error());
+    for (int i = 0; i < 5; ++i) state[i] = -1.0;
+    int64_t step = -2;
+    s = hvrun_checkpointer_restore(ckpt, &step);
+    EXPECT(s == HVRUN_OK && step == 7, "restore: step %lld: %s", (long long)step, hvrun_last_error());
+    for (int i = 0; i < 5; ++i) EXPECT(state[i] == (double)i, "restored state[%d] = %g", i, state[i]);
+    hvrun_checkpointer_free(ckpt);
+    if (rank == 0) {
+      char file[320];
+      snprintf(file, sizeof file, "%s/ckpt-000000000007.hvckpt", dir);
+      remove(file);
+      remove(dir);
+    }
+  }
 
   s = hvrun_finalize(w);
   EXPECT(s == HVRUN_OK, "finalize: %s", hvrun_last_error());

@@ -39,6 +39,7 @@ typedef enum hvrun_status {
   HVRUN_ERR_UNIMPLEMENTED = 12,
   HVRUN_ERR_INTERNAL = 13,
   HVRUN_ERR_UNAVAILABLE = 14,
+  HVRUN_ERR_DATA_LOSS = 15,
   HVRUN_ERR_UNAUTHENTICATED = 16
 } hvrun_status_t;
 
@@ -192,6 +193,26 @@ hvrun_status_t hvrun_handle_output(const hvrun_handle_t* handle, const void** da
 /* join: the last rank to join (-1 otherwise). */
 int hvrun_handle_join_result(const hvrun_handle_t* handle);
 void hvrun_handle_free(hvrun_handle_t* handle);
+
+/* ---- Checkpoints (hvrun/checkpoint.h): registered buffers saved by rank 0 every K steps, and
+ * restored after a restart (hvrun --max-restarts) from the newest complete checkpoint. Options
+ * come from hvrun's --checkpoint-dir/-every/-keep/-name (HVRUN_CHECKPOINT_* variables); without
+ * a directory checkpoints are off and save/restore do nothing. */
+typedef struct hvrun_checkpointer hvrun_checkpointer_t;
+hvrun_status_t hvrun_checkpointer_create(hvrun_worker_t* worker, hvrun_checkpointer_t** out);
+void hvrun_checkpointer_free(hvrun_checkpointer_t* checkpointer);
+int hvrun_checkpointer_enabled(const hvrun_checkpointer_t* checkpointer);
+/* `bytes` bytes at `data`, saved from and restored into that memory; same names, order and
+ * sizes on every rank. */
+hvrun_status_t hvrun_checkpointer_add(hvrun_checkpointer_t* checkpointer, const char* name,
+                                      void* data, size_t bytes);
+/* Rank 0 writes the checkpoint of `step` now (other ranks return at once). */
+hvrun_status_t hvrun_checkpointer_save(hvrun_checkpointer_t* checkpointer, int64_t step);
+/* save() when --checkpoint-every K > 0 divides `step`; *saved (may be NULL) = 1 if rank 0 wrote. */
+hvrun_status_t hvrun_checkpointer_save_if_due(hvrun_checkpointer_t* checkpointer, int64_t step,
+                                              int* saved);
+/* Collective: *step = the step of the checkpoint loaded into every rank's buffers, or -1. */
+hvrun_status_t hvrun_checkpointer_restore(hvrun_checkpointer_t* checkpointer, int64_t* step);
 
 #ifdef __cplusplus
 }
