@@ -60,7 +60,9 @@ std::string_view device_type_name(DeviceType type);
 //
 // stream (CUDA only; a cudaStream_t, nullptr = the legacy default stream): the data is ready
 // once the work queued on `stream` before the submission has run. The library makes its own
-// stream wait for that point (an event, no host synchronisation), runs the collective there,
+// stream wait for `stream` (an event, no host synchronisation; recorded when the background
+// thread runs the collective, so work queued after the submission is waited for too: correct,
+// but that work does not overlap the collective yet), runs the collective there,
 // and makes `stream` wait for the collective before the handle completes: work the caller
 // queues on `stream` after the handle completed sees the result. (Handle completion itself
 // means the collective finished on the GPU too.) A CUDA tensor needs a build with CUDA
