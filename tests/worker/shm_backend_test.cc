@@ -4,7 +4,6 @@
 // every rank, abort and timeout mid-collective, and no segment left in /dev/shm.
 #include "worker_lib/backends/shm/shm_backend.h"
 
-#include <dirent.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -15,6 +14,7 @@
 #include <thread>
 
 #include "tests/worker/in_process_ranks.h"
+#include "tests/worker/shm_files.h"
 #include "tests/worker/tensor_values.h"
 #include "worker_lib/backends/shm/shm_segment.h"
 #include "worker_lib/runtime/cpu_backend_factory.h"
@@ -32,16 +32,6 @@ std::string fresh_job_id() {
   return "test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
 }
 
-// Files under /dev/shm whose name starts with `prefix`.
-std::vector<std::string> segments_named(const std::string& prefix) {
-  std::vector<std::string> found;
-  if (DIR* dir = ::opendir("/dev/shm")) {
-    while (dirent* e = ::readdir(dir))
-      if (std::string(e->d_name).rfind(prefix, 0) == 0) found.push_back(e->d_name);
-    ::closedir(dir);
-  }
-  return found;
-}
 
 struct Ranks {
   std::string job_id = fresh_job_id();
@@ -69,7 +59,7 @@ void run_shm_ranks(int size, const Ranks& cfg, const std::function<void(Backend&
     });
   }
   for (auto& t : threads) t.join();
-  EXPECT_TRUE(segments_named(shm::segment_prefix(cfg.job_id)).empty());
+  EXPECT_TRUE(test::shm_files_named(shm::segment_prefix(cfg.job_id)).empty());
 }
 
 // Values each dtype holds exactly for small sums and products; floats get a random fraction so
@@ -294,7 +284,7 @@ TEST(ShmSegment, SetupFailureLeavesNoSegment) {
   EXPECT_EQ(backend.status().code(), StatusCode::kDeadlineExceeded);
   EXPECT_NE(backend.status().message().find("1 of 2"), std::string::npos)
       << backend.status().message();
-  EXPECT_TRUE(segments_named(shm::segment_prefix(job)).empty());
+  EXPECT_TRUE(test::shm_files_named(shm::segment_prefix(job)).empty());
 }
 
 TEST(ShmSegment, NamesCarryTheJobAndHostAndStayValidFileNames) {

@@ -1,7 +1,6 @@
 // The shared-memory data plane in real jobs: through hvrun (no segment left in /dev/shm after a
 // normal end, a rank failing during set-up, or SIGKILL of hvrun), and hierarchical multi-host
 // jobs simulated on this machine by giving ranks different HVRUN_HOST values.
-#include <dirent.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -13,6 +12,7 @@
 
 #include "launcher/shm_cleanup.h"
 #include "tests/launcher/hvrun_process.h"
+#include "tests/worker/shm_files.h"
 #include "tests/worker/worker_harness.h"
 #include "worker_lib/backends/shm/shm_segment.h"
 
@@ -22,14 +22,7 @@ namespace {
 using namespace std::chrono_literals;
 
 std::vector<std::string> segments_of(const std::string& job_id) {
-  const std::string prefix = detail::shm::segment_prefix(job_id);
-  std::vector<std::string> found;
-  if (DIR* dir = ::opendir("/dev/shm")) {
-    while (dirent* e = ::readdir(dir))
-      if (std::string(e->d_name).rfind(prefix, 0) == 0) found.push_back(e->d_name);
-    ::closedir(dir);
-  }
-  return found;
+  return shm_files_named(detail::shm::segment_prefix(job_id));
 }
 
 // Polls (bounded) until the job's segments exist (want = true) or are gone (want = false).

@@ -6,19 +6,10 @@
 
 #include "common/logging.h"
 #include "worker_lib/runtime/reduction_math.h"
+#include "worker_lib/runtime/response_shape.h"
 
 namespace hvrun::detail {
 namespace {
-
-std::vector<int64_t> shape_of(const v1::ResponseTensor& t) {
-  return std::vector<int64_t>(t.shape().begin(), t.shape().end());
-}
-
-int64_t trailing_elements(const std::vector<int64_t>& shape) {
-  int64_t n = 1;
-  for (size_t i = 1; i < shape.size(); ++i) n *= shape[i];
-  return n;
-}
 
 std::vector<int64_t> trailing_dims(const std::vector<int64_t>& shape) {
   return shape.empty() ? std::vector<int64_t>{}

@@ -8,21 +8,12 @@
 #include "worker_lib/backends/nccl/nccl_errors.h"
 #include "worker_lib/backends/nccl/plugin_loader.h"
 #include "worker_lib/backends/nccl/segment_table.h"
+#include "worker_lib/runtime/response_shape.h"
 
 namespace hvrun::detail {
 namespace {
 
 constexpr const char* kErrorPrefix = "error:";
-
-std::vector<int64_t> shape_of(const v1::ResponseTensor& t) {
-  return std::vector<int64_t>(t.shape().begin(), t.shape().end());
-}
-
-int64_t trailing_elements(const std::vector<int64_t>& shape) {
-  int64_t n = 1;
-  for (size_t i = 1; i < shape.size(); ++i) n *= shape[i];
-  return n;
-}
 
 bool is_floating(DataType t) {
   return t == DataType::kFloat16 || t == DataType::kBFloat16 || t == DataType::kFloat32 ||
