@@ -25,6 +25,7 @@ inline constexpr SettingKey<std::string> kRsh{"rsh"};
 inline constexpr SettingKey<std::string> kNetworkInterface{"network_interface"};
 inline constexpr SettingKey<std::string> kNetwork{"network"};
 inline constexpr SettingKey<int64_t> kMaxRestarts{"max_restarts"};
+inline constexpr SettingKey<bool> kSummary{"summary"};
 
 // Coordinator.
 inline constexpr SettingKey<double> kStartTimeoutSeconds{"start_timeout_s"};
@@ -36,6 +37,9 @@ inline constexpr SettingKey<double> kStallWarningSeconds{"stall_warning_s"};
 inline constexpr SettingKey<double> kStallShutdownSeconds{"stall_shutdown_s"};
 inline constexpr SettingKey<double> kHeartbeatTimeoutSeconds{"heartbeat_timeout_s"};
 inline constexpr SettingKey<std::string> kJoinAverage{"join_average"};
+inline constexpr SettingKey<int64_t> kMetricsPort{"metrics_port"};
+inline constexpr SettingKey<std::string> kMetricsAddress{"metrics_address"};
+inline constexpr SettingKey<std::string> kTimelineFilename{"timeline_filename"};
 
 // Worker library.
 inline constexpr SettingKey<double> kOpTimeoutSeconds{"op_timeout_s"};

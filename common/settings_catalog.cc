@@ -157,6 +157,28 @@ constexpr std::array kCatalog = {
                 .description = "When a worker fails, tear the job down and start it again on "
                                "the same hosts, up to this many times (HVRUN_RESTART_COUNT tells "
                                "the workers which attempt they are); 0 = never."},
+    SettingSpec{.name = "metrics_port", .flag = "--metrics-port", .env = "HVRUN_METRICS_PORT",
+                .kind = SettingKind::kInt, .default_value = "-1", .min = -1, .max = 65535,
+                .unit = "port", .scope = "coordinator",
+                .description = "Serve Prometheus metrics at http://<metrics address>:PORT/metrics "
+                               "(hvrun keeps it across restarts; hvrun-coordinator too); 0 picks "
+                               "a free port; -1 = off."},
+    SettingSpec{.name = "metrics_address", .flag = "--metrics-address",
+                .env = "HVRUN_METRICS_ADDRESS", .kind = SettingKind::kString,
+                .default_value = "127.0.0.1", .unit = "IP address", .scope = "coordinator",
+                .description = "Address /metrics listens on; 0.0.0.0 lets a Prometheus on "
+                               "another host scrape it."},
+    SettingSpec{.name = "timeline_filename", .flag = "--timeline-filename",
+                .env = "HVRUN_TIMELINE_FILENAME", .kind = SettingKind::kString,
+                .default_value = "", .unit = "file", .scope = "coordinator",
+                .description = "Write the job's timeline (Chrome trace-event JSON for "
+                               "chrome://tracing or Perfetto) to this file; empty = off (it can "
+                               "still be started at run time from the API)."},
+    SettingSpec{.name = "summary", .flag = "--summary", .env = "HVRUN_SUMMARY",
+                .kind = SettingKind::kBool, .default_value = "true", .scope = "launcher",
+                .description = "After the job, print per rank time in collectives, bytes moved "
+                               "and bandwidth, the slowest rank and the longest-waiting tensor "
+                               "(when the workers reported telemetry)."},
     SettingSpec{.name = "checkpoint_dir", .flag = "--checkpoint-dir",
                 .env = "HVRUN_CHECKPOINT_DIR", .kind = SettingKind::kString,
                 .default_value = "", .unit = "directory", .scope = "worker",

@@ -1,8 +1,10 @@
 // CoordinatorOptions from the settings registry.
 #include <cmath>
+#include <cstdlib>
 
 #include "common/setting_keys.h"
 #include "coordinator/server.h"
+#include "coordinator/telemetry/timeline_writer.h"
 
 namespace hvrun::coordinator {
 
@@ -24,6 +26,13 @@ CoordinatorOptions CoordinatorOptions::from_settings(const Settings& settings) {
   options.heartbeat_timeout = std::chrono::milliseconds(
       std::llround(settings.get(setting::kHeartbeatTimeoutSeconds) * 1000.0));
   options.join_average_all = settings.get(setting::kJoinAverage) == "all";
+  // hvrun --max-restarts starts a fresh coordinator per attempt (HVRUN_RESTART_COUNT in
+  // hvrun's environment): each attempt writes its own timeline, FILE, FILE.restart1, ...
+  {
+    const char* attempt = std::getenv("HVRUN_RESTART_COUNT");
+    options.timeline_filename = telemetry::timeline_path_for_attempt(
+        settings.get(setting::kTimelineFilename), attempt ? std::atoi(attempt) : 0);
+  }
   for (const SettingSpec& spec : all_settings()) {
     options.job_settings[std::string(spec.name)] = settings.text(spec.name);
   }

@@ -47,6 +47,9 @@ struct CoordinatorOptions {
   // naming its rank and host. 0 = never.
   std::chrono::milliseconds heartbeat_timeout{30000};
   bool join_average_all = false;      // Average while ranks joined: divide by all ranks
+  // Non-empty: write the job's timeline (Chrome trace JSON) to this file from the start
+  // (--timeline-filename; coordinator/telemetry/timeline_writer.h).
+  std::string timeline_filename;
   // Effective settings handed to every worker at registration (registry name -> text).
   std::map<std::string, std::string> job_settings;
 

@@ -72,6 +72,7 @@ class InProcessCoordinator final : public ControlPlane {
     const std::string address = server_->address();
     if (address.rfind("unix:", 0) == 0) ::unlink(address.c_str() + 5);  // gone already is fine
   }
+  coordinator::telemetry::JobTelemetry telemetry() const override { return server_->telemetry(); }
 
  private:
   std::unique_ptr<CoordinatorServer> server_;

@@ -8,6 +8,7 @@
 
 #include "common/settings.h"
 #include "common/status.h"
+#include "coordinator/telemetry/job_telemetry.h"
 #include "launcher/job_plan.h"
 
 namespace hvrun::launcher {
@@ -26,6 +27,8 @@ class ControlPlane {
   virtual std::string address() const = 0;  // what workers dial (HVRUN_COORDINATOR_ADDR)
   virtual void abort(const std::string& reason, int rank, const std::string& host) = 0;
   virtual void shutdown() = 0;
+  // What the ranks are doing (coordinator/server.h telemetry()); readable after shutdown().
+  virtual coordinator::telemetry::JobTelemetry telemetry() const { return {}; }
 };
 
 Result<std::unique_ptr<ControlPlane>> start_control_plane(const Settings& settings,

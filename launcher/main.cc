@@ -12,6 +12,8 @@
 #include "common/build_info.h"
 #include "common/logging.h"
 #include "common/setting_keys.h"
+#include "coordinator/metrics/metrics_server.h"
+#include "coordinator/telemetry/timeline_reader.h"
 #include "launcher/control_plane.h"
 #include "launcher/doctor/doctor_command.h"
 #include "launcher/estimate/estimate_command.h"
@@ -27,6 +29,8 @@
 #include "launcher/restart_policy.h"
 #include "launcher/secret.h"
 #include "launcher/shm_cleanup.h"
+#include "launcher/telemetry_hub.h"
+#include "launcher/telemetry_summary.h"
 #include "launcher/worker_process.h"
 
 namespace hvrun::launcher {
@@ -60,7 +64,8 @@ void print_verbose_plan(OutputSink& err, const JobPlan& plan, const NcclTuning& 
 // One attempt of a single-host job: a fresh coordinator, secret and job id, the workers, their
 // end. How it ended goes to `end` when it failed.
 int run_single_host_attempt(const LaunchOptions& opts, const JobPlan& plan,
-                            const std::string& command_path, OrphanGuard& guard, JobEnd* end) {
+                            const std::string& command_path, OrphanGuard& guard, JobEnd* end,
+                            TelemetryHub* telemetry) {
   const Settings& settings = opts.settings;
   const Environment inherited = current_process_environment();
   NcclTuning nccl = decide_nccl(plan, settings.get(setting::kNcclP2p), inherited,
@@ -96,6 +101,11 @@ int run_single_host_attempt(const LaunchOptions& opts, const JobPlan& plan,
     if (control) control->abort(reason, rank, host);
   };
   JobRunner runner(std::move(config), out, err, &guard);
+  // /metrics and the end-of-job summary read this attempt's coordinator (null until it started).
+  ScopedTelemetrySource telemetry_source(telemetry, [&control, &control_mutex] {
+    std::lock_guard<std::mutex> lock(control_mutex);
+    return control ? control->telemetry() : JobTelemetry{};
+  });
 
   ControlPlaneEvents events;
   events.on_failure = [&runner](const std::string& message, int rank) {
@@ -181,6 +191,17 @@ int run_job(const LaunchOptions& opts) {
   auto plan = plan_job(opts, gpus, device, LocalHostNames::of_this_machine());
   if (!plan.is_ok()) return fail(plan.status().message());
   for (const std::string& note : plan->notes) std::cerr << "hvrun: " << note << "\n";
+  // One /metrics endpoint for the whole run, across restart attempts (off unless --metrics-port).
+  TelemetryHub telemetry;
+  std::unique_ptr<coordinator::metrics::MetricsServer> metrics;
+  if (const int64_t port = settings.get(setting::kMetricsPort); port >= 0) {
+    auto started = coordinator::metrics::MetricsServer::start(
+        {settings.get(setting::kMetricsAddress), static_cast<int>(port)},
+        [&telemetry] { return telemetry.snapshot(); });
+    if (!started.is_ok()) return fail(started.status().message());
+    metrics = std::move(started).value();
+    std::cerr << "hvrun: metrics at " << metrics->url() << "\n";
+  }
   RestartPolicy restarts(static_cast<int>(settings.get(setting::kMaxRestarts)));
   for (int attempt = 0;; ++attempt) {
     // Workers (local, and remote through the forwarded environment) see which attempt this is.
@@ -189,18 +210,21 @@ int run_job(const LaunchOptions& opts) {
     AttemptOutcome outcome;
     outcome.exit_code =
         plan->multi_host  // agents on every host (launcher/multi_host_job.h)
-            ? run_multi_host_job(opts, *plan, &*guard, &outcome.end)
-            : run_single_host_attempt(opts, *plan, *path, *guard, &outcome.end);
+            ? run_multi_host_job(opts, *plan, &*guard, &outcome.end, &telemetry)
+            : run_single_host_attempt(opts, *plan, *path, *guard, &outcome.end, &telemetry);
     outcome.ran_for = std::chrono::duration_cast<std::chrono::milliseconds>(
         std::chrono::steady_clock::now() - started_at);
     RestartPolicy::Decision decision = restarts.after_attempt(outcome);
     if (!decision.message.empty()) std::cerr << "hvrun: " << decision.message << "\n";
+    telemetry.set_restarts(restarts.restarts_done());
     if (decision.restart) continue;
     if (restarts.restarts_done() > 0) {
       std::cerr << "hvrun: the job " << (outcome.exit_code == 0 ? "succeeded" : "failed")
                 << " after " << restarts.restarts_done() << " restart(s):\n";
       for (const std::string& line : restarts.restart_log()) std::cerr << "hvrun:   " << line << "\n";
     }
+    if (settings.get(setting::kSummary)) std::cerr << format_telemetry_summary(telemetry.snapshot());
+    if (metrics) metrics->stop();
     guard->release();
     spdlog::debug("done");
     return outcome.exit_code;
@@ -219,6 +243,9 @@ int main(int argc, char** argv) {
     return hvrun::doctor::run_doctor_main({args.begin() + 1, args.end()});
   if (!args.empty() && args[0] == "estimate-memory")
     return hvrun::estimate::run_estimate_memory({args.begin() + 1, args.end()}, std::cout, std::cerr);
+  if (!args.empty() && args[0] == "timeline-check")  // reads a --timeline-filename file
+    return hvrun::coordinator::telemetry::run_timeline_check({args.begin() + 1, args.end()},
+                                                             std::cout, std::cerr);
   if (!args.empty() && args[0] == "agent")  // started by hvrun on each host of a multi-host job
     return run_agent(std::vector<std::string>(args.begin() + 1, args.end()));
   auto parsed = parse_command_line(args, [](const char* name) { return std::getenv(name); });

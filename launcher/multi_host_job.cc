@@ -82,6 +82,7 @@ class MultiHostLaunch {
 
   int run();
   const std::optional<JobEnd>& end() const { return end_; }
+  void set_telemetry(TelemetryHub* hub) { telemetry_ = hub; }  // /metrics and the summary
 
  private:
   bool start_agents();
@@ -123,6 +124,7 @@ class MultiHostLaunch {
   const Settings& settings_;
   const JobPlan& plan_;
   OrphanGuard* guard_;
+  TelemetryHub* telemetry_ = nullptr;
   const bool verbose_;
   const std::string hvrun_path_;
   const std::vector<std::string> forced_;  // --network-interface
@@ -332,6 +334,7 @@ int MultiHostLaunch::run() {
     return 1;
   }
   control = std::move(started).value();
+  ScopedTelemetrySource telemetry_source(telemetry_, [&control] { return control->telemetry(); });
 
   const Environment launch_env = current_process_environment();
   std::vector<std::string> notes;
@@ -359,8 +362,9 @@ int MultiHostLaunch::run() {
 }  // namespace
 
 int run_multi_host_job(const LaunchOptions& opts, const JobPlan& plan, OrphanGuard* guard,
-                       JobEnd* end) {
+                       JobEnd* end, TelemetryHub* telemetry) {
   MultiHostLaunch launch(opts, plan, guard);
+  launch.set_telemetry(telemetry);
   int code = launch.run();
   if (end != nullptr) *end = launch.end().value_or(JobEnd{JobEndKind::kStartFailed, -1, code, 0, ""});
   return code;

@@ -16,12 +16,14 @@
 #include "launcher/job_summary.h"
 #include "launcher/options.h"
 #include "launcher/orphan_guard.h"
+#include "launcher/telemetry_hub.h"
 
 namespace hvrun::launcher {
 
 // Returns hvrun's exit code. `guard` watches the agents' remote shells.
 // How the job ended goes to `end` when it failed and `end` is not null.
+// `telemetry` (may be null): the attempt's coordinator is attached to it while the job runs.
 int run_multi_host_job(const LaunchOptions& opts, const JobPlan& plan, OrphanGuard* guard,
-                       JobEnd* end = nullptr);
+                       JobEnd* end = nullptr, TelemetryHub* telemetry = nullptr);
 
 }  // namespace hvrun::launcher

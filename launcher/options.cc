@@ -176,6 +176,10 @@ std::string usage_text() {
          "  --check-build            print what this build contains (CUDA, NCCL, Gloo, MPI)\n"
          "  --version                print the version\n"
          "  --                       end of hvrun's options (the command may start with '-')\n\n"
+         "Subcommands:\n"
+         "  hvrun timeline-check FILE [--require-ranks N] [--require-phases p,q]\n"
+         "                           read a --timeline-filename file (also one left by a killed\n"
+         "                           job) and print its events per rank and phase\n\n"
          "Settings (flag, environment variable, default):\n";
   for (const SettingSpec& s : all_settings()) {
     std::string flag(s.flag);

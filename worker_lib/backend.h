@@ -8,15 +8,56 @@
 // operation and the peer where known; nothing throws.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "hvrun/types.h"
 
 namespace hvrun::detail {
+
+// One tensor of a fused allreduce (Backend::allreduce_pieces): `count` elements read from
+// `input` and the result written to `output`. input == output is allowed (in place); a null
+// input contributes the op's identity (a joined rank); a null output discards the result (the
+// parts of a reducescatter this rank does not keep).
+struct ReducePiece {
+  const void* input = nullptr;
+  void* output = nullptr;
+  size_t count = 0;
+};
+
+// Scaling applied around the reduction: every contribution is multiplied by `prescale` before
+// it is reduced; the result is divided by `divisor` (Average: the contributing ranks; integer
+// types truncate) and multiplied by `postscale`. float32 scales in float, float64 in double,
+// float16/bfloat16 in float32 before their one rounding.
+struct ReduceScaling {
+  double prescale = 1.0;
+  double postscale = 1.0;
+  int divisor = 1;
+};
+
+// Where a fused allreduce's time went, for telemetry (filled only when the caller passes one):
+// copying/scaling in, the collective itself (barriers, waits and reductions), copying out. A
+// backend that interleaves them per chunk reports the sums.
+struct PiecePhases {
+  std::chrono::nanoseconds pack{0};
+  std::chrono::nanoseconds collective{0};
+  std::chrono::nanoseconds unpack{0};
+};
+
+class Backend;
+
+// allreduce_pieces' default: packs every piece (prescaled; float16/bfloat16 widened to float32)
+// into `staging`, one allreduce, then scales each result out into its piece's output. A single
+// native-typed piece is reduced in its output buffer instead (no staging copy).
+// Defined in runtime/reduction_math.cc.
+Status allreduce_pieces_packed(Backend& backend, std::span<const ReducePiece> pieces,
+                               DataType dtype, ReduceOp op, const ReduceScaling& scaling,
+                               std::vector<std::byte>& staging, PiecePhases* phases);
 
 class Backend {
  public:
@@ -30,6 +71,19 @@ class Backend {
   // ends with bitwise-identical results. `op` is Sum, Min, Max or Product (Average is a Sum the
   // caller divides). float16/bfloat16 accumulate in float32 and round once.
   virtual Status allreduce(void* buffer, size_t count, DataType dtype, ReduceOp op) = 0;
+
+  // A fused allreduce straight from the callers' tensors: the pieces, concatenated in order,
+  // are reduced as one buffer of `dtype` with `op` (Average reduces as a Sum; set
+  // scaling.divisor), scaled as `scaling` says, and every piece's result lands in its output.
+  // Every rank passes the same number of pieces with the same counts in the same order (a
+  // backend may lay them out by count) and ends with bitwise-identical results. `staging` is the caller's reusable buffer (grows, never shrinks) for backends that
+  // pack; `phases`, when not null, receives the time split. Backends that can read and write the
+  // tensors directly override this (shm); the default packs (allreduce_pieces_packed).
+  virtual Status allreduce_pieces(std::span<const ReducePiece> pieces, DataType dtype,
+                                  ReduceOp op, const ReduceScaling& scaling,
+                                  std::vector<std::byte>& staging, PiecePhases* phases) {
+    return allreduce_pieces_packed(*this, pieces, dtype, op, scaling, staging, phases);
+  }
 
   // Every rank's `input` (recv_bytes[rank] bytes) concatenated in rank order into `output`.
   virtual Status allgatherv(const void* input, void* output,

@@ -156,6 +156,22 @@ void hvrun_abort(hvrun_worker_t* w, const char* reason) {
   if (w) w->worker->abort(reason ? reason : "aborted through the C API");
 }
 
+void hvrun_mark_step(hvrun_worker_t* w) {
+  if (w) w->worker->mark_step();
+  else hvrun::mark_step();
+}
+
+hvrun_status_t hvrun_start_timeline(hvrun_worker_t* w, const char* path) {
+  if (!w) return bad("null worker");
+  if (!path) return bad("null timeline path");
+  return guarded([&] { return record(w->worker->start_timeline(path)); });
+}
+
+hvrun_status_t hvrun_stop_timeline(hvrun_worker_t* w) {
+  if (!w) return bad("null worker");
+  return guarded([&] { return record(w->worker->stop_timeline()); });
+}
+
 int hvrun_rank(const hvrun_worker_t* w) { return w ? w->worker->rank() : -1; }
 int hvrun_size(const hvrun_worker_t* w) { return w ? w->worker->size() : -1; }
 int hvrun_local_rank(const hvrun_worker_t* w) { return w ? w->worker->local_rank() : -1; }

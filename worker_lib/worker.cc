@@ -89,6 +89,10 @@ Worker::~Worker() { (void)shutdown(); }
 
 Status Worker::shutdown() { return runtime_->shutdown(); }
 void Worker::abort(const std::string& reason) { runtime_->abort(reason); }
+void Worker::mark_step() { runtime_->mark_step(); }
+Status Worker::start_timeline(const std::string& path) { return runtime_->start_timeline(path); }
+Status Worker::stop_timeline() { return runtime_->stop_timeline(); }
+void mark_step() { detail::telemetry::mark_step_everywhere(); }
 const Topology& Worker::topology() const { return runtime_->topology(); }
 const std::string& Worker::job_id() const { return runtime_->job_id(); }
 
@@ -246,7 +250,10 @@ void Worker::set_device_allocator(DeviceAllocator allocator) {
   runtime_->set_device_allocator(std::move(allocator));
 }
 
-Status Worker::wait(const Handle& handle) const { return handle.wait(runtime_->config().op_timeout); }
+Status Worker::wait(const Handle& handle) const {
+  runtime_->send_pending();  // this thread would only block: it sends the request itself
+  return handle.wait(runtime_->config().op_timeout);
+}
 
 Status Worker::allreduce(const std::string& name, TensorView inout, const AllreduceOptions& options) {
   return wait(allreduce_async(name, inout, options));

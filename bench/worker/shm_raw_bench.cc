@@ -9,7 +9,10 @@
 //
 // Prints (rank 0): the nccl-tests table of float32 sum allreduce, sizes x4 from --min-bytes to
 // --max-bytes (backend "shm-raw"); the latency of a 4-byte allreduce; ResNet-50's 161 gradients
-// reduced one by one and as one packed buffer (steps/s); busbw at --max-bytes as a metric.
+// reduced one by one, as one packed buffer, and as one fused Average straight from the 161
+// tensors (Backend::allreduce_pieces, hvrun's step path), and the memory floor: every rank
+// rewriting its tensors once in place, all at once (steps/s; the variants take turns step by
+// step); busbw at --max-bytes.
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,6 +21,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -241,15 +245,47 @@ int main(int argc, char** argv) {
     grads.emplace_back(n, 1.0f);
     total += n;
   }
-  auto per_tensor = time_reps(f.steps, f.warmup, [&] {
-    for (auto& g : grads)
-      check(b.allreduce(g.data(), g.size(), hvrun::DataType::kFloat32, hvrun::ReduceOp::kSum));
-  });
   std::vector<float> packed(total, 1.0f);
-  auto packed_times = time_reps(f.steps, f.warmup, [&] {
-    check(b.allreduce(packed.data(), packed.size(), hvrun::DataType::kFloat32,
-                      hvrun::ReduceOp::kSum));
-  });
+  // The same 161 tensors as one fused Average straight from the tensors (what hvrun's plan
+  // executor runs for the step): the floor of hvrun's step without the coordinator.
+  std::vector<hvrun::detail::ReducePiece> pieces;
+  for (auto& g : grads) pieces.push_back({g.data(), g.data(), g.size()});
+  std::vector<std::byte> staging;
+  const hvrun::detail::ReduceScaling average{.divisor = size};
+  // The memory floor: every rank reads and rewrites each of its 161 tensors once, all ranks at
+  // once (an in-place allreduce must at least do that). The scale is volatile so the pass runs.
+  volatile float one_scale = 1.0f;
+  // Variants take turns step by step (round robin), so a change in machine load hits all alike.
+  std::vector<std::function<void()>> variants = {
+      [&] {
+        for (auto& g : grads)
+          check(b.allreduce(g.data(), g.size(), hvrun::DataType::kFloat32, hvrun::ReduceOp::kSum));
+      },
+      [&] {
+        check(b.allreduce(packed.data(), packed.size(), hvrun::DataType::kFloat32,
+                          hvrun::ReduceOp::kSum));
+      },
+      [&] {
+        check(b.allreduce_pieces(pieces, hvrun::DataType::kFloat32, hvrun::ReduceOp::kAverage,
+                                 average, staging, nullptr));
+      },
+      [&] {
+        const float k = one_scale;
+        for (auto& g : grads)
+          for (float& v : g) v *= k;
+      }};
+  std::vector<std::vector<double>> times(variants.size());
+  for (int i = 0; i < f.warmup + f.steps; ++i)
+    for (size_t v = 0; v < variants.size(); ++v) {
+      check(b.barrier());  // start together: the floor's ranks must share the memory bus
+      auto t0 = Clock::now();
+      variants[v]();
+      if (i >= f.warmup) times[v].push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+    }
+  const auto& per_tensor = times[0];
+  const auto& packed_times = times[1];
+  const auto& pieces_times = times[2];
+  const auto& floor_times = times[3];
   auto rate = [](std::vector<double> s) {
     for (double& v : s) v = 1.0 / v;
     return s;
@@ -261,6 +297,12 @@ int main(int argc, char** argv) {
     auto p = rate(packed_times);
     hvrun::bench::print_metric("shm raw packed allreduce", hvrun::bench::median(p),
                                hvrun::bench::mean(p), "steps/s", f.json);
+    auto q = rate(pieces_times);
+    hvrun::bench::print_metric("shm raw step fused from the tensors (161 pieces, average)",
+                               hvrun::bench::median(q), hvrun::bench::mean(q), "steps/s", f.json);
+    auto m = rate(floor_times);
+    hvrun::bench::print_metric("memory floor (every rank rewrites its 161 tensors once)",
+                               hvrun::bench::median(m), hvrun::bench::mean(m), "steps/s", f.json);
   }
   check(b.barrier());
   return total_wrong == 0 ? 0 : 1;

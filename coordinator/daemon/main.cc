@@ -18,6 +18,7 @@
 #include "common/logging.h"
 #include "common/setting_keys.h"
 #include "common/settings.h"
+#include "coordinator/metrics/metrics_server.h"
 #include "coordinator/server.h"
 
 namespace {
@@ -135,6 +136,17 @@ int main(int argc, char** argv) {
   auto server = hvrun::coordinator::CoordinatorServer::start(std::move(options));
   if (!server.is_ok()) return fail(server.status());
   std::cout << (*server)->address() << std::endl;
+  // --metrics-port: Prometheus /metrics over this coordinator's telemetry (address on stderr:
+  // stdout's first line stays the coordinator's address).
+  std::unique_ptr<hvrun::coordinator::metrics::MetricsServer> metrics;
+  if (const int64_t port = args->settings.get(hvrun::setting::kMetricsPort); port >= 0) {
+    auto started = hvrun::coordinator::metrics::MetricsServer::start(
+        {args->settings.get(hvrun::setting::kMetricsAddress), static_cast<int>(port)},
+        [&server] { return (*server)->telemetry(); });
+    if (!started.is_ok()) return fail(started.status());
+    metrics = std::move(started).value();
+    std::cerr << "hvrun-coordinator: metrics at " << metrics->url() << std::endl;
+  }
 
   std::thread signal_waiter([&] {
     int signal_number = 0;
@@ -146,6 +158,7 @@ int main(int argc, char** argv) {
   std::optional<Status> end;
   while (!(end = (*server)->wait_for_end(std::chrono::seconds(1)))) {
   }
+  if (metrics) metrics->stop();
   (*server)->shutdown();
   pthread_kill(signal_waiter.native_handle(), SIGUSR1);
   signal_waiter.join();

@@ -33,6 +33,14 @@ std::string duplicate_message(int rank, const std::string& name) {
          "complete, or give each in-flight tensor its own name";
 }
 
+// A ready tensor lacks only ranks that joined (or left): one of them submitting it now sent it
+// after its join(), which the API forbids; the others' result is decided without it.
+std::string after_join_message(int rank, const std::string& name) {
+  return "rank " + std::to_string(rank) + " submitted tensor '" + name +
+         "' after it called join(); the other ranks already reduced it without this rank. "
+         "Submit nothing between join() and its completion";
+}
+
 // Checks what a single rank's submission can get wrong on its own; "" when fine.
 std::string check_alone(const TensorMeta& meta, const std::string& name, int rank,
                         int world_size) {
@@ -194,6 +202,10 @@ static void record_submission(NegotiationEngine::State& s, PendingTensor& tensor
     s.immediate.push_back(rank_error(tensor.name, meta.op, rank, duplicate_message(rank, tensor.name)));
     return;
   }
+  if (tensor.ready) {
+    s.immediate.push_back(rank_error(tensor.name, meta.op, rank, after_join_message(rank, tensor.name)));
+    return;
+  }
   tensor.submitted[rank >> 6] |= uint64_t{1} << (rank & 63);
   ++tensor.count;
   if (tensor.reference == nullptr) {
@@ -268,8 +280,8 @@ Status NegotiationEngine::submit(int rank, const v1::RequestBatch& batch, TimePo
     PendingTensor& tensor = *s.cache_slots[id - 1];
     // The steady state's fast path: the tensor is already in flight by its cached metadata,
     // this rank is new to it, nothing per rank to record, nobody joined or left.
-    if (s.joined_count == 0 && !s.any_departed && tensor.active && tensor.reference_from_cache &&
-        tensor.first_dims.empty() && !tensor.has_rank(rank)) {
+    if (s.joined_count == 0 && !s.any_departed && tensor.active && !tensor.ready &&
+        tensor.reference_from_cache && tensor.first_dims.empty() && !tensor.has_rank(rank)) {
       tensor.submitted[rank >> 6] |= uint64_t{1} << (rank & 63);
       if (++tensor.count == world) s.mark_ready(tensor, now);
       return Status::ok();

@@ -37,6 +37,8 @@ class Server final : public CoordinatorServer {
   ~Server() override { shutdown(); }
 
   Status bind() {
+    // A --timeline-filename that cannot be created is the user's to fix before the job runs.
+    HVRUN_RETURN_IF_ERROR(job_.telemetry().startup_status());
     const std::string& listen = job_.options().listen_address;
     grpc::ServerBuilder builder;
     int port = 0;
@@ -80,7 +82,10 @@ class Server final : public CoordinatorServer {
     server_->Wait();
     server_.reset();
     job_.stop_loops();
+    job_.telemetry().finish();  // the timeline's closing bracket: valid JSON
   }
+
+  telemetry::JobTelemetry telemetry() const override { return job_.telemetry().snapshot(); }
 
   std::optional<Status> wait_for_end(std::chrono::milliseconds timeout) override {
     return job_.wait_for_end(timeout);

@@ -36,11 +36,19 @@ Generation::Generation(Job& job, int n)
            job.loop_hooks()) {}
 
 Job::Job(CoordinatorOptions options, CoordinatorServer::EventCallback on_event)
-    : options_(std::move(options)), events_(std::move(on_event)) {
+    : options_(std::move(options)),
+      events_(std::move(on_event)),
+      telemetry_({.job_id = options_.job_id,
+                  .world_size = options_.world_size,
+                  .fusion_threshold_bytes = options_.fusion_threshold_bytes,
+                  .timeline_filename = options_.timeline_filename}) {
   generations_.push_back(std::make_unique<Generation>(*this, 0));
 }
 
-Job::~Job() { stop_loops(); }
+Job::~Job() {
+  stop_loops();
+  telemetry_.finish();
+}
 
 Generation& Job::current() {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -160,7 +168,8 @@ NegotiationLoop::Hooks Job::loop_hooks() {
             auto info = rank_info(rank);
             if (!info) return "";
             return "host " + info->host() + ", pid " + std::to_string(info->pid());
-          }};
+          },
+          .observer = &telemetry_};
 }
 
 void Job::emit(CoordinatorEvent event) { events_.post(std::move(event)); }
@@ -190,6 +199,7 @@ void Job::abort(const std::string& reason, int rank, const std::string& host) {
     aborting_ = true;
   }
   spdlog::error("job aborted: {}", reason);
+  telemetry_.on_abort(reason, rank);
   // Streams first, so every worker hears the reason before anything else ends.
   v1::JobAbort message;
   message.set_reason(reason);

@@ -25,6 +25,7 @@
 #include "coordinator/server.h"
 #include "coordinator/service/event_dispatcher.h"
 #include "coordinator/service/negotiation_loop.h"
+#include "coordinator/telemetry/aggregator.h"
 
 namespace hvrun::coordinator::service {
 
@@ -57,6 +58,9 @@ class Job {
   Result<Registered> register_worker(const v1::WorkerInfo& worker);
   // Stops every generation's negotiation thread (the server is shutting down).
   void stop_loops();
+  // The job's telemetry and timeline (coordinator/telemetry/aggregator.h), across generations.
+  telemetry::Aggregator& telemetry() { return telemetry_; }
+  const telemetry::Aggregator& telemetry() const { return telemetry_; }
 
   // Job-wide abort: first reason wins; every stream, waiter and later caller gets it.
   void abort(const std::string& reason, int rank, const std::string& host);
@@ -78,6 +82,7 @@ class Job {
 
   const CoordinatorOptions options_;
   EventDispatcher events_;  // declared before what posts to it: outlives them, delivers all
+  telemetry::Aggregator telemetry_;  // before the generations: their loops report to it
 
   mutable std::mutex mutex_;
   std::condition_variable ended_cv_;

@@ -91,6 +91,7 @@ void NegotiateReactor::OnReadDone(bool ok) {
     if (said_goodbye_ || !attached_) {
       outbox_->finish(Status::ok());
     } else {
+      job_.telemetry().on_lost(rank_);
       job_.worker_lost(rank_);
       outbox_->finish(job_.end_status().value_or(aborted("rank " + std::to_string(rank_) +
                                                          " disconnected")));
@@ -133,7 +134,14 @@ void NegotiateReactor::handle(const v1::WorkerMessage& message) {
       job_.abort(request.reason(), request.rank() >= 0 ? request.rank() : rank_, request.host());
       break;
     }
+    case v1::WorkerMessage::kTelemetry:
+      job_.telemetry().on_report(rank_, message.telemetry());
+      break;
+    case v1::WorkerMessage::kTimeline:
+      job_.telemetry().on_timeline_control(rank_, message.timeline().filename());
+      break;
     case v1::WorkerMessage::kGoodbye:
+      job_.telemetry().on_goodbye(rank_);
       said_goodbye_ = true;
       generation_->loop.goodbye(rank_);
       break;
@@ -165,6 +173,10 @@ void NegotiateReactor::on_hello(const v1::Hello& hello) {
   rank_ = hello.rank();
   attached_ = true;
   SPDLOG_DEBUG("rank {} negotiating from {}", rank_, peer_);
+  // After Welcome: telemetry learns the stream (and says TimelineState while recording).
+  auto info = generation.rendezvous.rank_info(rank_);
+  job_.telemetry().on_attached(rank_, outbox_, info ? info->host() : "",
+                               info ? info->local_rank() : -1);
 }
 
 void NegotiateReactor::OnWriteDone(bool ok) { outbox_->on_write_done(ok); }

@@ -154,7 +154,12 @@ void NegotiationLoop::check_stalls(NegotiationEngine::TimePoint now) {
   std::set<std::string> still_stalled;
   std::vector<StalledTensor> to_warn;
   std::vector<StalledTensor> past_shutdown;
-  for (StalledTensor& stall : engine_.stalled_tensors(now, smallest)) {
+  std::vector<StalledTensor> stalled;
+  {
+    std::lock_guard<std::mutex> lock(engine_mutex_);
+    stalled = engine_.stalled_tensors(now, smallest);
+  }
+  for (StalledTensor& stall : stalled) {
     still_stalled.insert(stall.name);
     if (stall.missing_ranks.empty()) continue;  // waits only for joined ranks: not a stall
     if (stall_.shutdown.count() > 0 && stall.waited >= stall_.shutdown) {
@@ -166,11 +171,22 @@ void NegotiationLoop::check_stalls(NegotiationEngine::TimePoint now) {
     }
   }
   auto detail = [this](int rank) { return rank_detail(rank); };
-  if (!to_warn.empty()) spdlog::warn("stall: {}", describe_stalls(to_warn, detail));
-  if (!past_shutdown.empty()) {
-    if (hooks_.stalled) {
-      hooks_.stalled(describe_stalls(past_shutdown, detail), past_shutdown.front().missing_ranks.front());
+  if (!to_warn.empty()) {
+    std::string report;
+    {
+      std::lock_guard<std::mutex> lock(engine_mutex_);  // plan_summaries_; the observer
+      report = describe_stalls(to_warn, detail);
+      if (hooks_.observer) hooks_.observer->on_stalls(to_warn);
     }
+    spdlog::warn("stall: {}", report);
+  }
+  if (!past_shutdown.empty()) {
+    std::string report;
+    {
+      std::lock_guard<std::mutex> lock(engine_mutex_);  // plan_summaries_
+      report = describe_stalls(past_shutdown, detail);
+    }
+    if (hooks_.stalled) hooks_.stalled(report, past_shutdown.front().missing_ranks.front());
     return;
   }
   // Forget tensors that moved on, so that a later stall of the same name is reported again.
@@ -180,9 +196,68 @@ void NegotiationLoop::check_stalls(NegotiationEngine::TimePoint now) {
 }
 
 void NegotiationLoop::submit(int rank, v1::RequestBatch batch) {
+  Status status;
+  {
+    std::lock_guard<std::mutex> lock(engine_mutex_);
+    const auto now = NegotiationEngine::Clock::now();
+    status = engine_.submit(rank, batch, now);
+    if (hooks_.observer) hooks_.observer->on_requests(rank, batch, now);
+    take_plans_locked(now);
+  }
+  if (!status.is_ok() && hooks_.protocol_error) hooks_.protocol_error(rank, status);
+  send_taken_plans();
+  wake_if_deadline_earlier();
+}
+
+void NegotiationLoop::take_plans_locked(NegotiationEngine::TimePoint now) {
+  while (auto plan = engine_.take_plan(now)) {
+    SPDLOG_TRACE("plan {} with {} responses", plan->seq(), plan->responses_size());
+    const uint64_t seq = plan->seq();
+    // What the plan ran, for stall reports ("the last operation rank r completed").
+    for (int i = plan->responses_size() - 1; i >= 0; --i) {
+      const v1::Response& response = plan->responses(i);
+      if (!response.error().empty() || response.tensors_size() == 0) continue;
+      std::string summary = std::string(engine::op_name(response.op())) + " '" +
+                            response.tensors(response.tensors_size() - 1).name() + "'";
+      if (response.tensors_size() > 1)
+        summary += " (fused with " + std::to_string(response.tensors_size() - 1) + " more)";
+      plan_summaries_[seq] = summary + " in plan " + std::to_string(seq);
+      if (plan_summaries_.size() > kPlanSummaries) plan_summaries_.erase(plan_summaries_.begin());
+      break;
+    }
+    Outgoing out;
+    *out.wrapped.mutable_plan() = std::move(*plan);
+    out.bytes = serialize(out.wrapped);
+    std::lock_guard<std::mutex> lock(send_mutex_);
+    outgoing_.push_back(std::move(out));
+  }
+}
+
+void NegotiationLoop::send_taken_plans() {
+  std::unique_lock<std::mutex> lock(send_mutex_);
+  if (sending_) return;  // that thread sends ours too, after its own (seq order)
+  sending_ = true;
+  while (!outgoing_.empty()) {
+    Outgoing next = std::move(outgoing_.front());
+    outgoing_.pop_front();
+    lock.unlock();
+    broadcast(next);
+    lock.lock();
+  }
+  sending_ = false;
+}
+
+void NegotiationLoop::wake_if_deadline_earlier() {
+  std::optional<NegotiationEngine::TimePoint> deadline;
+  {
+    std::lock_guard<std::mutex> lock(engine_mutex_);
+    deadline = engine_.next_deadline();
+  }
+  if (!deadline) return;  // nothing waits for the clock: the steady state's common case
   {
     std::lock_guard<std::mutex> lock(inbox_mutex_);
-    inbox_.emplace_back(Submission{rank, std::move(batch)});
+    if (*deadline >= loop_waits_until_) return;
+    deadline_changed_ = true;
   }
   inbox_cv_.notify_one();
 }
@@ -196,10 +271,13 @@ void NegotiationLoop::goodbye(int rank) {
     everyone = ++goodbyes_ == world_size_;
   }
   {
-    std::lock_guard<std::mutex> lock(inbox_mutex_);
-    inbox_.emplace_back(Departure{rank});
+    std::lock_guard<std::mutex> lock(engine_mutex_);
+    const auto now = NegotiationEngine::Clock::now();
+    engine_.rank_departed(rank, now);
+    take_plans_locked(now);
   }
-  inbox_cv_.notify_one();
+  send_taken_plans();
+  wake_if_deadline_earlier();
   if (everyone && hooks_.everyone_left) hooks_.everyone_left();
 }
 
@@ -221,60 +299,55 @@ void NegotiationLoop::abort(const v1::JobAbort& message, const Status& status) {
   }
 }
 
-void NegotiationLoop::broadcast(v1::Plan plan) {
-  const uint64_t seq = plan.seq();
-  v1::CoordinatorMessage wrapped;
-  *wrapped.mutable_plan() = std::move(plan);
-  const auto message = serialize(wrapped);
+void NegotiationLoop::broadcast(const Outgoing& plan) {
   std::vector<std::shared_ptr<StreamSink>> streams;
   {
     // A stream attaching after this point is welcomed with first_plan_seq = seq + 1.
     std::lock_guard<std::mutex> lock(streams_mutex_);
     if (abort_message_) return;
-    last_seq_ = seq;
+    last_seq_ = plan.wrapped.plan().seq();
     streams = streams_;
   }
-  // What the plan ran, for stall reports ("the last operation rank r completed").
-  const v1::Plan& sent = wrapped.plan();
-  for (int i = sent.responses_size() - 1; i >= 0; --i) {
-    const v1::Response& response = sent.responses(i);
-    if (!response.error().empty() || response.tensors_size() == 0) continue;
-    std::string summary = std::string(engine::op_name(response.op())) + " '" +
-                          response.tensors(response.tensors_size() - 1).name() + "'";
-    if (response.tensors_size() > 1)
-      summary += " (fused with " + std::to_string(response.tensors_size() - 1) + " more)";
-    plan_summaries_[seq] = summary + " in plan " + std::to_string(seq);
-    if (plan_summaries_.size() > kPlanSummaries) plan_summaries_.erase(plan_summaries_.begin());
-    break;
-  }
   for (auto& stream : streams) {
-    if (stream) stream->send(message);
+    if (stream) stream->send(plan.bytes);
+  }
+  if (hooks_.observer) {
+    hooks_.observer->on_plan(plan.wrapped.plan(), NegotiationEngine::Clock::now());
   }
 }
 
 void NegotiationLoop::run() {
-  std::vector<Input> batch;
   for (;;) {
     bool check_attached = false;
     {
+      // Anyone changing the engine from now on tells this thread its deadline (see
+      // wake_if_deadline_earlier), until it sleeps knowing the engine's deadline.
+      std::lock_guard<std::mutex> lock(inbox_mutex_);
+      loop_waits_until_ = NegotiationEngine::TimePoint::max();
+      deadline_changed_ = false;
+    }
+    std::optional<NegotiationEngine::TimePoint> deadline;
+    {
+      std::lock_guard<std::mutex> lock(engine_mutex_);
+      deadline = engine_.next_deadline();
+    }
+    {
       std::unique_lock<std::mutex> lock(inbox_mutex_);
-      auto has_work = [&] { return stopping_ || !inbox_.empty() || deadline_changed_; };
-      auto deadline = engine_.next_deadline();
+      auto has_work = [&] { return stopping_ || deadline_changed_; };
       for (const auto& other : {attach_deadline_, next_stall_check_}) {
         if (other && (!deadline || *other < *deadline)) deadline = other;
       }
+      loop_waits_until_ = deadline.value_or(NegotiationEngine::TimePoint::max());
       if (deadline) {
         inbox_cv_.wait_until(lock, *deadline, has_work);
       } else {
         inbox_cv_.wait(lock, has_work);
       }
       if (stopping_) return;
-      deadline_changed_ = false;
       if (attach_deadline_ && NegotiationEngine::Clock::now() >= *attach_deadline_) {
         attach_deadline_.reset();
         check_attached = true;
       }
-      batch.swap(inbox_);
     }
     if (check_attached) check_streams_attached();
     if (next_stall_check_ && NegotiationEngine::Clock::now() >= *next_stall_check_) {
@@ -282,20 +355,11 @@ void NegotiationLoop::run() {
       check_heartbeats(NegotiationEngine::Clock::now());
       next_stall_check_ = NegotiationEngine::Clock::now() + stall_check_period(stall_);
     }
-    for (Input& input : batch) {
-      const auto now = NegotiationEngine::Clock::now();
-      if (auto* submission = std::get_if<Submission>(&input)) {
-        Status status = engine_.submit(submission->rank, submission->batch, now);
-        if (!status.is_ok() && hooks_.protocol_error) hooks_.protocol_error(submission->rank, status);
-      } else {
-        engine_.rank_departed(std::get<Departure>(input).rank, now);
-      }
+    {
+      std::lock_guard<std::mutex> lock(engine_mutex_);
+      take_plans_locked(NegotiationEngine::Clock::now());
     }
-    batch.clear();
-    while (auto plan = engine_.take_plan(NegotiationEngine::Clock::now())) {
-      SPDLOG_TRACE("plan {} with {} responses", plan->seq(), plan->responses_size());
-      broadcast(std::move(*plan));
-    }
+    send_taken_plans();
   }
 }
 

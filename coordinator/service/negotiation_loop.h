@@ -1,15 +1,26 @@
-// The coordinator's negotiation loop: the one thread that owns the NegotiationEngine. Streams
-// hand it their workers' batches (submit) and it sends every plan, in seq order, to every
-// attached stream. It wakes on new batches, at the engine's next deadline (cycle time), at the
-// deadline for every rank's stream to attach, and periodically to look for stalls and silent
-// ranks (no message, heartbeat included, within the heartbeat timeout).
+// The coordinator's negotiation loop: owns the NegotiationEngine. Streams hand it their
+// workers' batches (submit) and every plan goes, in seq order, to every attached stream.
 //
-// Threads: every public method may be called from any thread. The hooks run on the loop thread
-// (everyone_left: on the thread that called goodbye()) with no lock of the loop held; they may
-// call abort(), nothing else of the loop.
+// Latency (issue 11): a batch is negotiated on the thread that received it (a gRPC thread),
+// under engine_mutex_, and the plans it makes due are sent at once, so a tensor made ready by
+// the last rank's batch is answered without a hop to another thread. Plans are serialized
+// under engine_mutex_ in seq order and queued; one thread at a time (the "sender") writes the
+// queue to the streams, so plans never overtake each other even when two gRPC threads
+// negotiate at once. The loop thread only handles the clock: it wakes at the engine's next
+// deadline (cycle time: ready tensors waiting for company), at the deadline for every rank's
+// stream to attach, and periodically to look for stalls and silent ranks (no message,
+// heartbeat included, within the heartbeat timeout).
+//
+// Threads: every public method may be called from any thread. The hooks run with no lock of
+// the loop held (everyone_left: on the thread that called goodbye()); they may call abort(),
+// nothing else of the loop. hooks.observer: on_requests and on_stalls under engine_mutex_
+// (one at a time, on the submitting / loop thread), on_plan from the sending thread (one at a
+// time, seq order); an on_plan may overlap an on_requests, so the observer locks its own
+// state, and it must not call back into the loop.
 #pragma once
 
 #include <condition_variable>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -18,11 +29,11 @@
 #include <set>
 #include <string>
 #include <thread>
-#include <variant>
 #include <vector>
 
 #include "coordinator/negotiation_engine.h"
 #include "coordinator/service/stream_sink.h"
+#include "coordinator/telemetry/negotiation_observer.h"
 
 namespace hvrun::coordinator::service {
 
@@ -40,6 +51,8 @@ class NegotiationLoop {
     std::function<void(int rank, std::chrono::milliseconds silent)> silent;
     // "host H, pid P" for a rank, for reports; may be empty.
     std::function<std::string(int rank)> rank_label;
+    // Telemetry (issue 13): told about requests, plans and stall warnings; may be null.
+    telemetry::NegotiationObserver* observer = nullptr;
   };
 
   struct StallOptions {
@@ -71,17 +84,21 @@ class NegotiationLoop {
   void stop();
 
  private:
-  struct Submission {
-    int rank;
-    v1::RequestBatch batch;
+  // A plan taken from the engine, serialized once for every stream.
+  struct Outgoing {
+    v1::CoordinatorMessage wrapped;
+    std::shared_ptr<const grpc::ByteBuffer> bytes;
   };
-  struct Departure {
-    int rank;
-  };
-  using Input = std::variant<Submission, Departure>;
 
   void run();
-  void broadcast(v1::Plan plan);
+  // engine_mutex_ held: moves every plan due at `now` to outgoing_ (in seq order).
+  void take_plans_locked(NegotiationEngine::TimePoint now);
+  // Sends outgoing_ to the streams unless another thread is doing so (it sends these too).
+  void send_taken_plans();
+  void broadcast(const Outgoing& plan);
+  // After the engine changed: wakes the loop thread when a plan now waits for an earlier
+  // deadline than the one it sleeps until.
+  void wake_if_deadline_earlier();
   void check_streams_attached();
   void check_stalls(NegotiationEngine::TimePoint now);
   void check_heartbeats(NegotiationEngine::TimePoint now);
@@ -91,18 +108,24 @@ class NegotiationLoop {
   const int world_size_;
   const StallOptions stall_;
   Hooks hooks_;
-  NegotiationEngine engine_;  // loop thread only
+  std::mutex engine_mutex_;    // lock order: engine_mutex_, then send_mutex_ / liveness_mutex_
+  NegotiationEngine engine_;   // guarded by engine_mutex_
+  // guarded by engine_mutex_: recent plans' last op, for stall reports
+  std::map<uint64_t, std::string> plan_summaries_;
   std::optional<NegotiationEngine::TimePoint> next_stall_check_;  // loop thread only
   std::set<std::string> warned_;                                  // loop thread only: stalls logged
-  std::map<uint64_t, std::string> plan_summaries_;  // loop thread only: recent plans' last op
 
+  std::mutex send_mutex_;
+  std::deque<Outgoing> outgoing_;  // guarded by send_mutex_: taken, not yet sent, in seq order
+  bool sending_ = false;           // guarded by send_mutex_: a thread is sending outgoing_
 
-  std::mutex inbox_mutex_;
+  std::mutex inbox_mutex_;     // the loop thread's wake-ups
   std::condition_variable inbox_cv_;
-  std::vector<Input> inbox_;   // guarded by inbox_mutex_
   bool stopping_ = false;      // guarded by inbox_mutex_
   std::optional<NegotiationEngine::TimePoint> attach_deadline_;  // guarded by inbox_mutex_
   bool deadline_changed_ = false;  // guarded by inbox_mutex_: wakes the loop to re-plan its wait
+  // guarded by inbox_mutex_: what the loop thread sleeps until (max while it recomputes)
+  NegotiationEngine::TimePoint loop_waits_until_ = NegotiationEngine::TimePoint::max();
 
   std::mutex streams_mutex_;   // also orders Welcome before the plans a stream receives
   std::vector<std::shared_ptr<StreamSink>> streams_;  // by rank; guarded by streams_mutex_

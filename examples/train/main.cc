@@ -164,6 +164,7 @@ int main(int argc, char** argv) {
       if (!st.finish()) return 1;
       train::sgd_step(params, grad, flags.lr);
       ++done;
+      w.mark_step();  // step rate in /metrics and hvrun's summary
       if (first_attempt && done == flags.fail_at_step && rank == flags.fail_rank) {
         std::fprintf(stderr, "train rank %d: killing myself after step %lld (--fail-at-step)\n",
                      rank, static_cast<long long>(done));

@@ -51,9 +51,32 @@ def abort(reason):
     _worker().abort(reason)
 
 
+def mark_step():
+    """One training step done on this rank (step rate in /metrics and hvrun's summary)."""
+    _worker().mark_step()
+
+
+def start_timeline(file_path, mark_cycles=False):
+    """The coordinator starts writing the job's timeline (Chrome trace JSON) to `file_path`.
+
+    Call it on any one rank; `mark_cycles` is accepted for Horovod compatibility (hvrun always
+    marks plans)."""
+    del mark_cycles
+    from hvrun.exceptions import raise_for_status
+    code, message = _worker().start_timeline(str(file_path))
+    raise_for_status(code, message, "start_timeline")
+
+
+def stop_timeline():
+    """Stops the job's timeline and closes its file (valid JSON)."""
+    from hvrun.exceptions import raise_for_status
+    code, message = _worker().stop_timeline()
+    raise_for_status(code, message, "stop_timeline")
+
+
 __all__ = [
     "init", "shutdown", "is_initialized", "rank", "size", "local_rank", "local_size",
-    "cross_rank", "cross_size", "job_id", "abort",
+    "cross_rank", "cross_size", "job_id", "abort", "mark_step", "start_timeline", "stop_timeline",
     "Average", "Sum", "Adasum", "Min", "Max", "Product",
     "HvrunError", "HorovodInternalError", "HostsUpdatedInterrupt",
     "Handle", "allreduce", "allreduce_", "allreduce_async", "allreduce_async_", "allgather",

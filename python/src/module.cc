@@ -225,7 +225,18 @@ PYBIND11_MODULE(_core, m) {
            py::arg("name"), py::arg("input"), py::arg("op"), py::arg("prescale") = 1.0,
            py::arg("postscale") = 1.0)
       .def("barrier_async", &Worker::barrier_async)
-      .def("join_async", &Worker::join_async);
+      .def("join_async", &Worker::join_async)
+      // Telemetry (README "Timeline"): step counter and the job's timeline at run time.
+      .def("mark_step", &Worker::mark_step)
+      .def("start_timeline",
+           [](Worker& w, const std::string& path) {
+             py::gil_scoped_release release;
+             return to_tuple(w.start_timeline(path));
+           })
+      .def("stop_timeline", [](Worker& w) {
+        py::gil_scoped_release release;
+        return to_tuple(w.stop_timeline());
+      });
 
   // Checkpoints (hvrun/checkpoint.h); None arguments come from hvrun's --checkpoint-* settings.
   py::class_<Checkpointer>(m, "Checkpointer")

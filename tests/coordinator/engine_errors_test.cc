@@ -145,6 +145,44 @@ TEST(Join, TensorsRunWithoutJoinedRanksAndTheLastJoinerIsReported) {
   EXPECT_EQ(sim.plans.size(), 2u);
 }
 
+// A rank whose request reaches the coordinator after its own join (the API forbids it; a worker
+// once sent a cached allreduce and its join in one batch, join first) gets an error for that
+// request; the tensor already decided without it is not counted twice.
+TEST(Join, ARequestArrivingAfterItsRanksJoinFailsForThatRankOnly) {
+  Sim sim(3);
+  for (int r = 0; r < 3; ++r) sim.submit(r, {allreduce("x", {4})});  // x gets cache id 1
+  ASSERT_EQ(sim.plans.size(), 1u);
+  const uint32_t id = sim.plans[0].responses(0).tensors(0).cache_id();
+  ASSERT_NE(id, 0u);
+  // Cycle time is 1 ms and the Sim's clock stands still: a second allreduce of the same fusion
+  // key, still waiting, keeps x in the ready list when rank 1's late request comes.
+  sim.submit(1, {join_request()});
+  sim.submit(0, {cached(id), allreduce("z", {2})});
+  sim.submit(2, {cached(id)});
+  sim.submit(1, {cached(id)});  // late: after rank 1's join
+  sim.submit(2, {allreduce("z", {2})});
+  sim.submit(0, {join_request()});
+  sim.submit(2, {join_request()});
+  bool late_error = false;
+  int x_runs = 0;
+  for (size_t p = 1; p < sim.plans.size(); ++p) {
+    for (const auto& response : sim.plans[p].responses()) {
+      if (response.tensors_size() == 0 || response.tensors(0).name() != "x") continue;
+      if (!response.error().empty()) {
+        EXPECT_EQ(std::vector<int>(response.error_ranks().begin(), response.error_ranks().end()),
+                  std::vector<int>{1});
+        EXPECT_TRUE(contains(response.error(), "after it called join()")) << response.error();
+        late_error = true;
+      } else {
+        ++x_runs;
+        EXPECT_EQ(response.contributing_ranks(), 2);
+      }
+    }
+  }
+  EXPECT_TRUE(late_error);
+  EXPECT_EQ(x_runs, 1);
+}
+
 // --join-average all (Horovod's behaviour): Average divides by every rank, joined or not.
 TEST(Join, JoinAverageAllCountsEveryRankAsContributing) {
   EngineOptions options{3, 64 << 20, std::chrono::microseconds(1000), 1024};

@@ -283,3 +283,38 @@ def test_init_shutdown_init():
     hvd.init()
     hvd.init()  # idempotent while initialized
     assert torch.equal(hvd.allgather(torch.tensor([r])), torch.arange(n))
+
+
+def test_timeline_start_stop_and_mark_step():
+    """hvd.start_timeline / stop_timeline (Horovod's API) write the job's timeline; every rank's
+    collectives are in it once it is closed. hvd.mark_step() counts steps (no error)."""
+    r, n = ranks()
+    path = os.path.join(tempfile.gettempdir(), "hvrun-pytimeline-%s.json" % hvrun_job_id())
+    if r == 0:
+        hvd.start_timeline(path)
+    hvd.barrier()  # rank 0's start reached the coordinator before this barrier's request
+    for step in range(3):
+        hvd.allreduce(torch.ones(16), name="timeline.grad", op=hvd.Sum)
+        hvd.mark_step()
+    hvd.barrier()
+    if r == 0:
+        hvd.stop_timeline()
+        deadline = time.monotonic() + 10
+        text = ""
+        while time.monotonic() < deadline:  # closed once every rank's last events arrived
+            with open(path) as f:
+                text = f.read()
+            if text.rstrip().endswith("]"):
+                break
+            time.sleep(0.05)
+        import json
+        events = json.loads(text)
+        ranks_with_collective = {e["pid"] for e in events if e.get("name") == "collective"}
+        assert ranks_with_collective == set(range(n)), ranks_with_collective
+        os.remove(path)
+    hvd.barrier()
+
+
+def hvrun_job_id():
+    import hvrun
+    return hvrun.job_id()

@@ -21,14 +21,19 @@ namespace hvrun::detail {
 class NegotiationStream {
  public:
   NegotiationStream() = default;
+  // False once the stream is closed for writing (gRPC forbids Write after WritesDone).
   bool write(const v1::WorkerMessage& message) {
     std::lock_guard<std::mutex> lock(write_mutex_);
-    return stream_->Write(message);
+    return !closed_ && stream_->Write(message);
   }
   bool read(v1::CoordinatorMessage* message) { return stream_->Read(message); }
-  bool writes_done() {
+  // Writes `last` (Goodbye) and half-closes in one step, so no other writer's message can land
+  // between them or after.
+  bool write_last(const v1::WorkerMessage& last) {
     std::lock_guard<std::mutex> lock(write_mutex_);
-    return stream_->WritesDone();
+    if (closed_) return false;
+    closed_ = true;
+    return stream_->Write(last) && stream_->WritesDone();
   }
   void cancel() { context_.TryCancel(); }
   Status finish();
@@ -36,6 +41,7 @@ class NegotiationStream {
  private:
   friend class CoordinatorClient;
   std::mutex write_mutex_;
+  bool closed_ = false;  // guarded by write_mutex_
   grpc::ClientContext context_;
   std::unique_ptr<grpc::ClientReaderWriter<v1::WorkerMessage, v1::CoordinatorMessage>> stream_;
 };

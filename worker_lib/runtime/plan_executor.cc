@@ -22,6 +22,15 @@ std::vector<int64_t> local_shape(const v1::Response& r, const std::shared_ptr<Pe
   return e ? e->shape : shape_of(r.tensors(i));
 }
 
+// This rank's payload bytes in a response (telemetry: only computed with an observer).
+uint64_t local_bytes(const v1::Response& r, const std::vector<std::shared_ptr<PendingOp>>& e) {
+  uint64_t bytes = 0;
+  const size_t esize = dtype_size(static_cast<DataType>(r.dtype()));
+  for (const auto& entry : e)
+    if (entry) bytes += static_cast<uint64_t>(num_elements(entry->shape)) * esize;
+  return bytes;
+}
+
 }  // namespace
 
 std::byte* PlanExecutor::reserve(std::vector<std::byte>& buffer, size_t bytes) {
@@ -68,109 +77,104 @@ Status PlanExecutor::execute_on_gpu(const v1::Response& r,
   if (!gpu_)
     return failed_precondition("response on CUDA tensors but this worker has no GPU data plane "
                                "(PlanExecutor::enable_gpu was not called)");
+  // NCCL packs, reduces and unpacks on its stream: one collective phase for the whole.
+  telemetry::ScopedPhase collective(phase_observer_, r, telemetry::Phase::kCollective,
+                                    phase_observer_ ? local_bytes(r, e) : 0, "nccl");
   return gpu_->execute(r, e);
 }
 
-Status PlanExecutor::reduce_into_fusion(const v1::Response& r,
-                                        const std::vector<std::shared_ptr<PendingOp>>& e,
-                                        std::vector<size_t>& offsets) {
-  auto dtype = static_cast<DataType>(r.dtype());
-  auto op = static_cast<ReduceOp>(r.reduce_op());
-  DataType work = work_dtype(dtype);
-  size_t wsize = dtype_size(work);
-  double prescale = r.prescale() == 0 ? 1.0 : r.prescale();
-
-  size_t total = 0;
-  offsets.clear();
+// Fills pieces_ from the response: entry i's tensor, or (joined: no entry) a piece of the
+// agreed size with no input (neutral data) and no output.
+Status PlanExecutor::pieces_of(const v1::Response& r,
+                               const std::vector<std::shared_ptr<PendingOp>>& e) {
+  pieces_.clear();
   for (int i = 0; i < r.tensors_size(); ++i) {
-    offsets.push_back(total);
-    total += static_cast<size_t>(num_elements(shape_of(r.tensors(i))));
-  }
-  std::byte* buf = reserve(fusion_, total * wsize);
-  for (int i = 0; i < r.tensors_size(); ++i) {
-    size_t n = static_cast<size_t>(num_elements(shape_of(r.tensors(i))));
-    std::byte* dst = buf + offsets[i] * wsize;
-    if (e[i]) {
-      if (static_cast<size_t>(num_elements(e[i]->shape)) != n)
-        return internal_error("tensor '" + e[i]->name() + "': coordinator's shape does not match "
-                              "this rank's (protocol error)");
-      pack_scaled(dst, e[i]->input, n, dtype, prescale);
-    } else {
-      fill_neutral(dst, n, dtype, op);
+    const auto n = static_cast<size_t>(num_elements(shape_of(r.tensors(i))));
+    if (!e[i]) {
+      pieces_.push_back({nullptr, nullptr, n});
+      continue;
     }
-  }
-  ReduceOp wire_op = op == ReduceOp::kAverage ? ReduceOp::kSum : op;
-  if (size_ > 1 && total > 0) {
-    HVRUN_RETURN_IF_ERROR(backend_.allreduce(buf, total, work, wire_op));
+    if (static_cast<size_t>(num_elements(e[i]->shape)) != n)
+      return internal_error("tensor '" + e[i]->name() + "': coordinator's shape does not match "
+                            "this rank's (protocol error)");
+    pieces_.push_back({e[i]->input, e[i]->output, n});
   }
   return Status::ok();
+}
+
+// One fused allreduce of pieces_ through the backend (allreduce_pieces: the shm backend reads
+// and writes the tensors directly; the others pack into fusion_). Telemetry: the backend splits
+// the call's time into pack / collective / unpack; shm interleaves them chunk by chunk, so its
+// pack and unpack are sums of many short copies, reported here as one interval each, laid end
+// to end within the call (durations exact, positions approximate).
+Status PlanExecutor::reduce_pieces(const v1::Response& r,
+                                   const std::vector<std::shared_ptr<PendingOp>>& e) {
+  const auto dtype = static_cast<DataType>(r.dtype());
+  const auto op = static_cast<ReduceOp>(r.reduce_op());
+  const ReduceScaling scaling{.prescale = r.prescale() == 0 ? 1.0 : r.prescale(),
+                              .postscale = r.postscale() == 0 ? 1.0 : r.postscale(),
+                              .divisor = op == ReduceOp::kAverage ? contributors(r) : 1};
+  if (!phase_observer_) return backend_.allreduce_pieces(pieces_, dtype, op, scaling, fusion_, nullptr);
+  PiecePhases phases;
+  const auto start = telemetry::PhaseClock::now();
+  Status status = backend_.allreduce_pieces(pieces_, dtype, op, scaling, fusion_, &phases);
+  const auto end = telemetry::PhaseClock::now();
+  const uint64_t bytes = local_bytes(r, e);
+  const std::string_view name = size_ > 1 ? std::string_view(backend_name_) : "local";
+  const auto pack_end = start + phases.pack;
+  const auto unpack_start = std::max(pack_end, end - phases.unpack);
+  if (phases.pack.count() > 0)
+    phase_observer_->on_phase(r, telemetry::Phase::kPack, start, pack_end, bytes, name);
+  phase_observer_->on_phase(r, telemetry::Phase::kCollective, pack_end, unpack_start, bytes, name);
+  if (phases.unpack.count() > 0)
+    phase_observer_->on_phase(r, telemetry::Phase::kUnpack, unpack_start, end, bytes, name);
+  return status;
 }
 
 Status PlanExecutor::allreduce(const v1::Response& r,
                                const std::vector<std::shared_ptr<PendingOp>>& e) {
-  auto dtype = static_cast<DataType>(r.dtype());
-  if (r.tensors_size() == 1 && e[0] && work_dtype(dtype) == dtype) {
-    return allreduce_in_output(r, *e[0]);
-  }
-  std::vector<size_t> offsets;
-  HVRUN_RETURN_IF_ERROR(reduce_into_fusion(r, e, offsets));
-  size_t wsize = dtype_size(work_dtype(dtype));
-  double postscale = r.postscale() == 0 ? 1.0 : r.postscale();
-  for (int i = 0; i < r.tensors_size(); ++i) {
-    if (!e[i]) continue;
-    size_t n = static_cast<size_t>(num_elements(e[i]->shape));
-    unpack_scaled(e[i]->output, fusion_.data() + offsets[i] * wsize, n, dtype,
-                  static_cast<ReduceOp>(r.reduce_op()), contributors(r), postscale);
-  }
-  return Status::ok();
+  HVRUN_RETURN_IF_ERROR(pieces_of(r, e));
+  return reduce_pieces(r, e);
 }
 
-// A lone tensor of a native type needs no fusion buffer: reduce it where the result goes.
-Status PlanExecutor::allreduce_in_output(const v1::Response& r, PendingOp& entry) {
-  auto dtype = static_cast<DataType>(r.dtype());
-  auto op = static_cast<ReduceOp>(r.reduce_op());
-  size_t n = static_cast<size_t>(num_elements(entry.shape));
-  if (static_cast<int64_t>(n) != num_elements(shape_of(r.tensors(0))))
-    return internal_error("tensor '" + entry.name() + "': coordinator's shape does not match "
-                          "this rank's (protocol error)");
-  double prescale = r.prescale() == 0 ? 1.0 : r.prescale();
-  double postscale = r.postscale() == 0 ? 1.0 : r.postscale();
-  if (n == 0) return Status::ok();
-  if (entry.input != entry.output || prescale != 1.0)
-    pack_scaled(entry.output, entry.input, n, dtype, prescale);
-  if (size_ > 1) {
-    HVRUN_RETURN_IF_ERROR(backend_.allreduce(entry.output, n, dtype,
-                                             op == ReduceOp::kAverage ? ReduceOp::kSum : op));
-  }
-  unpack_scaled(entry.output, entry.output, n, dtype, op, contributors(r), postscale);
-  return Status::ok();
-}
-
+// Reduces every tensor whole (a reduce-scatter is an allreduce of which each rank keeps its
+// rows), but only this rank's rows have an output: the backend copies nothing else out. Each
+// tensor goes as one piece per rank's block of rows, on every rank alike (joined ranks too), so
+// every rank passes the same piece counts.
 Status PlanExecutor::reducescatter(const v1::Response& r,
                                    const std::vector<std::shared_ptr<PendingOp>>& e) {
-  std::vector<size_t> offsets;
-  HVRUN_RETURN_IF_ERROR(reduce_into_fusion(r, e, offsets));
-  auto dtype = static_cast<DataType>(r.dtype());
-  size_t wsize = dtype_size(work_dtype(dtype));
-  double postscale = r.postscale() == 0 ? 1.0 : r.postscale();
+  HVRUN_RETURN_IF_ERROR(pieces_of(r, e));
+  const auto dtype = static_cast<DataType>(r.dtype());
+  const size_t esize = dtype_size(dtype);
+  std::vector<ReducePiece> whole;
+  whole.swap(pieces_);
+  pieces_.clear();
   for (int i = 0; i < r.tensors_size(); ++i) {
-    if (!e[i]) continue;
-    const std::vector<int64_t>& shape = e[i]->shape;
-    int64_t dim0 = shape.at(0);
-    int64_t row = trailing_elements(shape);
-    int64_t base = dim0 / size_, extra = dim0 % size_;
-    int64_t rows = base + (rank_ < extra ? 1 : 0);
-    int64_t first_row = rank_ * base + std::min<int64_t>(rank_, extra);
-    OwnedTensor& out = e[i]->handle->output;
-    out.dtype = dtype;
-    out.shape = shape;
-    out.shape[0] = rows;
-    out.bytes.resize(static_cast<size_t>(rows * row) * dtype_size(dtype));
-    unpack_scaled(out.bytes.data(), fusion_.data() + (offsets[i] + first_row * row) * wsize,
-                  static_cast<size_t>(rows * row), dtype, static_cast<ReduceOp>(r.reduce_op()),
-                  contributors(r), postscale);
+    const std::vector<int64_t> shape = e[i] ? e[i]->shape : shape_of(r.tensors(i));
+    if (shape.empty())
+      return invalid_argument("reducescatter '" + r.tensors(i).name() +
+                              "' needs at least one dimension");
+    const int64_t dim0 = shape[0];
+    const auto row = static_cast<size_t>(trailing_elements(shape));
+    const int64_t base = dim0 / size_, extra = dim0 % size_;
+    const auto* in = static_cast<const std::byte*>(whole[static_cast<size_t>(i)].input);
+    size_t first = 0;  // first element of rank k's block
+    for (int k = 0; k < size_; ++k) {
+      const auto count = static_cast<size_t>(base + (k < extra ? 1 : 0)) * row;
+      void* output = nullptr;
+      if (e[i] && k == rank_) {
+        OwnedTensor& out = e[i]->handle->output;
+        out.dtype = dtype;
+        out.shape = shape;
+        out.shape[0] = base + (k < extra ? 1 : 0);
+        out.bytes.resize(count * esize);
+        output = out.bytes.data();
+      }
+      pieces_.push_back({in ? in + first * esize : nullptr, output, count});
+      first += count;
+    }
   }
-  return Status::ok();
+  return reduce_pieces(r, e);
 }
 
 Status PlanExecutor::allgather(const v1::Response& r,
@@ -191,6 +195,8 @@ Status PlanExecutor::allgather(const v1::Response& r,
   }
   // This rank's tensors, back to back.
   std::byte* send = reserve(scratch_, per_rank[rank_]);
+  telemetry::ScopedPhase pack(phase_observer_, r, telemetry::Phase::kPack, per_rank[rank_],
+                              backend_name_);
   size_t at = 0;
   for (int i = 0; i < count; ++i) {
     size_t bytes = static_cast<size_t>(r.tensors(i).first_dims(rank_)) * row_bytes[i];
@@ -200,7 +206,14 @@ Status PlanExecutor::allgather(const v1::Response& r,
   }
   size_t total = std::accumulate(per_rank.begin(), per_rank.end(), size_t{0});
   std::byte* recv = reserve(fusion_, total);
-  HVRUN_RETURN_IF_ERROR(backend_.allgatherv(send, recv, per_rank));
+  pack.finish();
+  {
+    telemetry::ScopedPhase collective(phase_observer_, r, telemetry::Phase::kCollective,
+                                      per_rank[rank_], backend_name_);
+    HVRUN_RETURN_IF_ERROR(backend_.allgatherv(send, recv, per_rank));
+  }
+  telemetry::ScopedPhase unpack(phase_observer_, r, telemetry::Phase::kUnpack, per_rank[rank_],
+                                backend_name_);
 
   std::vector<size_t> rank_start(size_, 0);
   for (int k = 1; k < size_; ++k) rank_start[k] = rank_start[k - 1] + per_rank[k - 1];
@@ -234,6 +247,8 @@ Status PlanExecutor::broadcast(const v1::Response& r,
   void* buffer = entry ? entry->output : reserve(scratch_, bytes);
   if (entry && rank_ == r.root_rank() && entry->input != entry->output && bytes)
     std::memcpy(entry->output, entry->input, bytes);
+  telemetry::ScopedPhase collective(phase_observer_, r, telemetry::Phase::kCollective, bytes,
+                                    backend_name_);
   return backend_.broadcast(buffer, bytes, r.root_rank());
 }
 
@@ -260,7 +275,13 @@ Status PlanExecutor::alltoall(const v1::Response& r,
   size_t send_total = std::accumulate(send.begin(), send.end(), size_t{0});
   const void* input = entry ? entry->input : reserve(scratch_, send_total);
   std::byte* output = reserve(fusion_, static_cast<size_t>(total_rows) * row);
-  HVRUN_RETURN_IF_ERROR(backend_.alltoallv(input, send, output, recv));
+  {
+    telemetry::ScopedPhase collective(phase_observer_, r, telemetry::Phase::kCollective,
+                                      send_total, backend_name_);
+    HVRUN_RETURN_IF_ERROR(backend_.alltoallv(input, send, output, recv));
+  }
+  telemetry::ScopedPhase unpack(phase_observer_, r, telemetry::Phase::kUnpack, send_total,
+                                backend_name_);
   if (entry) {
     OwnedTensor& out = entry->handle->output;
     out.dtype = dtype;

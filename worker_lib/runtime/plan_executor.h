@@ -1,5 +1,7 @@
-// Executes one Response of the coordinator's plan through the backend: packs the tensors into
-// the fusion buffer, runs the collective, unpacks, and completes the handles. Joined ranks (no
+// Executes one Response of the coordinator's plan through the backend and completes the handles.
+// Allreduce and reducescatter hand the backend the tensors themselves (Backend::
+// allreduce_pieces): the shm backend reduces straight from and into them, others pack into the
+// fusion buffer. The other collectives pack / run / unpack here. Joined ranks (no
 // local tensor) take part with neutral data so nobody waits for them.
 //
 // Threads: only the worker's background thread calls execute(). The fusion buffers are members
@@ -15,6 +17,7 @@
 #include "worker_lib/backend.h"
 #include "worker_lib/backends/nccl/gpu_executor.h"
 #include "worker_lib/runtime/pending_op.h"
+#include "worker_lib/telemetry/phase_observer.h"
 
 namespace hvrun::detail {
 
@@ -45,23 +48,29 @@ class PlanExecutor {
     if (gpu_) gpu_->set_device_allocator(std::move(allocator));
   }
 
+  // Telemetry (worker_lib/telemetry/phase_observer.h): told about every pack / collective /
+  // unpack phase from now on; null = off. `backend_name` names the CPU backend in reports.
+  // Call before the first execute(); the observer outlives the executor.
+  void set_phase_observer(telemetry::PhaseObserver* observer, std::string backend_name) {
+    phase_observer_ = observer;
+    backend_name_ = std::move(backend_name);
+  }
+
   // Bytes currently held by the reused buffers (for tests and metrics).
   size_t buffer_capacity() const { return fusion_.capacity() + scratch_.capacity(); }
 
  private:
   Status allreduce(const v1::Response& r, const std::vector<std::shared_ptr<PendingOp>>& e);
-  Status allreduce_in_output(const v1::Response& r, PendingOp& entry);
   Status reducescatter(const v1::Response& r, const std::vector<std::shared_ptr<PendingOp>>& e);
   Status allgather(const v1::Response& r, const std::vector<std::shared_ptr<PendingOp>>& e);
   Status broadcast(const v1::Response& r, const std::vector<std::shared_ptr<PendingOp>>& e);
   Status alltoall(const v1::Response& r, const std::vector<std::shared_ptr<PendingOp>>& e);
   Status execute_on_gpu(const v1::Response& r, const std::vector<std::shared_ptr<PendingOp>>& e);
 
-  // Packs every tensor of `r` (or neutral data) into fusion_ and reduces it across ranks.
-  // Returns the work dtype; offsets[i] is tensor i's first element in fusion_.
-  Status reduce_into_fusion(const v1::Response& r,
-                            const std::vector<std::shared_ptr<PendingOp>>& e,
-                            std::vector<size_t>& offsets);
+  // allreduce/reducescatter: pieces_ <- one piece per tensor of `r` (joined: no input/output).
+  Status pieces_of(const v1::Response& r, const std::vector<std::shared_ptr<PendingOp>>& e);
+  // Reduces pieces_ as one fused allreduce (Backend::allreduce_pieces), with r's op and scaling.
+  Status reduce_pieces(const v1::Response& r, const std::vector<std::shared_ptr<PendingOp>>& e);
   std::byte* reserve(std::vector<std::byte>& buffer, size_t bytes);
   int contributors(const v1::Response& r) const;
 
@@ -69,9 +78,12 @@ class PlanExecutor {
   std::function<Status(Status)> explain_;
   int rank_;
   int size_;
-  std::vector<std::byte> fusion_;   // reused across responses
+  std::vector<std::byte> fusion_;   // reused across responses (backends that pack stage here)
+  std::vector<ReducePiece> pieces_;  // reused: the current allreduce's tensors
   std::vector<std::byte> scratch_;  // reused: second buffer (allgather/alltoall input, joined ranks)
   std::unique_ptr<GpuExecutor> gpu_;  // set once by enable_gpu(), before execute() runs
+  telemetry::PhaseObserver* phase_observer_ = nullptr;  // set_phase_observer(); may be null
+  std::string backend_name_ = "local";                   // CPU backend's name for telemetry
 };
 
 }  // namespace hvrun::detail

@@ -1,21 +1,30 @@
 #include "worker_lib/runtime/reduction_math.h"
 
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <limits>
 
+#include "worker_lib/backend.h"
 #include "worker_lib/half.h"
 
 namespace hvrun::detail {
 namespace {
 
+// Scaling happens in the type's own arithmetic for floating types (float32 in float: the
+// element loops vectorise and never widen to double); integer types scale through double.
 template <typename T>
 void pack_native(T* dst, const T* src, size_t n, double prescale) {
   if (prescale == 1.0) {
-    std::memcpy(dst, src, n * sizeof(T));
+    if (dst != src) std::memcpy(dst, src, n * sizeof(T));
     return;
   }
-  for (size_t i = 0; i < n; ++i) dst[i] = static_cast<T>(static_cast<double>(src[i]) * prescale);
+  if constexpr (std::numeric_limits<T>::is_integer) {
+    for (size_t i = 0; i < n; ++i) dst[i] = static_cast<T>(static_cast<double>(src[i]) * prescale);
+  } else {
+    const T scale = static_cast<T>(prescale);
+    for (size_t i = 0; i < n; ++i) dst[i] = src[i] * scale;
+  }
 }
 
 template <typename T>
@@ -37,25 +46,42 @@ void neutral(T* dst, size_t n, ReduceOp op) {
   for (size_t i = 0; i < n; ++i) dst[i] = value;
 }
 
+// dst <- src / divisor (when > 1; integer types truncate) * postscale. One loop per case, so
+// each vectorises (dst may equal src).
 template <typename T>
-void unpack_native(T* dst, const T* src, size_t n, ReduceOp op, int contributors,
-                   double postscale) {
-  bool average = op == ReduceOp::kAverage && contributors > 1;
-  if (!average && postscale == 1.0) {
+void finish_native(T* dst, const T* src, size_t n, int divisor, double postscale) {
+  const bool divide = divisor > 1;
+  if (!divide && postscale == 1.0) {
     if (dst != src) std::memmove(dst, src, n * sizeof(T));
     return;
   }
-  for (size_t i = 0; i < n; ++i) {
-    T v = src[i];
-    if (average) {
-      if constexpr (std::numeric_limits<T>::is_integer) {
-        v = static_cast<T>(v / static_cast<T>(contributors));
-      } else {
-        v = static_cast<T>(static_cast<double>(v) / contributors);
+  if constexpr (std::numeric_limits<T>::is_integer) {
+    for (size_t i = 0; i < n; ++i) {
+      T v = src[i];
+      if (divide) {
+        if constexpr (sizeof(T) < 4) v = static_cast<T>(static_cast<int>(v) / divisor);
+        else v = static_cast<T>(v / static_cast<T>(divisor));
       }
+      if (postscale != 1.0) v = static_cast<T>(static_cast<double>(v) * postscale);
+      dst[i] = v;
     }
-    if (postscale != 1.0) v = static_cast<T>(static_cast<double>(v) * postscale);
-    dst[i] = v;
+  } else {
+    const T d = static_cast<T>(divisor);
+    const T p = static_cast<T>(postscale);
+    // A power-of-two divisor: its exact reciprocal multiplies to the division's bits, cheaper.
+    const bool exact_reciprocal = divide && (divisor & (divisor - 1)) == 0;
+    const T r = static_cast<T>(1) / d;
+    if (exact_reciprocal && postscale != 1.0) {
+      for (size_t i = 0; i < n; ++i) dst[i] = src[i] * r * p;
+    } else if (exact_reciprocal) {
+      for (size_t i = 0; i < n; ++i) dst[i] = src[i] * r;
+    } else if (divide && postscale != 1.0) {
+      for (size_t i = 0; i < n; ++i) dst[i] = src[i] / d * p;
+    } else if (divide) {
+      for (size_t i = 0; i < n; ++i) dst[i] = src[i] / d;
+    } else {
+      for (size_t i = 0; i < n; ++i) dst[i] = src[i] * p;
+    }
   }
 }
 
@@ -106,24 +132,96 @@ void fill_neutral(void* dst, size_t count, DataType dtype, ReduceOp op) {
 
 void unpack_scaled(void* dst, const void* src, size_t count, DataType dtype, ReduceOp op,
                    int contributors, double postscale) {
+  finish_scaled(dst, src, count, dtype, op == ReduceOp::kAverage ? contributors : 1, postscale);
+}
+
+void finish_scaled(void* dst, const void* src, size_t count, DataType dtype, int divisor,
+                   double postscale) {
   if (is_half(dtype)) {
     const float* in = static_cast<const float*>(src);
     uint16_t* out = static_cast<uint16_t*>(dst);
-    bool bf16 = dtype == DataType::kBFloat16;
-    bool average = op == ReduceOp::kAverage && contributors > 1;
+    const bool bf16 = dtype == DataType::kBFloat16;
+    const bool divide = divisor > 1;
+    const bool exact_reciprocal = divide && (divisor & (divisor - 1)) == 0;
+    const float d = static_cast<float>(divisor);
+    const float r = 1.0f / d;
+    const float p = static_cast<float>(postscale);
     for (size_t i = 0; i < count; ++i) {
       float v = in[i];
-      if (average) v /= static_cast<float>(contributors);
-      if (postscale != 1.0) v = static_cast<float>(static_cast<double>(v) * postscale);
+      if (exact_reciprocal) v = v * r;
+      else if (divide) v = v / d;
+      if (postscale != 1.0) v = v * p;
       out[i] = bf16 ? float_to_bfloat16(v) : float_to_float16(v);
     }
     return;
   }
   dispatch_native(dtype, [&](auto tag) {
     using T = decltype(tag);
-    unpack_native(static_cast<T*>(dst), static_cast<const T*>(src), count, op, contributors,
-                  postscale);
+    finish_native(static_cast<T*>(dst), static_cast<const T*>(src), count, divisor, postscale);
   });
+}
+
+namespace {
+
+using PhaseClock = std::chrono::steady_clock;
+
+// Adds the time since `since` to `into` (only when phases are wanted) and restarts the clock.
+void lap(std::chrono::nanoseconds* into, PhaseClock::time_point& since) {
+  if (into == nullptr) return;
+  const auto now = PhaseClock::now();
+  *into += now - since;
+  since = now;
+}
+
+}  // namespace
+
+Status allreduce_pieces_packed(Backend& backend, std::span<const ReducePiece> pieces,
+                               DataType dtype, ReduceOp op, const ReduceScaling& scaling,
+                               std::vector<std::byte>& staging, PiecePhases* phases) {
+  const ReduceOp wire_op = op == ReduceOp::kAverage ? ReduceOp::kSum : op;
+  const DataType work = work_dtype(dtype);
+  const bool reduce = backend.size() > 1;
+  PhaseClock::time_point at{};
+  if (phases) at = PhaseClock::now();
+  auto* pack_time = phases ? &phases->pack : nullptr;
+  auto* collective_time = phases ? &phases->collective : nullptr;
+  auto* unpack_time = phases ? &phases->unpack : nullptr;
+
+  // A lone native-typed tensor is reduced where its result goes: no staging copy.
+  if (pieces.size() == 1 && work == dtype && pieces[0].input && pieces[0].output) {
+    const ReducePiece& p = pieces[0];
+    if (p.count == 0) return Status::ok();
+    pack_scaled(p.output, p.input, p.count, dtype, scaling.prescale);
+    lap(pack_time, at);
+    if (reduce) HVRUN_RETURN_IF_ERROR(backend.allreduce(p.output, p.count, dtype, wire_op));
+    lap(collective_time, at);
+    finish_scaled(p.output, p.output, p.count, dtype, scaling.divisor, scaling.postscale);
+    lap(unpack_time, at);
+    return Status::ok();
+  }
+  const size_t wsize = dtype_size(work);
+  size_t total = 0;
+  for (const ReducePiece& p : pieces) total += p.count;
+  if (total == 0) return Status::ok();
+  if (staging.size() < total * wsize) staging.resize(total * wsize);
+  std::byte* at_byte = staging.data();
+  for (const ReducePiece& p : pieces) {
+    if (p.count == 0) continue;
+    if (p.input) pack_scaled(at_byte, p.input, p.count, dtype, scaling.prescale);
+    else fill_neutral(at_byte, p.count, dtype, op);
+    at_byte += p.count * wsize;
+  }
+  lap(pack_time, at);
+  if (reduce) HVRUN_RETURN_IF_ERROR(backend.allreduce(staging.data(), total, work, wire_op));
+  lap(collective_time, at);
+  at_byte = staging.data();
+  for (const ReducePiece& p : pieces) {
+    if (p.output && p.count)
+      finish_scaled(p.output, at_byte, p.count, dtype, scaling.divisor, scaling.postscale);
+    at_byte += p.count * wsize;
+  }
+  lap(unpack_time, at);
+  return Status::ok();
 }
 
 }  // namespace hvrun::detail

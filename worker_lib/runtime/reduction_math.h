@@ -25,4 +25,9 @@ void fill_neutral(void* dst, size_t count, DataType dtype, ReduceOp op);
 void unpack_scaled(void* dst, const void* src, size_t count, DataType dtype, ReduceOp op,
                    int contributors, double postscale);
 
+// dst (dtype) <- src (work type) / divisor (when > 1; integer types truncate) * postscale, in
+// the work type's arithmetic (float for float32 and the half types). dst may equal src.
+void finish_scaled(void* dst, const void* src, size_t count, DataType dtype, int divisor,
+                   double postscale);
+
 }  // namespace hvrun::detail

@@ -5,10 +5,12 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <utility>
 
 #include "common/logging.h"
 #include "worker_lib/runtime/cpu_backend_factory.h"
+#include "worker_lib/telemetry/gpu_sampler.h"
 
 namespace hvrun::detail {
 namespace {
@@ -22,6 +24,16 @@ std::string local_host_name() {
   char buf[256] = {};
   if (gethostname(buf, sizeof buf - 1) != 0) return "localhost";
   return buf;
+}
+
+// Whether this rank's handles of a response completed OK (timeline "done" status).
+bool succeeded(const std::vector<std::shared_ptr<PendingOp>>& entries) {
+  for (const auto& e : entries) {
+    if (!e) continue;
+    std::lock_guard<std::mutex> lock(e->handle->mutex);
+    if (!e->handle->status.is_ok()) return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -83,6 +95,25 @@ Status Runtime::connect() {
   backend_ = std::move(backend).value();
   executor_ = std::make_unique<PlanExecutor>(*backend_, topology_.rank, topology_.size);
   executor_->set_failure_explainer([this](Status failed) { return explain_failure(std::move(failed)); });
+  // Telemetry counts CPU responses under the backend's short name ("hierarchical(shm+gloo)"
+  // -> "hierarchical"); a one-rank job moves nothing ("local").
+  {
+    std::string backend_name = topology_.size == 1 ? "local" : backend_->name();
+    backend_name = backend_name.substr(0, backend_name.find('('));
+    telemetry_ = std::make_unique<telemetry::WorkerTelemetry>(backend_name);
+    executor_->set_phase_observer(telemetry_.get(), backend_name);
+    // --timeline-filename: record from the first collective (TimelineState follows Welcome,
+    // which may be after the trainer's first submissions).
+    if (auto it = registered->settings().find("timeline_filename");
+        it != registered->settings().end() && !it->second.empty())
+      telemetry_->set_recording(true);
+    // Created before the reader thread (which may ask it for a report), started once the
+    // stream is open (start_telemetry).
+    constexpr std::chrono::milliseconds kReportInterval{500};  // when something changed
+    reporter_ = std::make_unique<telemetry::ReportSender>(
+        *telemetry_, [this](const v1::WorkerMessage& m) { return stream_->write(m); },
+        kReportInterval, [] { return telemetry::sample_gpus(); });
+  }
   // CUDA tensors: NCCL, set up by the first CUDA response (backends/nccl/gpu_executor.h).
   executor_->enable_gpu(GpuJob{.rank = topology_.rank,
                                .size = topology_.size,
@@ -114,8 +145,44 @@ Status Runtime::connect() {
     pthread_setname_np(pthread_self(), "hvrun-heartbeat");
     heartbeat();
   });
+  start_telemetry();
   return Status::ok();
 }
+
+void Runtime::start_telemetry() {
+  // Timeline events piling up are sent at once instead of at the next half-second report.
+  constexpr size_t kPileUp = 4096;
+  telemetry_->set_pile_up_callback(kPileUp, [sender = reporter_.get()] { sender->wake(); });
+  telemetry::register_for_steps(telemetry_.get());
+  reporter_->start();
+}
+
+Status Runtime::send_timeline_control(const std::string& filename) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (terminal_) return *terminal_;
+  }
+  if (!stream_) return failed_precondition("hvrun worker is not connected to a coordinator");
+  v1::WorkerMessage message;
+  message.mutable_timeline()->set_filename(filename);
+  if (!stream_->write(message))
+    return unavailable("rank " + std::to_string(topology_.rank) +
+                       ": could not reach the coordinator to start/stop the timeline (the "
+                       "negotiation stream is closed)");
+  return Status::ok();
+}
+
+Status Runtime::start_timeline(const std::string& path) {
+  if (path.empty())
+    return invalid_argument("start_timeline: empty file name; give the JSON file to write");
+  // The coordinator writes the file: make a relative name mean this worker's directory (the
+  // same place on a single-host job; on a multi-host job, a path on the launch host).
+  std::error_code error;
+  std::filesystem::path absolute = std::filesystem::absolute(path, error);
+  return send_timeline_control(error ? path : absolute.string());
+}
+
+Status Runtime::stop_timeline() { return send_timeline_control(""); }
 
 uint64_t Runtime::next_barrier_id() {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -143,6 +210,7 @@ Handle Runtime::submit(std::shared_ptr<PendingOp> op) {
           "for it first or use another name"));
       return handle;
     }
+    if (telemetry_) telemetry_->on_submitted(op->name(), op->op);
     outbox_.push_back(std::move(op));
   }
   wake_.notify_all();
@@ -168,11 +236,35 @@ std::vector<Handle> Runtime::submit_group(std::vector<std::shared_ptr<PendingOp>
     }
     for (auto& op : ops) {
       in_flight_.emplace(op->name(), op);
+      if (telemetry_) telemetry_->on_submitted(op->name(), op->op);
       outbox_.push_back(std::move(op));
     }
   }
   wake_.notify_all();
   return handles;
+}
+
+void Runtime::send_pending() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (outbox_.empty()) return;  // the background thread sent it already (or is sending it)
+  }
+  flush_outbox();
+}
+
+void Runtime::flush_outbox() {
+  // send_mutex_ keeps one sender at a time and guards cache_. Taking the outbox and writing it
+  // under the same send_mutex_ keeps batches in submission order: a join must never reach the
+  // coordinator before an op this rank submitted earlier.
+  std::lock_guard<std::mutex> send_lock(send_mutex_);
+  std::deque<std::shared_ptr<PendingOp>> outbox;
+  bool ended = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    outbox.swap(outbox_);
+    ended = stream_ended_;
+  }
+  if (!outbox.empty() && !ended) send_requests(outbox);
 }
 
 void Runtime::abort(const std::string& reason) {
@@ -223,14 +315,23 @@ Status Runtime::shutdown() {
     std::lock_guard<std::mutex> lock(mutex_);
     heartbeat_stop_ = true;
   }
-  wake_.notify_all();
+  heartbeat_wake_.notify_all();
   heartbeat_.join();
 
-  // The loop and the heartbeat have stopped: this thread is now the only writer.
-  v1::WorkerMessage goodbye;
-  goodbye.mutable_goodbye();
-  if (!stream_->write(goodbye) || !stream_->writes_done())
-    SPDLOG_DEBUG("Goodbye not delivered (stream already closed)");
+  // The last telemetry report (final counters, the timeline's tail) goes before Goodbye.
+  if (reporter_) reporter_->flush_and_stop();
+  if (telemetry_) telemetry::unregister_for_steps(telemetry_.get());
+
+  // The loop and the heartbeat have stopped, but an API thread may still be inside
+  // flush_outbox() with a batch it took: send_mutex_ lets it finish before Goodbye, and
+  // write_last() refuses anything written after.
+  {
+    std::lock_guard<std::mutex> send_lock(send_mutex_);
+    v1::WorkerMessage goodbye;
+    goodbye.mutable_goodbye();
+    if (!stream_->write_last(goodbye))
+      SPDLOG_DEBUG("Goodbye not delivered (stream already closed)");
+  }
   {
     std::unique_lock<std::mutex> lock(mutex_);
     if (!wake_.wait_for(lock, kGoodbyeTimeout, [&] { return stream_ended_; })) {
@@ -258,7 +359,14 @@ void Runtime::read_stream() {
     bool abort_now = false;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      if (message.kind_case() == v1::CoordinatorMessage::kPlan) ++plans_received_;
+      if (message.kind_case() == v1::CoordinatorMessage::kPlan) {
+        ++plans_received_;
+        telemetry_->on_plan_received(message.plan().seq());
+      } else if (message.kind_case() == v1::CoordinatorMessage::kTimeline) {
+        telemetry_->set_recording(message.timeline().recording());
+        // Stopped: the coordinator closes the file once every rank sent its last events.
+        if (!message.timeline().recording() && reporter_) reporter_->request_report();
+      }
       // Plans received before a JobAbort still run, in order (every rank got them): what needs
       // no data plane (barrier, join, error responses) completes, collectives fail on the
       // torn-down data plane with the abort's reason. When the background thread has started
@@ -297,6 +405,7 @@ void Runtime::read_stream() {
     executor_->abort_gpu(status.message());
   }
   wake_.notify_all();
+  heartbeat_wake_.notify_all();
 }
 
 Status Runtime::explain_failure(Status failed) {
@@ -316,7 +425,8 @@ Status Runtime::explain_failure(Status failed) {
 
 void Runtime::heartbeat() {
   std::unique_lock<std::mutex> lock(mutex_);
-  while (!wake_.wait_for(lock, heartbeat_interval_, [&] { return heartbeat_stop_ || stream_ended_; })) {
+  while (!heartbeat_wake_.wait_for(lock, heartbeat_interval_,
+                                   [&] { return heartbeat_stop_ || stream_ended_; })) {
     lock.unlock();
     v1::WorkerMessage message;
     message.mutable_heartbeat()->set_last_plan_seq(finished_plan_seq_.load());
@@ -334,8 +444,9 @@ void Runtime::loop() {
       return !outbox_.empty() || !inbox_.empty() || stop_requested_ ||
              (stream_ended_ && !stream_done) || abort_reason_.has_value();
     });
-    std::deque<std::shared_ptr<PendingOp>> outbox;
-    outbox.swap(outbox_);
+    // The outbox is taken inside flush_outbox(), under send_mutex_: taking it here and writing
+    // it later would let an API thread's flush write a later op (a join) before it.
+    const bool outbox_waiting = !outbox_.empty();
     std::deque<v1::CoordinatorMessage> inbox;
     inbox.swap(inbox_);
     std::optional<std::string> abort_reason = std::exchange(abort_reason_, std::nullopt);
@@ -351,7 +462,7 @@ void Runtime::loop() {
       a->set_host(config_.host);
       if (!stream_->write(message)) (void)client_->abort(*a);
     }
-    if (!outbox.empty() && !ended) send_requests(outbox);
+    if (outbox_waiting) flush_outbox();
     for (const auto& message : inbox) handle_message(message);
     if (ended && !stream_done) {
       stream_done = true;
@@ -366,18 +477,27 @@ void Runtime::loop() {
 }
 
 void Runtime::send_requests(std::deque<std::shared_ptr<PendingOp>>& batch) {
+  // The coordinator takes a batch's full requests first, then its cached ids: a full request
+  // after a cached one (a join after a cached allreduce) starts a new batch, so the coordinator
+  // sees this rank's submissions in their order.
   v1::WorkerMessage message;
   v1::RequestBatch* requests = message.mutable_requests();
+  bool written = true;
   for (const auto& op : batch) {
     auto cached = cache_.find(op->name());
     if (op->group_id == 0 && cached != cache_.end() &&
         cached->second.signature == op->cache_signature()) {
       requests->add_cached_ids(cached->second.id);
     } else {
+      if (requests->cached_ids_size() > 0) {
+        written = stream_->write(message) && written;
+        requests->Clear();
+      }
       *requests->add_requests() = op->to_request();
     }
   }
-  if (!stream_->write(message))
+  written = stream_->write(message) && written;
+  if (!written)
     SPDLOG_DEBUG("request batch not sent: stream closed (the reader reports why)");
 }
 
@@ -395,6 +515,8 @@ void Runtime::handle_message(const v1::CoordinatorMessage& message) {
       terminate(status);
       break;
     }
+    case v1::CoordinatorMessage::kTimeline:
+      break;  // the reader thread already switched recording (telemetry_)
     default:
       SPDLOG_WARN("ignoring an unknown message from the coordinator");
   }
@@ -439,19 +561,23 @@ void Runtime::execute_plan(const v1::Plan& plan) {
       SPDLOG_WARN("coordinator: {}", response.error());
       continue;
     }
+    telemetry_->on_response_started(plan.seq(), response);
     if (!response.error().empty()) {
       for (const auto& e : entries)
         if (e) e->handle->complete(invalid_argument(response.error()));
+      telemetry_->on_response_done(response, false);
       continue;
     }
     remember_cache_ids(response, entries);
     executor_->execute(response, entries);
+    telemetry_->on_response_done(response, !telemetry_->recording() || succeeded(entries));
   }
   finished_plan_seq_.store(plan.seq());
 }
 
 void Runtime::remember_cache_ids(const v1::Response& response,
                                  const std::vector<std::shared_ptr<PendingOp>>& entries) {
+  std::lock_guard<std::mutex> send_lock(send_mutex_);  // cache_: also read by send_pending()
   for (int i = 0; i < response.tensors_size(); ++i) {
     uint32_t id = response.tensors(i).cache_id();
     if (id == 0 || !entries[i]) continue;

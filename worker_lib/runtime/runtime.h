@@ -3,9 +3,11 @@
 // Negotiation, step by step (the protocol contract lives in proto/hvrun.proto and the brief):
 //  1. init: Register (blocks until every rank registered), connect the backend through the
 //     coordinator's key-value store, open the Negotiate stream and send Hello.
-//  2. API threads call submit(): the op enters the in-flight table (by name) and the outbox,
-//     and the background thread is woken.
-//  3. The background thread sends the outbox as one RequestBatch: full metadata the first time,
+//  2. API threads call submit(): the op enters the in-flight table (by name) and the outbox.
+//  3. The background thread (woken by submit) sends the outbox as one RequestBatch; a thread
+//     that then blocks on a handle (Worker::wait, so every blocking collective) sends it
+//     itself if the background thread has not yet (send_pending: issue 11's latency). Full
+//     metadata the first time,
 //     only the cache id once the coordinator assigned one and the metadata is unchanged.
 //  4. A reader thread only blocks in the stream's Read() (gRPC's synchronous API cannot wait for
 //     a message and a wake-up at once) and hands messages to the background thread. A JobAbort
@@ -21,8 +23,9 @@
 //     completes handles; JobAbort fails everything with kAborted; a lost stream with kUnavailable.
 //  6. shutdown: fail what is pending with kCancelled, send Goodbye, close the stream (bounded).
 //
-// Threads: submit/abort/shutdown from any thread; only the background thread writes to the
-// stream, touches the request cache and the executor. Shared state is guarded by mutex_.
+// Threads: submit/abort/shutdown/send_pending from any thread; waiting threads and the
+// background thread write RequestBatches under send_mutex_ (which guards the request cache);
+// only the background thread touches the executor. Shared state is guarded by mutex_.
 #pragma once
 
 #include <atomic>
@@ -43,6 +46,8 @@
 #include "worker_lib/runtime/coordinator_client.h"
 #include "worker_lib/runtime/pending_op.h"
 #include "worker_lib/runtime/plan_executor.h"
+#include "worker_lib/telemetry/report_sender.h"
+#include "worker_lib/telemetry/worker_telemetry.h"
 
 namespace hvrun::detail {
 
@@ -58,6 +63,11 @@ class Runtime {
   std::vector<Handle> submit_group(std::vector<std::shared_ptr<PendingOp>> ops);
   Status shutdown();
   void abort(const std::string& reason);
+  // Latency (issue 11): the calling thread is about to block on a handle, so it writes what
+  // the outbox still holds itself instead of waiting for the background thread to wake up
+  // and do it (a thread hop of tens of us on a busy host). Async submissions keep waking the
+  // background thread, which batches a burst into one write. Any thread.
+  void send_pending();
 
   const Topology& topology() const { return topology_; }
   const std::string& job_id() const { return job_id_; }
@@ -66,6 +76,13 @@ class Runtime {
   void set_device_allocator(DeviceAllocator allocator) {
     executor_->set_device_allocator(std::move(allocator));
   }
+  // Telemetry (issue 13, worker_lib/telemetry/): the trainer's step counter, and the job's
+  // timeline started / stopped at run time (the coordinator writes the file). Any thread.
+  void mark_step() {
+    if (telemetry_) telemetry_->mark_step();
+  }
+  Status start_timeline(const std::string& path);
+  Status stop_timeline();
   // Per-process counters, the same on every rank by the callers' contract.
   uint64_t next_barrier_id();
   uint64_t next_group_id();
@@ -78,9 +95,14 @@ class Runtime {
   void heartbeat();
   // A failed collective's status, or the job's abort reason when one arrives shortly after.
   Status explain_failure(Status failed);
+  // send_mutex_ held.
   void send_requests(std::deque<std::shared_ptr<PendingOp>>& batch);
+  // Any thread: sends what the outbox holds.
+  void flush_outbox();
   void handle_message(const v1::CoordinatorMessage& message);
   void execute_plan(const v1::Plan& plan);
+  void start_telemetry();  // after the stream is open (connect)
+  Status send_timeline_control(const std::string& filename);
   void remember_cache_ids(const v1::Response& response,
                           const std::vector<std::shared_ptr<PendingOp>>& entries);
   // Fails every in-flight op with `status` and makes later submissions fail with it too.
@@ -95,9 +117,16 @@ class Runtime {
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<NegotiationStream> stream_;
   std::unique_ptr<PlanExecutor> executor_;
+  // Telemetry: counters and timeline events (set in connect), and the thread that reports them
+  // on stream_ (declared after both, so it stops first).
+  std::unique_ptr<telemetry::WorkerTelemetry> telemetry_;
+  std::unique_ptr<telemetry::ReportSender> reporter_;
 
   std::mutex mutex_;
   std::condition_variable wake_;
+  // The heartbeat thread's own: wake_ is notified on every submission and message, and waking
+  // the heartbeat thread each time costs the busy path a context switch (issue 11).
+  std::condition_variable heartbeat_wake_;
   std::unordered_map<std::string, std::shared_ptr<PendingOp>> in_flight_;  // mutex_
   std::deque<std::shared_ptr<PendingOp>> outbox_;                            // mutex_
   std::deque<v1::CoordinatorMessage> inbox_;                                 // mutex_
@@ -112,12 +141,16 @@ class Runtime {
   uint64_t plans_received_ = 0;           // mutex_: by the reader thread
   uint64_t plans_started_ = 0;            // mutex_: by the background thread
 
-  // Background thread only.
   struct CacheEntry {
     uint32_t id;
     std::string signature;
   };
-  std::unordered_map<std::string, CacheEntry> cache_;
+  // Lock order: send_mutex_, then mutex_. Serialises RequestBatch writers (submitting threads,
+  // the background thread) and guards cache_.
+  std::mutex send_mutex_;
+  std::unordered_map<std::string, CacheEntry> cache_;  // send_mutex_
+
+  // Background thread only.
   uint64_t last_plan_seq_ = 0;
 
   std::atomic<uint64_t> finished_plan_seq_{0};  // background thread writes; heartbeat reads

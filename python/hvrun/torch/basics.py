@@ -76,16 +76,24 @@ def ccl_built():
 
 
 def start_timeline(file_path, mark_cycles=False):
-    raise NotImplementedError("hvrun has no timeline yet")
+    """Horovod's hvd.start_timeline: the coordinator writes the job's timeline to file_path."""
+    import hvrun
+    hvrun.start_timeline(file_path, mark_cycles)
 
 
 def stop_timeline():
-    raise NotImplementedError("hvrun has no timeline yet")
+    import hvrun
+    hvrun.stop_timeline()
+
+
+def mark_step():
+    """One training step done on this rank (hvrun's step rate; not in Horovod)."""
+    _state.worker().mark_step()
 
 
 __all__ = [
     "is_initialized", "size", "rank", "local_size", "local_rank", "cross_size", "cross_rank",
     "is_homogeneous", "mpi_threads_supported", "mpi_enabled", "mpi_built", "gloo_enabled",
     "gloo_built", "nccl_built", "cuda_built", "rocm_built", "ddl_built", "ccl_built",
-    "start_timeline", "stop_timeline",
+    "start_timeline", "stop_timeline", "mark_step",
 ]

@@ -26,13 +26,30 @@ namespace avx2 {
 
 namespace {
 using ReduceFn = void (*)(void*, void*, const void* const*, int, size_t, DataType, ReduceOp);
+using FinishFn = void (*)(void*, void*, const void* const*, int, size_t, DataType, ReduceOp, int,
+                          double);
+
+bool have_avx2() {
+#ifdef HVRUN_SHM_HAVE_AVX2
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2");
+#else
+  return false;
+#endif
+}
 
 ReduceFn pick() {
 #ifdef HVRUN_SHM_HAVE_AVX2
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx2")) return &avx2::reduce;
+  if (have_avx2()) return &avx2::reduce;
 #endif
   return &generic::reduce;
+}
+
+FinishFn pick_finish() {
+#ifdef HVRUN_SHM_HAVE_AVX2
+  if (have_avx2()) return &avx2::reduce_finish;
+#endif
+  return &generic::reduce_finish;
 }
 }  // namespace
 
@@ -41,6 +58,14 @@ void reduce_sources(void* out, const void* const* sources, int n, size_t count, 
   static const ReduceFn fn = pick();
   if (count == 0 || n <= 0) return;
   fn(out, copy, sources, n, count, dtype, op);
+}
+
+void reduce_sources_finished(void* out, void* copy, const void* const* sources, int n,
+                             size_t count, DataType dtype, ReduceOp op, int divisor,
+                             double postscale) {
+  static const FinishFn fn = pick_finish();
+  if (count == 0 || n <= 0 || (out == nullptr && copy == nullptr)) return;
+  fn(out, copy, sources, n, count, dtype, op, divisor, postscale);
 }
 
 }  // namespace hvrun::detail::shm

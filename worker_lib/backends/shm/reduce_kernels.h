@@ -16,4 +16,14 @@ namespace hvrun::detail::shm {
 void reduce_sources(void* out, const void* const* sources, int n, size_t count, DataType dtype,
                     ReduceOp op, void* copy = nullptr);
 
+// The fused allreduce's reduction (ShmBackend::allreduce_pieces): `sources` hold the work type
+// (float32 for float16/bfloat16, else `dtype` itself), already prescaled; the result is divided
+// by `divisor` when it is > 1 (integer types truncate) and multiplied by `postscale` in the work
+// type's arithmetic (float for float32 and the half types), then written as `dtype` to `out`
+// and to `copy` (either may be null). `copy` may overlap the bytes of the sources it is
+// computed from at the same or higher addresses (every block is read before it is written).
+void reduce_sources_finished(void* out, void* copy, const void* const* sources, int n,
+                             size_t count, DataType dtype, ReduceOp op, int divisor,
+                             double postscale);
+
 }  // namespace hvrun::detail::shm

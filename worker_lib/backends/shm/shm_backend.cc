@@ -1,5 +1,7 @@
 #include "worker_lib/backends/shm/shm_backend.h"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -8,8 +10,10 @@
 #include <vector>
 
 #include "worker_lib/backends/shm/futex.h"
+#include "worker_lib/backends/shm/piece_layout.h"
 #include "worker_lib/backends/shm/reduce_kernels.h"
 #include "worker_lib/backends/shm/shm_segment.h"
+#include "worker_lib/runtime/reduction_math.h"
 
 namespace hvrun::detail {
 namespace {
@@ -26,15 +30,27 @@ constexpr size_t kLatencyPathBytes = 16 << 10;
 // and the ResNet-50 step by 30-70% (spinners take the core their peer needs), and did not help
 // in others (the peer was not running at all). Sleeping costs a futex wake-up, ~30 us here.
 constexpr int kSpinPolls = 1000;
+// After the spin, polls with sched_yield() in between for this long before sleeping (checking
+// the clock every kYieldPolls polls). Measured at 07:50 UTC (load ~1.5-2, hvrun_shm_raw_bench,
+// ResNet-50 fused step, variants taking turns in one run): 200 us and 1000 us both gave +6-8%
+// steps/s over sleeping right after the spin (e.g. 58.0 / 57.0 vs 54.1), three runs alike.
+constexpr std::chrono::microseconds kYieldSpin{500};
+constexpr int kYieldPolls = 50;
 // A sleeping waiter re-checks at least this often (the wake-ups make this a backstop only).
 constexpr std::chrono::milliseconds kMaxSleep{1000};
 constexpr size_t kAlign = 64;  // sub-slices start on cache lines
+// allreduce_pieces: pieces of at least kPieceAlignFromBytes start at a multiple of
+// kPieceAlignBytes in the slots (the gap costs at most 4 KiB of slot space per such piece).
+constexpr size_t kPieceAlignBytes = 4096;
+constexpr size_t kPieceAlignFromBytes = 64 << 10;
 
 size_t round_up(size_t v, size_t to) { return (v + to - 1) / to * to; }
 
-// Double buffering: a rank writes buffer set s for round i+2 only after every rank reached
-// round i+1's first barrier, which each reaches only after reading everything of round i.
-// Every round therefore starts with writes to its set, then a barrier, and ends with reads.
+// Rotating buffers: round i (a barrier and the copies around it) uses set i % kBufferSets. An
+// op's round writes its set, passes the barrier, then reads; a rank writes set s again (round
+// i+3) only after every rank reached round i+2's barrier, which each reaches only after reading
+// everything of round i. allreduce_pieces pipelines its chunks over the same rounds with one
+// barrier per chunk, which needs the third set (see there).
 class ShmBackend final : public Backend {
  public:
   ShmBackend(std::unique_ptr<shm::Segment> segment, const ShmBackendOptions& options)
@@ -64,6 +80,16 @@ class ShmBackend final : public Backend {
       shm::reduce_sources(data, sources_.data(), size_, count, dtype, op);
       return Status::ok();
     }
+    if (work_dtype(dtype) == dtype) {
+      // Native types: the pipelined chunk loop of allreduce_pieces (one barrier per chunk, the
+      // two-source reduction in one pass), with the buffer as its one piece.
+      const ReducePiece whole{buffer, buffer, count};
+      std::vector<std::byte> unused;
+      return allreduce_pieces(std::span<const ReducePiece>(&whole, 1), dtype, op, ReduceScaling{},
+                              unused, nullptr);
+    }
+    // float16/bfloat16 travel as themselves here (half the bytes of allreduce_pieces' float32
+    // slots), reduced in float32 by reduce_sources.
     const size_t chunk = segment_->slot_bytes() / esize;
     const size_t align = std::max<size_t>(1, kAlign / esize);
     for (size_t base = 0; base < count; base += chunk) {
@@ -99,6 +125,158 @@ class ShmBackend final : public Backend {
                       (khi - klo) * esize);
       }
     }
+    return Status::ok();
+  }
+
+  // The fused allreduce without a fusion buffer: the chunks and parts of allreduce() over the
+  // pieces' virtual concatenation, pipelined with one barrier per chunk (see below). Each rank
+  // copies (and prescales) its input straight from the tensors into its slot, reduces its own
+  // part reading its own input in place where it can (native type, no prescale), applies
+  // Average's division and the postscale in that same pass (reduce_sources_finished), and
+  // copies every part straight into the tensors' outputs. Each element is still reduced once, in rank order, by one rank: every rank
+  // gets the same bits. float16/bfloat16 travel widened to float32 (slots hold the work type)
+  // and are rounded once, by the part's owner.
+  Status allreduce_pieces(std::span<const ReducePiece> pieces, DataType dtype, ReduceOp op,
+                          const ReduceScaling& scaling, std::vector<std::byte>& staging,
+                          PiecePhases* phases) override {
+    HVRUN_RETURN_IF_ERROR(aborted_status());
+    if (size_ == 1)
+      return allreduce_pieces_packed(*this, pieces, dtype, op, scaling, staging, phases);
+    const DataType work = work_dtype(dtype);
+    const size_t wsize = dtype_size(work);
+    // Large pieces start on a 4 KiB boundary of the slots, so a tensor's offset from the slot
+    // bytes it meets is its own page offset, not an accident of the tensors before it. Measured
+    // (hvrun_shm_raw_bench, ResNet-50 in backward order, interleaved, 08:15 UTC): 45 steps/s
+    // with tensors packed back to back, 56-57 aligned, as in forward order.
+    layout_.assign(pieces, kPieceAlignBytes / wsize, kPieceAlignFromBytes / wsize);
+    const size_t count = layout_.total();
+    if (count == 0) return Status::ok();
+    const size_t esize = dtype_size(dtype);
+    // This rank's own part can be a reduction source in place (no copy) when nothing changes it.
+    const bool direct = work == dtype && scaling.prescale == 1.0;
+    shm::PhaseLap lap(phases);
+    const auto deadline = start("allreduce");
+    // dst (work type) <- the virtual range [begin, end): prescaled inputs, identities for a
+    // joined rank's (null) inputs.
+    auto pack = [&](std::byte* dst, size_t begin, size_t end) {
+      layout_.for_each(begin, end, [&](const ReducePiece& p, size_t off, size_t v, size_t n) {
+        std::byte* d = dst + (v - begin) * wsize;
+        if (p.input)
+          pack_scaled(d, static_cast<const std::byte*>(p.input) + off * esize, n, dtype,
+                      scaling.prescale);
+        else
+          fill_neutral(d, n, dtype, op);
+      });
+    };
+    auto finish = [&](const void* const* sources, size_t n, void* out, void* copy) {
+      shm::reduce_sources_finished(out, copy, sources, size_, n, dtype, op, scaling.divisor,
+                                   scaling.postscale);
+    };
+
+    if (count * wsize <= kLatencyPathBytes && count * wsize <= segment_->slot_bytes()) {
+      // One barrier: every rank reduces everything from the slots itself.
+      const int set = next_set();
+      pack(segment_->slot(set, rank_), 0, count);
+      lap.add(&PiecePhases::pack);
+      HVRUN_RETURN_IF_ERROR(barrier_step(deadline));
+      layout_.for_each(0, count, [&](const ReducePiece& p, size_t off, size_t v, size_t n) {
+        if (!p.output) return;
+        for (int k = 0; k < size_; ++k) sources_[k] = segment_->slot(set, k) + v * wsize;
+        finish(sources_.data(), n, static_cast<std::byte*>(p.output) + off * esize, nullptr);
+      });
+      lap.add(&PiecePhases::collective);
+      return Status::ok();
+    }
+    // Pipelined over rounds with one barrier each: round k copies chunk k-2's results out,
+    // reduces chunk k-1, copies chunk k in, then waits for everyone. Chunk c lives in buffer set
+    // (first + c) % kBufferSets. Within a round, a rank writes set(k) (copy-in) and its own part
+    // of set(k-1) (results), while the others read their parts of set(k-1) and the owners'
+    // parts of set(k-2): never the same bytes; set(k) was last read in round k-1 (chunk k-3's
+    // copy-out), before the barrier that ended it. The next op starts at set (first + n + 1).
+    const size_t chunk = segment_->slot_bytes() / wsize;
+    const size_t align = std::max<size_t>(1, kAlign / wsize);
+    const size_t chunks = (count + chunk - 1) / chunk;
+    const int first = round_;
+    round_ = static_cast<int>((static_cast<size_t>(first) + chunks + 1) % shm::kBufferSets);
+    auto set_of = [&](size_t c) {
+      return static_cast<int>((static_cast<size_t>(first) + c) % shm::kBufferSets);
+    };
+    struct Chunk {
+      size_t base, m, per;
+      std::pair<size_t, size_t> part(int k) const {  // [lo, hi) of rank k, chunk-relative
+        const size_t lo = std::min(static_cast<size_t>(k) * per, m);
+        return {lo, std::min(lo + per, m)};
+      }
+    };
+    auto chunk_at = [&](size_t c) {
+      const size_t base = c * chunk;
+      const size_t m = std::min(chunk, count - base);
+      return Chunk{base, m, round_up((m + size_ - 1) / size_, align)};
+    };
+    // Publish the parts other ranks reduce; this rank's own part goes to its slot only where it
+    // cannot be read in place.
+    auto copy_in = [&](size_t c) {
+      const Chunk g = chunk_at(c);
+      std::byte* mine = segment_->slot(set_of(c), rank_);
+      auto [lo, hi] = g.part(rank_);
+      pack(mine, g.base, g.base + lo);
+      pack(mine + hi * wsize, g.base + hi, g.base + g.m);
+      layout_.for_each(g.base + lo, g.base + hi,
+                       [&](const ReducePiece& p, size_t, size_t v, size_t n) {
+                         if (!(direct && p.input)) pack(mine + (v - g.base) * wsize, v, v + n);
+                       });
+    };
+    // Reduce-scatter: this rank's part, finished, into its outputs and (for the others) its
+    // slot. The copy lands at or below the packed source bytes it is computed from.
+    auto reduce = [&](size_t c) {
+      const Chunk g = chunk_at(c);
+      const int set = set_of(c);
+      std::byte* mine = segment_->slot(set, rank_);
+      auto [lo, hi] = g.part(rank_);
+      layout_.for_each(g.base + lo, g.base + hi,
+                       [&](const ReducePiece& p, size_t off, size_t v, size_t n) {
+        const size_t at = v - g.base;
+        for (int k = 0; k < size_; ++k)
+          sources_[k] = k != rank_ ? segment_->slot(set, k) + at * wsize
+                        : direct && p.input ? static_cast<const std::byte*>(p.input) + off * esize
+                                            : mine + at * wsize;
+        void* out = p.output ? static_cast<std::byte*>(p.output) + off * esize : nullptr;
+        finish(sources_.data(), n, out, mine + lo * wsize + (at - lo) * esize);
+      });
+    };
+    // Allgather: every other rank's finished part, straight into the outputs.
+    auto copy_out = [&](size_t c) {
+      const Chunk g = chunk_at(c);
+      for (int k = 0; k < size_; ++k) {
+        if (k == rank_) continue;
+        auto [klo, khi] = g.part(k);
+        const std::byte* from = segment_->slot(set_of(c), k) + klo * wsize;
+        layout_.for_each(g.base + klo, g.base + khi,
+                         [&](const ReducePiece& p, size_t off, size_t v, size_t n) {
+          if (p.output)
+            std::memcpy(static_cast<std::byte*>(p.output) + off * esize,
+                        from + (v - g.base - klo) * esize, n * esize);
+        });
+      }
+    };
+    for (size_t k = 0; k <= chunks; ++k) {
+      if (k >= 2) {
+        copy_out(k - 2);
+        lap.add(&PiecePhases::unpack);
+      }
+      if (k >= 1) {
+        reduce(k - 1);
+        lap.add(&PiecePhases::collective);
+      }
+      if (k < chunks) {
+        copy_in(k);
+        lap.add(&PiecePhases::pack);
+      }
+      HVRUN_RETURN_IF_ERROR(barrier_step(deadline));
+      lap.add(&PiecePhases::collective);
+    }
+    copy_out(chunks - 1);
+    lap.add(&PiecePhases::unpack);
     return Status::ok();
   }
 
@@ -172,12 +350,12 @@ class ShmBackend final : public Backend {
       for (int d = 0; d < size_; ++d)
         if (d != rank_ && at < send_bytes[d])
           std::memcpy(mine + d * sub, in + send_at[d] + at, std::min(sub, send_bytes[d] - at));
-      if (round == 0) segment_->line(rank_).meta.store(largest_send);
+      if (round == 0) segment_->line(rank_).meta[set].store(largest_send);
       HVRUN_RETURN_IF_ERROR(barrier_step(deadline));
       if (round == 0) {
         size_t largest = 0;
         for (int k = 0; k < size_; ++k)
-          largest = std::max<size_t>(largest, segment_->line(k).meta.load());
+          largest = std::max<size_t>(largest, segment_->line(k).meta[set].load());
         rounds = std::max<size_t>(1, (largest + sub - 1) / sub);
       }
       for (int s = 0; s < size_; ++s)
@@ -224,7 +402,11 @@ class ShmBackend final : public Backend {
     return std::chrono::steady_clock::now() + timeout_;
   }
 
-  int next_set() { return static_cast<int>(round_++ & 1u); }
+  int next_set() {
+    const int set = round_;
+    round_ = (round_ + 1) % shm::kBufferSets;  // kept small: a wrapping counter would break the cycle
+    return set;
+  }
 
   bool reached(uint32_t value) const { return ((value - epoch_) & kCountMask) < (kCountMask >> 1); }
 
@@ -252,6 +434,19 @@ class ShmBackend final : public Backend {
       if (reached(v)) return Status::ok();
       shm::cpu_relax();
     }
+    // Then keep polling, yielding the core between polls, for up to kYieldSpin: a peer that is
+    // merely late (another process had its core) often arrives within it, and this rank neither
+    // pays a futex wake-up nor lets its virtual CPU halt (waking a halted vCPU is what makes a
+    // sleep expensive here), while a peer waiting for this core gets it at each yield.
+    const auto yield_until = std::chrono::steady_clock::now() + kYieldSpin;
+    do {
+      for (int i = 0; i < kYieldPolls; ++i) {
+        uint32_t v = line.arrived.load(std::memory_order_acquire);
+        if (v & kAbortBit) return aborted_status();
+        if (reached(v)) return Status::ok();
+        sched_yield();
+      }
+    } while (std::chrono::steady_clock::now() < yield_until);
     while (true) {
       line.sleepers.fetch_add(1);
       uint32_t v = line.arrived.load();
@@ -301,9 +496,10 @@ class ShmBackend final : public Backend {
   std::string host_;
   std::chrono::milliseconds timeout_;
   uint32_t epoch_ = 0;  // barriers this rank reached (its counter, without the abort bit)
-  uint32_t round_ = 0;  // data rounds so far: round_ & 1 picks the buffer set
+  int round_ = 0;  // the next round's buffer set (rounds so far, modulo kBufferSets)
   std::string op_;
   std::vector<const void*> sources_;
+  shm::PieceLayout layout_;  // allreduce_pieces' pieces (storage reused across calls)
   std::atomic<bool> aborted_{false};
   std::mutex abort_mutex_;  // guards abort_reason_
   std::string abort_reason_;

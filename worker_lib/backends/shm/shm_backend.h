@@ -6,6 +6,9 @@
 // ranks) and copies every rank's reduced part out (allgather); buffers up to a few KiB take a
 // latency path with one barrier, where each rank reduces the whole buffer itself. Every element
 // is reduced in rank order by exactly one code path, so all ranks hold the same bits.
+// allreduce_pieces (the worker's fused allreduce) does the same straight from and into the
+// callers' tensors, with Average's division and the scale factors fused into its copies, and
+// pipelines the chunks with one barrier each (three rotating buffer sets).
 // Synchronisation: one monotonic counter per rank (a futex word); a rank spins briefly, then
 // sleeps in the kernel. Every wait is bounded by the op timeout, and abort() (from any thread or
 // any rank of the host) marks every counter and wakes every sleeper.

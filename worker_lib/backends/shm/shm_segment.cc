@@ -16,7 +16,7 @@ namespace hvrun::detail::shm {
 namespace {
 
 constexpr uint64_t kMagic = 0x6876'7275'6e73'686dull;  // "hvrunshm"
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;  // 2: three buffer sets
 constexpr size_t kPage = 4096;
 
 size_t round_up(size_t v, size_t to) { return (v + to - 1) / to * to; }
@@ -42,7 +42,7 @@ uint32_t fnv1a(const std::string& text) {
 size_t lines_offset() { return round_up(sizeof(SegmentHeader), 64); }
 size_t data_offset(int ranks) { return round_up(lines_offset() + sizeof(RankLine) * ranks, kPage); }
 size_t total_bytes(int ranks, size_t slot_bytes) {
-  return data_offset(ranks) + 2 * static_cast<size_t>(ranks) * slot_bytes;
+  return data_offset(ranks) + kBufferSets * static_cast<size_t>(ranks) * slot_bytes;
 }
 
 std::string errno_text(int e) { return std::strerror(e); }

@@ -14,7 +14,7 @@
 //     3 can leave a file, which the launcher's orphan guard sweeps (segment_prefix(job)).
 //
 // Layout: a header page (abort state, one cache line per rank with its barrier counter), then
-// two sets of `ranks` slots of `slot_bytes` each (double buffering: see shm_backend.cc).
+// kBufferSets sets of `ranks` slots of `slot_bytes` each (rotating buffers: see shm_backend.cc).
 #pragma once
 
 #include <atomic>
@@ -34,10 +34,15 @@ namespace hvrun::detail::shm {
 inline constexpr uint32_t kAbortBit = 0x80000000u;
 inline constexpr uint32_t kCountMask = 0x7fffffffu;
 
+// Buffer sets the slots rotate through (shm_backend.cc says why three).
+inline constexpr int kBufferSets = 3;
+
 struct alignas(64) RankLine {
   std::atomic<uint32_t> arrived;   // futex word: barriers this rank reached (low 31 bits)
   std::atomic<uint32_t> sleepers;  // threads sleeping on `arrived`; the poster wakes when > 0
-  std::atomic<uint64_t> meta;      // one value per op a rank publishes (alltoallv's rounds)
+  // One value per op a rank publishes (alltoallv's rounds), one per buffer set: a fast rank
+  // publishing for its next op writes another set's entry than the one a slow rank still reads.
+  std::atomic<uint64_t> meta[kBufferSets];
   std::atomic<int32_t> pid;
 };
 
@@ -82,7 +87,7 @@ class Segment {
   RankLine& line(int rank) { return lines_[rank]; }
   size_t slot_bytes() const { return slot_bytes_; }
   int ranks() const { return ranks_; }
-  // Slot `rank` of buffer set `set` (0 or 1); a set's slots are contiguous, so
+  // Slot `rank` of buffer set `set` (0 .. kBufferSets-1); a set's slots are contiguous, so
   // slot(set, 0) .. + ranks * slot_bytes is one buffer too.
   std::byte* slot(int set, int rank) {
     return data_ + (static_cast<size_t>(set) * ranks_ + rank) * slot_bytes_;

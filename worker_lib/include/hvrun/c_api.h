@@ -104,6 +104,12 @@ hvrun_status_t hvrun_finalize(hvrun_worker_t* worker);
 hvrun_status_t hvrun_shutdown(hvrun_worker_t* worker);
 void hvrun_abort(hvrun_worker_t* worker, const char* reason);
 
+/* Telemetry (hvrun::Worker::mark_step / start_timeline / stop_timeline). hvrun_mark_step:
+ * worker NULL = every live worker of the process. */
+void hvrun_mark_step(hvrun_worker_t* worker);
+hvrun_status_t hvrun_start_timeline(hvrun_worker_t* worker, const char* path);
+hvrun_status_t hvrun_stop_timeline(hvrun_worker_t* worker);
+
 int hvrun_rank(const hvrun_worker_t* worker);
 int hvrun_size(const hvrun_worker_t* worker);
 int hvrun_local_rank(const hvrun_worker_t* worker);

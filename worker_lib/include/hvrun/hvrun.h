@@ -161,6 +161,17 @@ class Worker {
   // Waits on a handle with the worker's default timeout (Config::op_timeout).
   Status wait(const Handle& handle) const;
 
+  // ---- Telemetry (README "Timeline"). mark_step(): one training step done on this rank (the
+  // ---- coordinator derives step rate and the summary from it; cheap: one atomic add).
+  // start_timeline(path): the coordinator starts writing the job's timeline (Chrome trace JSON,
+  // every rank) to `path` (a relative path means this process's directory, on the launch host);
+  // stop_timeline() closes it. Either may be called on any one rank, at any time. They return
+  // once the request is sent (an error only when the coordinator cannot be reached); a file the
+  // coordinator cannot create is logged there (hvrun's stderr) and recording stays off.
+  void mark_step();
+  Status start_timeline(const std::string& path);
+  Status stop_timeline();
+
  private:
   explicit Worker(std::unique_ptr<detail::Runtime> runtime);
   std::unique_ptr<detail::Runtime> runtime_;
@@ -168,5 +179,9 @@ class Worker {
 
 // Version of this library, "0.1.0".
 const char* version();
+
+// Worker::mark_step() on every live Worker of this process (for trainers that do not keep the
+// Worker at hand, like Horovod's global API).
+void mark_step();
 
 }  // namespace hvrun

@@ -1,0 +1,56 @@
+// Small helpers shared by the aggregator's files (aggregator.cc, aggregator_negotiation.cc).
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "hvrun.pb.h"
+
+namespace hvrun::coordinator::telemetry::detail {
+
+inline const char* op_text(v1::CollectiveOp op) {
+  switch (op) {
+    case v1::COLLECTIVE_OP_ALLREDUCE: return "allreduce";
+    case v1::COLLECTIVE_OP_ALLGATHER: return "allgather";
+    case v1::COLLECTIVE_OP_BROADCAST: return "broadcast";
+    case v1::COLLECTIVE_OP_ALLTOALL: return "alltoall";
+    case v1::COLLECTIVE_OP_REDUCESCATTER: return "reducescatter";
+    case v1::COLLECTIVE_OP_BARRIER: return "barrier";
+    case v1::COLLECTIVE_OP_JOIN: return "join";
+    default: return "unknown";
+  }
+}
+
+inline uint64_t dtype_bytes(v1::DataType dtype) {
+  switch (dtype) {
+    case v1::DATA_TYPE_UINT8:
+    case v1::DATA_TYPE_INT8: return 1;
+    case v1::DATA_TYPE_FLOAT16:
+    case v1::DATA_TYPE_BFLOAT16: return 2;
+    case v1::DATA_TYPE_INT32:
+    case v1::DATA_TYPE_FLOAT32: return 4;
+    default: return 8;
+  }
+}
+
+inline uint64_t tensor_bytes(const v1::Response& r, const v1::ResponseTensor& t) {
+  uint64_t elements = 1;
+  for (int64_t d : t.shape()) elements *= static_cast<uint64_t>(std::max<int64_t>(d, 0));
+  return elements * dtype_bytes(r.dtype());
+}
+
+inline double seconds(std::chrono::steady_clock::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
+
+inline std::string rank_list(const std::vector<int>& ranks) {
+  if (ranks.empty()) return "none";
+  std::string text;
+  for (int r : ranks) text += (text.empty() ? "" : ",") + std::to_string(r);
+  return text;
+}
+
+}  // namespace hvrun::coordinator::telemetry::detail

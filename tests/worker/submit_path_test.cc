@@ -1,0 +1,40 @@
+// The submitting thread sends its own RequestBatch (issue 11's latency work, runtime.cc
+// flush_outbox): many threads at once, cache hits and metadata changes, through real jobs
+// (worker_harness.h: in-process coordinator, worker processes, shm data plane on one host).
+#include <gtest/gtest.h>
+
+#include "tests/worker/worker_harness.h"
+
+namespace hvrun::test {
+namespace {
+
+std::vector<std::string> worker(const std::string& mode) {
+  return {bin_path("hvrun_submit_path_worker"), mode};
+}
+
+TEST(SubmitPath, ThreadsSubmittingCachedTensorsConcurrentlyGetCorrectResults) {
+  for (int np : {2, 3}) {
+    JobResult job = run_job(np, worker("cached-threads"), {.timeout = std::chrono::seconds(60)});
+    EXPECT_TRUE(job.all_succeeded()) << "np " << np << "\n" << job.describe();
+  }
+}
+
+TEST(SubmitPath, LoneTinyAllreducesBackToBackStayCorrect) {
+  JobResult job = run_job(2, worker("lone-latency"), {.timeout = std::chrono::seconds(60)});
+  EXPECT_TRUE(job.all_succeeded()) << job.describe();
+}
+
+TEST(SubmitPath, ChangedShapeUnderACachedNameIsRenegotiated) {
+  JobResult job = run_job(2, worker("changing-shape"), {.timeout = std::chrono::seconds(60)});
+  EXPECT_TRUE(job.all_succeeded()) << job.describe();
+}
+
+TEST(SubmitPath, JoinNeverOvertakesAnAllreduceSubmittedBeforeIt) {
+  for (int np : {2, 3}) {
+    JobResult job = run_job(np, worker("async-then-join"), {.timeout = std::chrono::seconds(60)});
+    EXPECT_TRUE(job.all_succeeded()) << "np " << np << "\n" << job.describe();
+  }
+}
+
+}  // namespace
+}  // namespace hvrun::test

@@ -1,0 +1,81 @@
+// How the data plane tells telemetry where a response's time went (issue 13): PlanExecutor
+// calls the observer for each phase of each response it runs: pack (copy/scale into the fusion
+// buffer), collective (inside the backend), unpack (copy/scale out). The observer adds the
+// phase to cumulative per-(op, backend) counters and, only while the job's timeline records,
+// to the timeline event buffer (worker_lib/telemetry/worker_telemetry.h).
+//
+// Cost contract: with no observer set, a phase costs one pointer test. With one, two
+// steady_clock reads and a short, uncontended, allocation-free counter update.
+//
+// Where a backend packs/unpacks inside its collective (zero-copy path), report kCollective for
+// the whole, and pack/unpack either as the backend measured them or not at all; counters treat
+// a missing pack/unpack as zero. `bytes`: payload bytes of THIS rank's tensors in the response
+// (the same number for each phase of one response).
+//
+// Threads: PlanExecutor calls it from the worker's background thread only.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string_view>
+
+#include "hvrun.pb.h"
+
+namespace hvrun::detail::telemetry {
+
+enum class Phase : int { kPack = 0, kCollective = 1, kUnpack = 2 };
+
+inline const char* phase_name(Phase phase) {
+  switch (phase) {
+    case Phase::kPack: return "pack";
+    case Phase::kCollective: return "collective";
+    case Phase::kUnpack: return "unpack";
+  }
+  return "?";
+}
+
+using PhaseClock = std::chrono::steady_clock;
+
+class PhaseObserver {
+ public:
+  virtual ~PhaseObserver() = default;
+  // One phase of `response` ran from `start` to `end`. `backend`: "shm", "gloo",
+  // "hierarchical", "nccl", "local" (size 1, nothing crossed a wire). Count a response's tensors
+  // and bytes once: kCollective does (call it exactly once per response that moved data, also
+  // with zero length when the backend was not needed).
+  virtual void on_phase(const v1::Response& response, Phase phase, PhaseClock::time_point start,
+                        PhaseClock::time_point end, uint64_t bytes, std::string_view backend) = 0;
+};
+
+// Times one phase from construction to destruction (or to finish()); a null observer costs
+// nothing but the test. Usage inside PlanExecutor:
+//   { telemetry::ScopedPhase phase(observer_, r, telemetry::Phase::kPack, bytes, backend_name_);
+//     ...pack... }
+class ScopedPhase {
+ public:
+  ScopedPhase(PhaseObserver* observer, const v1::Response& response, Phase phase, uint64_t bytes,
+              std::string_view backend)
+      : observer_(observer), response_(response), phase_(phase), bytes_(bytes), backend_(backend) {
+    if (observer_) start_ = PhaseClock::now();
+  }
+  ~ScopedPhase() { finish(); }
+  ScopedPhase(const ScopedPhase&) = delete;
+  ScopedPhase& operator=(const ScopedPhase&) = delete;
+
+  // Ends the phase now (idempotent).
+  void finish() {
+    if (!observer_) return;
+    observer_->on_phase(response_, phase_, start_, PhaseClock::now(), bytes_, backend_);
+    observer_ = nullptr;
+  }
+
+ private:
+  PhaseObserver* observer_;
+  const v1::Response& response_;
+  Phase phase_;
+  uint64_t bytes_;
+  std::string_view backend_;
+  PhaseClock::time_point start_{};
+};
+
+}  // namespace hvrun::detail::telemetry
