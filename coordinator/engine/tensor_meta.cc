@@ -1,4 +1,5 @@
 #include "coordinator/engine/tensor_meta.h"
+#include "proto/collective_op_name.h"
 
 #include <sstream>
 
@@ -57,18 +58,7 @@ bool agree_across_ranks(const TensorMeta& a, const TensorMeta& b) {
   return a.shape == b.shape;
 }
 
-std::string_view op_name(v1::CollectiveOp op) {
-  switch (op) {
-    case v1::COLLECTIVE_OP_ALLREDUCE: return "allreduce";
-    case v1::COLLECTIVE_OP_ALLGATHER: return "allgather";
-    case v1::COLLECTIVE_OP_BROADCAST: return "broadcast";
-    case v1::COLLECTIVE_OP_ALLTOALL: return "alltoall";
-    case v1::COLLECTIVE_OP_REDUCESCATTER: return "reducescatter";
-    case v1::COLLECTIVE_OP_BARRIER: return "barrier";
-    case v1::COLLECTIVE_OP_JOIN: return "join";
-    default: return "unspecified-op";
-  }
-}
+std::string_view op_name(v1::CollectiveOp op) { return collective_op_name(op); }
 
 std::string_view dtype_name(v1::DataType dtype) {
   switch (dtype) {

@@ -8,21 +8,11 @@
 #include <vector>
 
 #include "hvrun.pb.h"
+#include "proto/collective_op_name.h"
 
 namespace hvrun::coordinator::telemetry::detail {
 
-inline const char* op_text(v1::CollectiveOp op) {
-  switch (op) {
-    case v1::COLLECTIVE_OP_ALLREDUCE: return "allreduce";
-    case v1::COLLECTIVE_OP_ALLGATHER: return "allgather";
-    case v1::COLLECTIVE_OP_BROADCAST: return "broadcast";
-    case v1::COLLECTIVE_OP_ALLTOALL: return "alltoall";
-    case v1::COLLECTIVE_OP_REDUCESCATTER: return "reducescatter";
-    case v1::COLLECTIVE_OP_BARRIER: return "barrier";
-    case v1::COLLECTIVE_OP_JOIN: return "join";
-    default: return "unknown";
-  }
-}
+inline const char* op_text(v1::CollectiveOp op) { return collective_op_name(op); }
 
 inline uint64_t dtype_bytes(v1::DataType dtype) {
   switch (dtype) {

@@ -1,4 +1,5 @@
 #include "worker_lib/telemetry/worker_telemetry.h"
+#include "proto/collective_op_name.h"
 
 #include <algorithm>
 #include <set>
@@ -17,18 +18,7 @@ bool is_data_op(v1::CollectiveOp op) {
          op != v1::COLLECTIVE_OP_UNSPECIFIED;
 }
 
-const char* op_text(v1::CollectiveOp op) {
-  switch (op) {
-    case v1::COLLECTIVE_OP_ALLREDUCE: return "allreduce";
-    case v1::COLLECTIVE_OP_ALLGATHER: return "allgather";
-    case v1::COLLECTIVE_OP_BROADCAST: return "broadcast";
-    case v1::COLLECTIVE_OP_ALLTOALL: return "alltoall";
-    case v1::COLLECTIVE_OP_REDUCESCATTER: return "reducescatter";
-    case v1::COLLECTIVE_OP_BARRIER: return "barrier";
-    case v1::COLLECTIVE_OP_JOIN: return "join";
-    default: return "unknown";
-  }
-}
+const char* op_text(v1::CollectiveOp op) { return collective_op_name(op); }
 
 std::mutex& step_registry_mutex() {
   static std::mutex mutex;
