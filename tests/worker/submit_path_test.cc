@@ -36,5 +36,10 @@ TEST(SubmitPath, JoinNeverOvertakesAnAllreduceSubmittedBeforeIt) {
   }
 }
 
+TEST(SubmitPath, ShutdownWhileAnotherThreadSendsAndWaitsEndsCleanlyEveryTime) {
+  JobResult job = run_job(2, worker("shutdown-race"), {.timeout = std::chrono::seconds(90)});
+  EXPECT_TRUE(job.all_succeeded()) << job.describe();
+}
+
 }  // namespace
 }  // namespace hvrun::test

@@ -8,6 +8,8 @@
 //   changing-shape   one name, a new shape every call: each goes in full again, then cached
 //   async-then-join  allreduce_async (Average) then join(): the waiting thread's batch (the
 //                    join) must never reach the coordinator before the allreduce it follows
+//   shutdown-race    (own main) init, a thread submits and waits while the main thread shuts
+//                    down, 15 times: the waiter's request must never be written after Goodbye
 #include <atomic>
 #include <cstdio>
 #include <string>
@@ -106,8 +108,34 @@ void async_then_join(hvrun::Worker& w) {
 
 }  // namespace
 
+// Each round a thread submits an allreduce and waits on it (writing its own batch) while the
+// main thread shuts the worker down: the wait ends OK or failed, never hangs or crashes, and
+// every rank can init again (the coordinator saw a clean Goodbye, nothing after it).
+int shutdown_race() {
+  for (int round = 0; round < 15; ++round) {
+    auto init = hvrun::Worker::init();
+    if (!init.is_ok()) {
+      fail("round " + std::to_string(round) + " init: " + init.status().to_string());
+      break;
+    }
+    hvrun::Worker& w = **init;
+    std::vector<int32_t> v(4, w.rank());
+    std::thread waiter([&w, &v, round] {
+      hvrun::Handle h =
+          w.allreduce_async("race." + std::to_string(round), hvrun::TensorView{v.data(), DataType::kInt32, {4}});
+      (void)w.wait(h);  // OK, cancelled or failed: all fine, as long as it returns
+    });
+    hvrun::Status down = w.shutdown();
+    waiter.join();
+    if (!down.is_ok()) fail("round " + std::to_string(round) + " shutdown: " + down.to_string());
+  }
+  if (g_failures == 0) std::printf("shutdown-race ok\n");
+  return g_failures == 0 ? 0 : 1;
+}
+
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
+  if (mode == "shutdown-race") return shutdown_race();
   auto init = hvrun::Worker::init();
   if (!init.is_ok()) {
     std::fprintf(stderr, "init: %s\n", init.status().to_string().c_str());
