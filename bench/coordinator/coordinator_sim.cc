@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/param_file.h"
 #include "coordinator/negotiation_engine.h"
 
 #ifndef HVRUN_RESNET50_PARAMS
@@ -40,20 +41,13 @@ struct Param {
 };
 
 std::vector<Param> read_params(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) {
+  auto shapes = hvrun::bench::read_param_file(path);
+  if (!shapes) {
     std::cerr << "bench_coordinator_sim: cannot read " << path << " (pass --params PATH)\n";
     std::exit(2);
   }
   std::vector<Param> params;
-  std::string name, dims;
-  while (in >> name >> dims) {
-    Param p{name, {}};
-    std::stringstream parts(dims);
-    std::string dim;
-    while (std::getline(parts, dim, 'x')) p.shape.push_back(std::stoll(dim));
-    params.push_back(std::move(p));
-  }
+  for (const hvrun::bench::ParamShape& p : *shapes) params.push_back({p.name, p.shape});
   return params;
 }
 

@@ -24,6 +24,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "bench/param_file.h"
 #include "coordinator/server.h"
 #include "hvrun.grpc.pb.h"
 
@@ -43,16 +44,9 @@ struct Tensor {
 };
 
 std::vector<Tensor> read_params(const std::string& path) {
-  std::ifstream in(path);
   std::vector<Tensor> out;
-  std::string name, dims;
-  while (in >> name >> dims) {
-    Tensor t{name, {}};
-    std::stringstream parts(dims);
-    std::string d;
-    while (std::getline(parts, d, 'x')) t.shape.push_back(std::stoll(d));
-    out.push_back(std::move(t));
-  }
+  for (const hvrun::bench::ParamShape& p : hvrun::bench::read_param_file(path).value_or(std::vector<hvrun::bench::ParamShape>{}))
+    out.push_back({p.name, p.shape});
   return out;
 }
 

@@ -20,6 +20,8 @@
 #include <string>
 #include <vector>
 
+#include "bench/param_file.h"
+
 #ifndef HVRUN_RESNET50_PARAMS
 #define HVRUN_RESNET50_PARAMS "../shared/data/resnet50_params.txt"
 #endif
@@ -64,17 +66,15 @@ int main(int argc, char** argv) {
     else if (a == "--warmup") warmup = std::max(0, std::atoi(argv[i + 1]));
     else if (a == "--latency-iters") latency_iters = std::max(1, std::atoi(argv[i + 1]));
   }
-  std::ifstream in(params);
-  if (!in) {
+  auto shapes = hvrun::bench::read_param_file(params);
+  if (!shapes) {
     std::fprintf(stderr, "bench_peer_mpi: cannot read %s (pass --params PATH)\n", params.c_str());
     MPI_Abort(MPI_COMM_WORLD, 2);
   }
   std::vector<std::vector<float>> tensors;
   size_t total = 0;
-  for (std::string name, shape; in >> name >> shape;) {
-    size_t elements = 1;
-    std::stringstream dims(shape);
-    for (std::string d; std::getline(dims, d, 'x');) elements *= std::stoull(d);
+  for (const hvrun::bench::ParamShape& p : *shapes) {
+    const auto elements = static_cast<size_t>(p.elements());
     tensors.emplace_back(elements, 1.0f);
     total += elements;
   }

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "bench/worker/bench_report.h"
+#include "bench/param_file.h"
 #include "bench/worker/raw_gloo.h"
 #include "hvrun/hvrun.h"
 
@@ -37,6 +38,9 @@
 #endif
 
 namespace {
+
+using hvrun::bench::ParamShape;
+using hvrun::bench::read_param_file;
 
 struct Flags {
   std::string params = HVRUN_RESNET50_PARAMS;
@@ -94,16 +98,11 @@ struct Tensor {
 
 // "name 64x3x7x7" per line.
 std::vector<Tensor> read_params(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) usage("cannot read " + path + " (pass --params PATH)");
+  auto params = read_param_file(path);
+  if (!params) usage("cannot read " + path + " (pass --params PATH)");
   std::vector<Tensor> tensors;
-  std::string name, shape;
-  while (in >> name >> shape) {
-    int64_t elements = 1;
-    std::stringstream dims(shape);
-    for (std::string d; std::getline(dims, d, 'x');) elements *= std::stoll(d);
-    tensors.push_back({name, std::vector<float>(static_cast<size_t>(elements))});
-  }
+  for (const ParamShape& p : *params)
+    tensors.push_back({p.name, std::vector<float>(static_cast<size_t>(p.elements()))});
   if (tensors.empty()) usage(path + " lists no tensors");
   return tensors;
 }

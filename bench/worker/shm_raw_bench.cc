@@ -28,11 +28,14 @@
 #include <vector>
 
 #include "bench/worker/bench_report.h"
+#include "bench/param_file.h"
 #include "worker_lib/backends/shm/shm_backend.h"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using hvrun::bench::ParamShape;
+using hvrun::bench::read_param_file;
 using hvrun::bench::Row;
 
 // A key-value store in a directory every rank of one host sees: enough to bootstrap the segment
@@ -127,16 +130,10 @@ Flags parse(int argc, char** argv) {
 }
 
 std::vector<size_t> read_param_sizes(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) usage("cannot read " + path + " (pass --params PATH)");
+  auto params = read_param_file(path);
+  if (!params) usage("cannot read " + path + " (pass --params PATH)");
   std::vector<size_t> sizes;
-  std::string name, shape;
-  while (in >> name >> shape) {
-    size_t elements = 1;
-    std::stringstream dims(shape);
-    for (std::string d; std::getline(dims, d, 'x');) elements *= std::stoull(d);
-    sizes.push_back(elements);
-  }
+  for (const ParamShape& p : *params) sizes.push_back(static_cast<size_t>(p.elements()));
   return sizes;
 }
 
