@@ -50,5 +50,7 @@ inline constexpr SettingKey<std::string> kCheckpointName{"checkpoint_name"};
 inline constexpr SettingKey<std::string> kCpuBackend{"cpu_backend"};
 inline constexpr SettingKey<std::string> kHierarchicalAllreduce{"hierarchical_allreduce"};
 inline constexpr SettingKey<int64_t> kShmChunkKb{"shm_chunk_kb"};
+inline constexpr SettingKey<bool> kFastPath{"fast_path"};
+inline constexpr SettingKey<double> kFastPathWaitMs{"fast_path_wait_ms"};
 
 }  // namespace hvrun::setting

@@ -117,6 +117,18 @@ std::string format_telemetry_summary(const JobTelemetry& job) {
         << std::setw(13) << seconds_text(r.negotiation_seconds) << std::setw(11)
         << seconds_text(r.wait_seconds) << "\n";
   }
+  // Collectives that ran on the fast path (worker_lib/runtime/runtime_fast_path.cc): a user
+  // tuning latency wants to see whether the blocking allreduces took it.
+  std::string fast;
+  for (const RankTelemetry& r : job.ranks) {
+    uint64_t n = 0;
+    for (const auto& c : r.collectives)
+      if (c.backend == "shm-fast") n += c.responses;
+    if (n > 0) fast += (fast.empty() ? "" : ", ") + std::string("rank ") + std::to_string(r.rank) +
+                       " " + std::to_string(n) + " of " + std::to_string(totals(r).operations);
+  }
+  if (!fast.empty())
+    out << "hvrun: fast path (no coordinator): " << fast << " collectives\n";
   if (auto slowest = find_slowest_rank(job)) {
     for (const RankTelemetry& r : job.ranks) {
       if (r.rank == slowest->rank)

@@ -70,6 +70,30 @@ Handle failed(const std::string& name, Status status) {
   return Handle(HandleState::failed(name, std::move(status)));
 }
 
+// The checked op of an allreduce (async or blocking), or why it is refused.
+Result<std::shared_ptr<PendingOp>> make_allreduce(const std::string& name,
+                                                  const ConstTensorView& input,
+                                                  const TensorView& output,
+                                                  const AllreduceOptions& options) {
+  if (Status s = check_tensor(name, input.data, input.dtype, input.shape, false); !s.is_ok())
+    return s;
+  if (input.dtype != output.dtype || input.shape != output.shape)
+    return invalid_argument("allreduce '" + name + "': input and output differ in dtype or shape");
+  if (output.data == nullptr && output.elements() > 0)
+    return invalid_argument("allreduce '" + name + "': null output");
+  if (!is_valid_reduce_op(static_cast<int>(options.op)))
+    return invalid_argument("allreduce '" + name + "': unknown reduce op");
+  if (Status s = check_device(name, input.device, &output.device); !s.is_ok()) return s;
+  auto op = make_op(name, v1::COLLECTIVE_OP_ALLREDUCE, input.dtype, input.shape);
+  place(*op, input.device, input.stream);
+  op->reduce_op = options.op;
+  op->prescale = options.prescale;
+  op->postscale = options.postscale;
+  op->input = input.data;
+  op->output = output.data;
+  return op;
+}
+
 }  // namespace
 
 const char* version() { return "0.1.0"; }
@@ -98,24 +122,9 @@ const std::string& Worker::job_id() const { return runtime_->job_id(); }
 
 Handle Worker::allreduce_async(const std::string& name, ConstTensorView input, TensorView output,
                                const AllreduceOptions& options) {
-  if (Status s = check_tensor(name, input.data, input.dtype, input.shape, false); !s.is_ok())
-    return failed(name, s);
-  if (input.dtype != output.dtype || input.shape != output.shape)
-    return failed(name, invalid_argument("allreduce '" + name +
-                                         "': input and output differ in dtype or shape"));
-  if (output.data == nullptr && output.elements() > 0)
-    return failed(name, invalid_argument("allreduce '" + name + "': null output"));
-  if (!is_valid_reduce_op(static_cast<int>(options.op)))
-    return failed(name, invalid_argument("allreduce '" + name + "': unknown reduce op"));
-  if (Status s = check_device(name, input.device, &output.device); !s.is_ok()) return failed(name, s);
-  auto op = make_op(name, v1::COLLECTIVE_OP_ALLREDUCE, input.dtype, input.shape);
-  place(*op, input.device, input.stream);
-  op->reduce_op = options.op;
-  op->prescale = options.prescale;
-  op->postscale = options.postscale;
-  op->input = input.data;
-  op->output = output.data;
-  return runtime_->submit(std::move(op));
+  auto op = make_allreduce(name, input, output, options);
+  if (!op.is_ok()) return failed(name, op.status());
+  return runtime_->submit(std::move(op).value());
 }
 
 Handle Worker::allreduce_async(const std::string& name, TensorView inout,
@@ -255,13 +264,28 @@ Status Worker::wait(const Handle& handle) const {
   return handle.wait(runtime_->config().op_timeout);
 }
 
-Status Worker::allreduce(const std::string& name, TensorView inout, const AllreduceOptions& options) {
+// Blocking allreduces may run on the fast path, right here without the coordinator (runtime.h,
+// 7.), when the call is plainly valid; everything else is checked and submitted as usual.
+Status Worker::allreduce(const std::string& name, const TensorView& inout,
+                         const AllreduceOptions& options) {
+  if (inout.device.type == DeviceType::kCpu && inout.data != nullptr && is_valid_dtype(static_cast<int>(inout.dtype)) &&
+      is_valid_reduce_op(static_cast<int>(options.op)))
+    if (auto done = runtime_->try_fast_allreduce(
+            {name, inout.data, inout.data, inout.dtype, inout.shape, options}))
+      return *done;
   return wait(allreduce_async(name, inout, options));
 }
 
-Status Worker::allreduce(const std::string& name, ConstTensorView input, TensorView output,
-                         const AllreduceOptions& options) {
-  return wait(allreduce_async(name, std::move(input), std::move(output), options));
+Status Worker::allreduce(const std::string& name, const ConstTensorView& input,
+                         const TensorView& output, const AllreduceOptions& options) {
+  if (input.device.type == DeviceType::kCpu && output.device.type == DeviceType::kCpu &&
+      input.data != nullptr &&
+      output.data != nullptr && input.dtype == output.dtype && input.shape == output.shape &&
+      is_valid_dtype(static_cast<int>(input.dtype)) && is_valid_reduce_op(static_cast<int>(options.op)))
+    if (auto done = runtime_->try_fast_allreduce(
+            {name, input.data, output.data, input.dtype, input.shape, options}))
+      return *done;
+  return wait(allreduce_async(name, input, output, options));
 }
 
 namespace {

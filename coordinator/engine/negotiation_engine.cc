@@ -170,13 +170,21 @@ void NegotiationEngine::State::check_ready(PendingTensor& tensor, TimePoint now)
   // Slow path (someone joined or left): look at each missing rank.
   bool complete = true;
   for (int r = 0; r < world; ++r) {
-    if (tensor.has_rank(r) || joined[r]) continue;
     if (departed[r]) {
-      tensor.invalid = "rank " + std::to_string(r) + " left the job (shut down) without submitting " +
-                       std::string(engine::op_name(tensor.reference->op)) + " '" + tensor.name +
-                       "'; every rank must submit it, or call join() when it runs out of data";
+      // Gone either way: it can no longer run this collective with the others (a request it
+      // sent before its Goodbye was cancelled by its shutdown()).
+      const std::string what =
+          std::string(engine::op_name(tensor.reference->op)) + " '" + tensor.name + "'";
+      tensor.invalid =
+          tensor.has_rank(r)
+              ? "rank " + std::to_string(r) + " left the job (shut down) after submitting " + what +
+                    " but before every rank did, so it cannot take part; every rank must wait "
+                    "for its collectives before shutdown()"
+              : "rank " + std::to_string(r) + " left the job (shut down) without submitting " +
+                    what + "; every rank must submit it, or call join() when it runs out of data";
       return mark_ready(tensor, now);
     }
+    if (tensor.has_rank(r) || joined[r]) continue;
     complete = false;
   }
   if (complete) {

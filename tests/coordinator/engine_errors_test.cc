@@ -245,6 +245,22 @@ TEST(Departure, TensorsWaitingForARankThatLeftFail) {
   EXPECT_NE(sim.plans[1].responses(0).error(), "");
 }
 
+TEST(Departure, ATensorSubmittedByARankThatLeftBeforeTheOthersFails) {
+  // The departed rank's request was cancelled by its shutdown(): planning the tensor would have
+  // the others run a collective it never joins (they would wait until their op timeout).
+  Sim sim(2);
+  sim.submit(0, {allreduce("x", {4})});
+  sim.engine.rank_departed(0, sim.now);
+  sim.collect();
+  ASSERT_EQ(sim.plans.size(), 1u);  // failed at once, for every rank
+  EXPECT_TRUE(contains(sim.plans[0].responses(0).error(), "rank 0 left the job (shut down) after submitting"))
+      << sim.plans[0].responses(0).error();
+  sim.submit(1, {allreduce("x", {4})});  // rank 1's own request, arriving later, fails too
+  ASSERT_EQ(sim.plans.size(), 2u);
+  EXPECT_TRUE(contains(sim.plans[1].responses(0).error(), "rank 0 left the job"))
+      << sim.plans[1].responses(0).error();
+}
+
 TEST(Stall, ReportsTensorsWaitingLongWithTheMissingRanks) {
   Sim sim(4);
   sim.submit(0, {allreduce("old", {1})});

@@ -25,6 +25,9 @@ struct JobResult {
   bool coordinator_started = false;
   std::string coordinator_error;
   std::vector<RunResult> ranks;
+  // Per rank: collectives that ran on the fast path (the coordinator's telemetry at the end,
+  // backend "shm-fast").
+  std::vector<uint64_t> fast_path_collectives;
 
   bool all_succeeded() const;
   // Every rank's exit code, stdout and stderr, for assertion messages.

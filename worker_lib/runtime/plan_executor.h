@@ -4,7 +4,8 @@
 // fusion buffer. The other collectives pack / run / unpack here. Joined ranks (no
 // local tensor) take part with neutral data so nobody waits for them.
 //
-// Threads: only the worker's background thread calls execute(). The fusion buffers are members
+// Threads: execute() runs under the runtime's executor lock: the background thread's plans, or
+// an API thread's fast-path collective (runtime_fast_path.cc). The fusion buffers are members
 // and reused from one response to the next (they grow, never shrink, during a job).
 #pragma once
 
@@ -55,6 +56,11 @@ class PlanExecutor {
     phase_observer_ = observer;
     backend_name_ = std::move(backend_name);
   }
+
+  // The CPU backend's name in telemetry from now on (the fast path counts its collectives as
+  // "shm-fast"); the caller holds the executor's lock.
+  void set_backend_name(std::string name) { backend_name_ = std::move(name); }
+  const std::string& backend_name() const { return backend_name_; }
 
   // Bytes currently held by the reused buffers (for tests and metrics).
   size_t buffer_capacity() const { return fusion_.capacity() + scratch_.capacity(); }

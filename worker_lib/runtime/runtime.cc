@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "common/logging.h"
+#include "worker_lib/backends/shm/round_board.h"
 #include "worker_lib/runtime/cpu_backend_factory.h"
 #include "worker_lib/telemetry/gpu_sampler.h"
 
@@ -114,6 +115,7 @@ Status Runtime::connect() {
         *telemetry_, [this](const v1::WorkerMessage& m) { return stream_->write(m); },
         kReportInterval, [] { return telemetry::sample_gpus(); });
   }
+  enable_fast_path();  // before the threads that read board_ start
   // CUDA tensors: NCCL, set up by the first CUDA response (backends/nccl/gpu_executor.h).
   executor_->enable_gpu(GpuJob{.rank = topology_.rank,
                                .size = topology_.size,
@@ -213,6 +215,7 @@ Handle Runtime::submit(std::shared_ptr<PendingOp> op) {
     if (telemetry_) telemetry_->on_submitted(op->name(), op->op);
     outbox_.push_back(std::move(op));
   }
+  refuse_fast_round();
   wake_.notify_all();
   return handle;
 }
@@ -240,6 +243,7 @@ std::vector<Handle> Runtime::submit_group(std::vector<std::shared_ptr<PendingOp>
       outbox_.push_back(std::move(op));
     }
   }
+  refuse_fast_round();
   wake_.notify_all();
   return handles;
 }
@@ -301,6 +305,7 @@ Status Runtime::shutdown() {
     shut_down_ = true;
   }
   if (!loop_.joinable()) return Status::ok();  // never started
+  if (board_) board_->leave();  // peers in a fast round, now or later, take the slow path
   terminate(cancelled("hvrun worker rank " + std::to_string(topology_.rank) +
                       " shut down before this collective completed"));
   {
@@ -311,6 +316,7 @@ Status Runtime::shutdown() {
   }
   wake_.notify_all();
   loop_.join();
+  release_peers_of_skipped_plans();
   {
     std::lock_guard<std::mutex> lock(mutex_);
     heartbeat_stop_ = true;
@@ -341,8 +347,26 @@ Status Runtime::shutdown() {
     }
   }
   reader_.join();
+  release_peers_of_skipped_plans();  // plans that arrived after the loop stopped
   (void)stream_->finish();  // cancelled or aborted streams end with an error: nothing to do
   return Status::ok();
+}
+
+void Runtime::release_peers_of_skipped_plans() {
+  bool skipped = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    skipped = skipped_plan_ || plans_received_ != plans_started_;
+  }
+  if (!skipped) return;
+  // The coordinator planned a collective with this rank's cancelled op: the peers run it and
+  // would wait for this rank until their op timeout. Tear the data plane down so they fail now.
+  const std::string reason = "rank " + std::to_string(topology_.rank) +
+                             " shut down before running a collective the coordinator had "
+                             "already planned with it (shutdown() cancelled it); wait for every "
+                             "collective before shutdown()";
+  backend_->abort(reason);
+  executor_->abort_gpu(reason);
 }
 
 Status Runtime::abort_status(const v1::JobAbort& a) {
@@ -523,6 +547,12 @@ void Runtime::handle_message(const v1::CoordinatorMessage& message) {
 }
 
 void Runtime::execute_plan(const v1::Plan& plan) {
+  // Every rank counts every plan it executes, in the same order: the fast path's rounds.
+  std::lock_guard<std::mutex> exec_lock(exec_mutex_);
+  // This rank moves past round `passed` without taking part in it: a peer waiting there (for a
+  // blocking call this rank's API thread has yet to make) must not wait for it.
+  const uint64_t passed = events_.fetch_add(1);
+  if (board_) board_->refuse(static_cast<uint32_t>(passed));
   if (plan.seq() <= last_plan_seq_ && last_plan_seq_ != 0) {
     terminate(internal_error("coordinator sent plan seq " + std::to_string(plan.seq()) +
                              " after " + std::to_string(last_plan_seq_) +
@@ -537,7 +567,10 @@ void Runtime::execute_plan(const v1::Plan& plan) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     ++plans_started_;
-    if (terminal_) return;  // arrived after the job ended: everything already failed
+    if (terminal_) {  // arrived after the job ended: everything already failed
+      skipped_plan_ = true;
+      return;
+    }
     for (const v1::Response& response : plan.responses()) {
       auto& entries = plan_entries.emplace_back();
       if (response.error_ranks_size() > 0) continue;  // someone's duplicate; see below
@@ -573,6 +606,9 @@ void Runtime::execute_plan(const v1::Plan& plan) {
     telemetry_->on_response_done(response, !telemetry_->recording() || succeeded(entries));
   }
   finished_plan_seq_.store(plan.seq());
+  // Still waiting for something (a join, an op submitted meanwhile): this rank cannot take part
+  // in the round the plan just moved it to, and peers should not wait for it there.
+  refuse_if_busy();
 }
 
 void Runtime::remember_cache_ids(const v1::Response& response,
@@ -581,7 +617,17 @@ void Runtime::remember_cache_ids(const v1::Response& response,
   for (int i = 0; i < response.tensors_size(); ++i) {
     uint32_t id = response.tensors(i).cache_id();
     if (id == 0 || !entries[i]) continue;
-    cache_[entries[i]->name()] = CacheEntry{id, entries[i]->cache_signature()};
+    std::string signature = entries[i]->cache_signature();
+    auto it = cache_.find(entries[i]->name());
+    // Unchanged, unless the entry came from a grouped allreduce (same signature, no fast entry)
+    // and this one could run fast.
+    const PendingOp& op = *entries[i];
+    const bool fast_kind = op.op == v1::COLLECTIVE_OP_ALLREDUCE && !op.device.is_cuda() &&
+                           op.group_id == 0;
+    if (it != cache_.end() && it->second.id == id && it->second.signature == signature &&
+        (!fast_kind || it->second.fast.response))
+      continue;
+    cache_[entries[i]->name()] = make_cache_entry(id, *entries[i], std::move(signature));
   }
 }
 

@@ -23,9 +23,20 @@
 //     completes handles; JobAbort fails everything with kAborted; a lost stream with kUnavailable.
 //  6. shutdown: fail what is pending with kCancelled, send Goodbye, close the stream (bounded).
 //
+//  7. The fast path (runtime_fast_path.cc, issue 11's latency): a blocking allreduce of a
+//     tensor the coordinator already negotiated (cached, metadata unchanged) on a single-host
+//     shared-memory job runs on the caller's thread when every rank is idle and calls the same
+//     one: the ranks agree through the segment's round board (backends/shm/round_board.h) and
+//     reduce there, with no message to the coordinator. Rounds are numbered by events_ (plans
+//     executed + fast collectives run), the same on every idle rank; executing under
+//     exec_mutex_ puts a fast collective between the same two plans on every rank. Anything
+//     else (a rank busy, another tensor, a submission, a deadline) fails the round on every
+//     rank alike and the call goes through the coordinator.
+//
 // Threads: submit/abort/shutdown/send_pending from any thread; waiting threads and the
 // background thread write RequestBatches under send_mutex_ (which guards the request cache);
-// only the background thread touches the executor. Shared state is guarded by mutex_.
+// the executor runs under exec_mutex_ (the background thread's plans, an API thread's fast
+// collective). Shared state is guarded by mutex_. Lock order: exec_mutex_, send_mutex_, mutex_.
 #pragma once
 
 #include <atomic>
@@ -68,6 +79,19 @@ class Runtime {
   // and do it (a thread hop of tens of us on a busy host). Async submissions keep waking the
   // background thread, which batches a burst into one write. Any thread.
   void send_pending();
+  // A blocking allreduce the fast path may run (see 7. above): CPU tensors of `dtype` and
+  // `shape`, already checked by the caller.
+  struct FastAllreduce {
+    const std::string& name;
+    const void* input;
+    void* output;
+    DataType dtype;
+    const std::vector<int64_t>& shape;
+    const AllreduceOptions& options;
+  };
+  // Runs `call` when every rank agrees and returns its status; nullopt when it did not run
+  // (submit it as usual). Any thread.
+  std::optional<Status> try_fast_allreduce(const FastAllreduce& call);
 
   const Topology& topology() const { return topology_; }
   const std::string& job_id() const { return job_id_; }
@@ -109,6 +133,9 @@ class Runtime {
   // Any thread.
   void terminate(Status status);
   static Status abort_status(const v1::JobAbort& abort);
+  // shutdown(): when a plan went unexecuted (its ops were cancelled), tears the data plane down
+  // so peers blocked in that collective fail at once instead of at their op timeout.
+  void release_peers_of_skipped_plans();
 
   Config config_;
   Topology topology_;
@@ -140,15 +167,48 @@ class Runtime {
   uint64_t group_counter_ = 0;            // mutex_
   uint64_t plans_received_ = 0;           // mutex_: by the reader thread
   uint64_t plans_started_ = 0;            // mutex_: by the background thread
+  bool skipped_plan_ = false;             // mutex_: a plan arrived after terminal_ (not run)
 
+  // What the fast path needs of a cached allreduce: the response to execute, rebuilt from the
+  // coordinator's, and a hash of the metadata for the ranks to compare.
+  struct FastEntry {
+    std::shared_ptr<const v1::Response> response;
+    uint64_t signature_hash = 0;
+  };
   struct CacheEntry {
     uint32_t id;
     std::string signature;
+    std::shared_ptr<const PendingOp> metadata;  // the op as cached (its fields, no buffers)
+    FastEntry fast;                             // allreduce on CPU only
   };
+  // Fast path helpers (runtime_fast_path.cc).
+  void enable_fast_path();  // in connect(), once the backend exists
+  // exec_mutex_ held: the cache entry of `call` when it may run fast (null otherwise).
+  const CacheEntry* fast_entry(const FastAllreduce& call) const;
+  bool idle_for_fast_path();
+  // This rank will not take part in the round it would join now (it sent the coordinator
+  // something, or shuts down): the others need not wait for it.
+  void refuse_fast_round();
+  // After an event (a plan, a fast collective): refuses the new round when this rank still
+  // waits for something (a join, an op another thread submitted).
+  void refuse_if_busy();
+  CacheEntry make_cache_entry(uint32_t id, const PendingOp& op, std::string signature) const;
   // Lock order: send_mutex_, then mutex_. Serialises RequestBatch writers (submitting threads,
   // the background thread) and guards cache_.
   std::mutex send_mutex_;
-  std::unordered_map<std::string, CacheEntry> cache_;  // send_mutex_
+  // Written under exec_mutex_ and send_mutex_ (remember_cache_ids, from execute_plan), so
+  // holding either one is enough to read it.
+  std::unordered_map<std::string, CacheEntry> cache_;
+
+  // The executor's lock (see 7. above): the background thread holds it for each plan, an API
+  // thread for a fast collective.
+  std::mutex exec_mutex_;
+  // Plans executed plus fast collectives run (written under exec_mutex_): the fast path's round.
+  std::atomic<uint64_t> events_{0};
+  shm::RoundBoard* board_ = nullptr;  // set once in connect() on a single-host shm job
+  bool fast_enabled_ = false;         // set once in connect(): board_ and --fast-path
+  std::chrono::nanoseconds fast_wait_{std::chrono::milliseconds(50)};
+  std::vector<const void*> fast_sources_;  // exec_mutex_: the round's payloads
 
   // Background thread only.
   uint64_t last_plan_seq_ = 0;

@@ -200,12 +200,32 @@ void WorkerTelemetry::add_event(v1::TimelineEvent event) {
   if (signal && callback) callback();
 }
 
+void WorkerTelemetry::fold_fast_counters() {
+  // Three separate adds: a fold between them sees some grown and not the others, so any growth
+  // counts (the rest follows at the next fold).
+  const uint64_t responses = fast_responses_.load(std::memory_order_relaxed);
+  const uint64_t ns = fast_ns_.load(std::memory_order_relaxed);
+  const uint64_t bytes = fast_bytes_.load(std::memory_order_relaxed);
+  if (responses == folded_fast_responses_ && ns == folded_fast_ns_ && bytes == folded_fast_bytes_)
+    return;
+  v1::CollectiveStats& c = counters(v1::COLLECTIVE_OP_ALLREDUCE, "shm-fast");
+  c.set_responses(c.responses() + responses - folded_fast_responses_);
+  c.set_tensors(c.tensors() + responses - folded_fast_responses_);
+  c.set_collective_ns(c.collective_ns() + ns - folded_fast_ns_);
+  c.set_bytes(c.bytes() + bytes - folded_fast_bytes_);
+  folded_fast_responses_ = responses;
+  folded_fast_ns_ = ns;
+  folded_fast_bytes_ = bytes;
+  ++version_;
+}
+
 v1::TelemetryReport WorkerTelemetry::take_report() {
   v1::TelemetryReport report;
   std::vector<v1::TimelineEvent> events;
   uint64_t dropped = 0;
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    fold_fast_counters();
     for (const Counters& c : counters_) *report.add_collectives() = c.stats;
     events.swap(events_);
     events_.reserve(std::min<size_t>(events.size(), 4096));
@@ -235,7 +255,9 @@ v1::TelemetryReport WorkerTelemetry::take_report() {
 bool WorkerTelemetry::changed() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return version_ != reported_version_ || steps() != reported_steps_ || !events_.empty() ||
-         dropped_ > 0;
+         dropped_ > 0 || fast_responses_.load(std::memory_order_relaxed) != folded_fast_responses_ ||
+         fast_ns_.load(std::memory_order_relaxed) != folded_fast_ns_ ||
+         fast_bytes_.load(std::memory_order_relaxed) != folded_fast_bytes_;
 }
 
 size_t WorkerTelemetry::buffered_events() const {

@@ -12,6 +12,7 @@
 #include "worker_lib/backends/shm/futex.h"
 #include "worker_lib/backends/shm/piece_layout.h"
 #include "worker_lib/backends/shm/reduce_kernels.h"
+#include "worker_lib/backends/shm/round_board.h"
 #include "worker_lib/backends/shm/shm_segment.h"
 #include "worker_lib/runtime/reduction_math.h"
 
@@ -59,7 +60,10 @@ class ShmBackend final : public Backend {
         size_(options.size),
         host_(options.host),
         timeout_(options.timeout),
-        sources_(static_cast<size_t>(options.size)) {}
+        sources_(static_cast<size_t>(options.size)) {
+    if (segment_)
+      board_ = std::make_unique<shm::RoundBoard>(segment_->board(), rank_, size_);
+  }
 
   std::string name() const override { return "shm"; }
   int rank() const override { return rank_; }
@@ -366,6 +370,8 @@ class ShmBackend final : public Backend {
     return Status::ok();
   }
 
+  shm::RoundBoard* round_board() override { return board_.get(); }
+
   Status barrier() override {
     HVRUN_RETURN_IF_ERROR(aborted_status());
     if (size_ == 1) return Status::ok();
@@ -380,6 +386,7 @@ class ShmBackend final : public Backend {
       aborted_.store(true);
     }
     if (!segment_) return;
+    if (board_) board_->abort();
     shm::SegmentHeader& h = segment_->header();
     uint32_t expected = 0;
     if (h.abort_state.compare_exchange_strong(expected, 1)) {
@@ -491,6 +498,7 @@ class ShmBackend final : public Backend {
   }
 
   std::unique_ptr<shm::Segment> segment_;  // null for a group of one
+  std::unique_ptr<shm::RoundBoard> board_;  // in segment_; null with it
   int rank_;
   int size_;
   std::string host_;

@@ -11,12 +11,13 @@
 #include <new>
 
 #include "worker_lib/backends/shm/futex.h"
+#include "worker_lib/backends/shm/round_board.h"
 
 namespace hvrun::detail::shm {
 namespace {
 
 constexpr uint64_t kMagic = 0x6876'7275'6e73'686dull;  // "hvrunshm"
-constexpr uint32_t kVersion = 2;  // 2: three buffer sets
+constexpr uint32_t kVersion = 3;  // 2: three buffer sets; 3: the round board
 constexpr size_t kPage = 4096;
 
 size_t round_up(size_t v, size_t to) { return (v + to - 1) / to * to; }
@@ -40,7 +41,10 @@ uint32_t fnv1a(const std::string& text) {
 }
 
 size_t lines_offset() { return round_up(sizeof(SegmentHeader), 64); }
-size_t data_offset(int ranks) { return round_up(lines_offset() + sizeof(RankLine) * ranks, kPage); }
+size_t board_offset(int ranks) { return round_up(lines_offset() + sizeof(RankLine) * ranks, 64); }
+size_t data_offset(int ranks) {
+  return round_up(board_offset(ranks) + RoundBoard::bytes_needed(ranks), kPage);
+}
 size_t total_bytes(int ranks, size_t slot_bytes) {
   return data_offset(ranks) + kBufferSets * static_cast<size_t>(ranks) * slot_bytes;
 }
@@ -65,6 +69,7 @@ Segment::Segment(void* base, size_t bytes, int ranks, size_t slot_bytes, std::st
       ranks_(ranks),
       slot_bytes_(slot_bytes),
       lines_(reinterpret_cast<RankLine*>(static_cast<std::byte*>(base) + lines_offset())),
+      board_(static_cast<std::byte*>(base) + board_offset(ranks)),
       data_(static_cast<std::byte*>(base) + data_offset(ranks)),
       name_(std::move(name)) {}
 
@@ -144,6 +149,7 @@ Result<std::unique_ptr<Segment>> Segment::attach(const SegmentOptions& options, 
     h.slot_bytes = slot_bytes;
     h.total_bytes = bytes;
     for (int r = 0; r < n; ++r) new (&segment->line(r)) RankLine{};
+    RoundBoard::initialise(segment->board(), n);
     std::atomic_thread_fence(std::memory_order_seq_cst);
     Status published = kv.set(ready_key, name);
     if (!published.is_ok())

@@ -13,8 +13,10 @@
 //     mappings: any end of the job, SIGKILL included, frees it. Only a death between steps 1 and
 //     3 can leave a file, which the launcher's orphan guard sweeps (segment_prefix(job)).
 //
-// Layout: a header page (abort state, one cache line per rank with its barrier counter), then
-// kBufferSets sets of `ranks` slots of `slot_bytes` each (rotating buffers: see shm_backend.cc).
+// Layout: a header (abort state), one cache line per rank with its barrier counter, the round
+// board (round_board.h: the latency path's agreement without the coordinator), then, from the
+// next page, kBufferSets sets of `ranks` slots of `slot_bytes` each (rotating buffers: see
+// shm_backend.cc).
 #pragma once
 
 #include <atomic>
@@ -85,6 +87,8 @@ class Segment {
 
   SegmentHeader& header() { return *static_cast<SegmentHeader*>(base_); }
   RankLine& line(int rank) { return lines_[rank]; }
+  // RoundBoard::bytes_needed(ranks()) bytes, 64-byte aligned, formatted by the creator.
+  std::byte* board() { return board_; }
   size_t slot_bytes() const { return slot_bytes_; }
   int ranks() const { return ranks_; }
   // Slot `rank` of buffer set `set` (0 .. kBufferSets-1); a set's slots are contiguous, so
@@ -101,6 +105,7 @@ class Segment {
   int ranks_;
   size_t slot_bytes_;
   RankLine* lines_;
+  std::byte* board_;
   std::byte* data_;
   std::string name_;
 };

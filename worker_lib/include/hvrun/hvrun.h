@@ -143,8 +143,12 @@ class Worker {
   Handle join_async();
 
   // ---- Synchronous wrappers: submit and wait (bounded by Config::op_timeout).
-  Status allreduce(const std::string& name, TensorView inout, const AllreduceOptions& options = {});
-  Status allreduce(const std::string& name, ConstTensorView input, TensorView output,
+  // A blocking allreduce on a single-host shared-memory job may skip the coordinator: once a
+  // tensor was negotiated, and while every rank is idle and calls the same one, the ranks agree
+  // in shared memory and reduce right away (--fast-path, README "The fast path").
+  Status allreduce(const std::string& name, const TensorView& inout,
+                   const AllreduceOptions& options = {});
+  Status allreduce(const std::string& name, const ConstTensorView& input, const TensorView& output,
                    const AllreduceOptions& options = {});
   Result<OwnedTensor> allgather(const std::string& name, ConstTensorView input);
   Status broadcast(const std::string& name, TensorView inout, int root_rank);

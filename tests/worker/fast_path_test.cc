@@ -1,0 +1,91 @@
+// The fast path (worker_lib/runtime/runtime_fast_path.cc): blocking allreduces of negotiated
+// tensors run without the coordinator on a single-host shared-memory job, and whatever does not
+// fit (other ops in flight, threads meeting in different orders, reshapes, late ranks, a rank
+// with the fast path off, joins, a dying rank) goes through the coordinator with the same
+// results. Real jobs: in-process coordinator, worker processes (worker_harness.h).
+#include <gtest/gtest.h>
+
+#include <cstdio>
+
+#include "tests/worker/worker_harness.h"
+
+namespace hvrun::test {
+namespace {
+
+std::vector<std::string> worker(const std::string& mode) {
+  return {bin_path("hvrun_fast_path_worker"), mode};
+}
+
+std::string fast_counts(const JobResult& job) {
+  std::string text = "fast-path collectives per rank:";
+  for (uint64_t n : job.fast_path_collectives) text += " " + std::to_string(n);
+  return text;
+}
+
+TEST(FastPath, EveryDtypeOpAndSizeMatchesTheReferenceAndTakesTheFastPath) {
+  for (int np : {2, 3}) {
+    JobResult job = run_job(np, worker("dtypes"), {.timeout = std::chrono::seconds(120)});
+    ASSERT_TRUE(job.all_succeeded()) << "np " << np << "\n" << job.describe();
+    // 38 dtype/op pairs x 5 sizes + 9 scaled, 12 calls each: the first of each is negotiated,
+    // the other 11 can run fast. A rank descheduled past the 50 ms wait sends a call to the
+    // coordinator now and then; most must still have run fast.
+    const uint64_t possible = (38 * 5 + 9) * 11;
+    std::printf("np %d: %s of %llu possible\n", np, fast_counts(job).c_str(),
+                static_cast<unsigned long long>(possible));
+    for (int r = 0; r < np; ++r)
+      EXPECT_GE(job.fast_path_collectives[static_cast<size_t>(r)], possible * 8 / 10)
+          << "np " << np << " rank " << r << "; " << fast_counts(job);
+  }
+}
+
+TEST(FastPath, InterleavedWithAsyncBroadcastBarrierAndAllgatherStaysCorrect) {
+  for (int np : {2, 3}) {
+    JobResult job = run_job(np, worker("mixed"), {.timeout = std::chrono::seconds(90)});
+    ASSERT_TRUE(job.all_succeeded()) << "np " << np << "\n" << job.describe();
+    EXPECT_GT(job.fast_path_collectives[0], 0u) << fast_counts(job);
+    std::printf("np %d: %s\n", np, fast_counts(job).c_str());
+  }
+}
+
+TEST(FastPath, ThreadsMeetingInDifferentOrdersFallBackWithCorrectResults) {
+  for (int np : {2, 3}) {
+    JobResult job = run_job(np, worker("threads"), {.timeout = std::chrono::seconds(120)});
+    EXPECT_TRUE(job.all_succeeded()) << "np " << np << "\n" << job.describe();
+  }
+}
+
+TEST(FastPath, ReshapedTensorGoesThroughTheCoordinator) {
+  JobResult job = run_job(2, worker("reshape"), {.timeout = std::chrono::seconds(60)});
+  EXPECT_TRUE(job.all_succeeded()) << job.describe();
+}
+
+TEST(FastPath, LateRankMakesTheOthersFallBackAtTheirDeadline) {
+  JobResult job = run_job(2, worker("skew"), {.timeout = std::chrono::seconds(60)});
+  EXPECT_TRUE(job.all_succeeded()) << job.describe();
+}
+
+TEST(FastPath, RankWithTheFastPathOffNeverMakesOthersWait) {
+  JobResult job = run_job(2, worker("mixed-setting"), {.timeout = std::chrono::seconds(60)});
+  EXPECT_TRUE(job.all_succeeded()) << job.describe();
+  EXPECT_EQ(job.fast_path_collectives[0], 0u) << fast_counts(job);
+  EXPECT_EQ(job.fast_path_collectives[1], 0u) << fast_counts(job);
+}
+
+TEST(FastPath, JoinedRanksContributeNeutralDataThroughTheCoordinator) {
+  for (int np : {2, 3}) {
+    JobResult job = run_job(np, worker("join"), {.timeout = std::chrono::seconds(60)});
+    EXPECT_TRUE(job.all_succeeded()) << "np " << np << "\n" << job.describe();
+  }
+}
+
+TEST(FastPath, RankDyingMidRunFailsThePeersNextCallPromptly) {
+  JobResult job = run_job(2, worker("abort"), {.timeout = std::chrono::seconds(60)});
+  ASSERT_EQ(job.ranks.size(), 2u);
+  EXPECT_EQ(job.ranks[1].exit_code, 128 + 9) << job.describe();
+  EXPECT_EQ(job.ranks[0].exit_code, 0) << job.describe();
+  EXPECT_NE(job.ranks[0].out.find("failed as expected"), std::string::npos) << job.describe();
+  std::printf("%s", job.ranks[0].out.c_str());
+}
+
+}  // namespace
+}  // namespace hvrun::test
