@@ -54,7 +54,12 @@ def allreduce_async_(array, op=Average, name=None, prescale_factor=1.0, postscal
 
 
 def allreduce_(array, op=Average, name=None, prescale_factor=1.0, postscale_factor=1.0):
-    return allreduce_async_(array, op, name, prescale_factor, postscale_factor).wait()
+    # Blocking in the library: a named, already negotiated array may take the fast path.
+    ref = _ref(array)
+    code, message = _state.worker().allreduce(_state.op_name("allreduce", name), ref, ref,
+                                              core_op(op), prescale_factor, postscale_factor)
+    raise_for_status(code, message)
+    return array
 
 
 def allreduce_async(array, op=Average, name=None, prescale_factor=1.0, postscale_factor=1.0):
@@ -65,7 +70,12 @@ def allreduce_async(array, op=Average, name=None, prescale_factor=1.0, postscale
 
 
 def allreduce(array, op=Average, name=None, prescale_factor=1.0, postscale_factor=1.0):
-    return allreduce_async(array, op, name, prescale_factor, postscale_factor).wait()
+    out = np.empty_like(array)
+    code, message = _state.worker().allreduce(_state.op_name("allreduce", name), _ref(array),
+                                              _ref(out), core_op(op), prescale_factor,
+                                              postscale_factor)
+    raise_for_status(code, message)
+    return out
 
 
 def allgather_async(array, name=None):

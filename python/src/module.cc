@@ -196,6 +196,16 @@ PYBIND11_MODULE(_core, m) {
            },
            py::arg("name"), py::arg("input"), py::arg("output"), py::arg("op"),
            py::arg("prescale") = 1.0, py::arg("postscale") = 1.0)
+      // Blocking: may take the fast path (no coordinator) when the tensor was negotiated before.
+      .def("allreduce",
+           [](Worker& w, const std::string& name, const TensorRef& input, const TensorRef& output,
+              int op, double prescale, double postscale) {
+             py::gil_scoped_release release;
+             return to_tuple(w.allreduce(name, input.const_view(), output.view(),
+                                         reduce_options(op, prescale, postscale)));
+           },
+           py::arg("name"), py::arg("input"), py::arg("output"), py::arg("op"),
+           py::arg("prescale") = 1.0, py::arg("postscale") = 1.0)
       .def("grouped_allreduce_async",
            [](Worker& w, const std::vector<std::string>& names, const std::vector<TensorRef>& tensors,
               int op, double prescale, double postscale) {

@@ -44,6 +44,17 @@ def test_allreduce_average_and_scaling():
     np.testing.assert_allclose(scaled, np.full(7, n * (n + 1) / 2))
 
 
+def test_named_blocking_allreduce_repeated_stays_correct():
+    # The second call on of a name may run on the fast path (no coordinator): same results.
+    r, n = ranks()
+    for i in range(200):
+        x = np.full(3, float(r + i), np.float32)
+        assert hvrun.allreduce_(x, op=hvrun.Sum, name="np.loss") is x
+        np.testing.assert_array_equal(x, np.full(3, n * i + n * (n - 1) / 2, np.float32))
+        y = hvrun.allreduce(np.full(2, r + 1, np.int64), op=hvrun.Max, name="np.max")
+        np.testing.assert_array_equal(y, np.full(2, n, np.int64))
+
+
 def test_allreduce_async_overlaps():
     r, n = ranks()
     arrays = [np.full(4, float(i + r), np.float32) for i in range(5)]

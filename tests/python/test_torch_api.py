@@ -85,6 +85,20 @@ def test_allreduce_non_contiguous_in_place():
     assert torch.equal(base[:, 1::2], torch.zeros(4, 3))
 
 
+def test_named_in_place_allreduce_repeated_on_cpu_stays_correct():
+    # Named and repeated: may run on the fast path (no coordinator), non-contiguous included.
+    r, n = ranks()
+    base = torch.zeros(2, 4)
+    for i in range(100):
+        loss = torch.tensor([float(r + i)])
+        assert hvd.allreduce_(loss, op=hvd.Average, name="torch.loss") is loss
+        assert loss.item() == i + (n - 1) / 2
+        view = base[:, ::2]
+        view.fill_(r + i)
+        hvd.allreduce_(view, op=hvd.Sum, name="torch.view")
+        assert torch.equal(base[:, ::2], torch.full((2, 2), float(n * i + n * (n - 1) / 2)))
+
+
 def test_allreduce_async_poll_synchronize():
     r, n = ranks()
     xs = [torch.full((3,), float(i * (r + 1))) for i in range(8)]

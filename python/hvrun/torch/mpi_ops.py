@@ -212,8 +212,19 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none, op=
 def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                postscale_factor=1.0, process_set=global_process_set):
     """Reduces `tensor` in place and returns it."""
-    return synchronize(allreduce_async_(tensor, average, name, op, prescale_factor,
-                                        postscale_factor, process_set))
+    if tensor.is_cuda:
+        return synchronize(allreduce_async_(tensor, average, name, op, prescale_factor,
+                                            postscale_factor, process_set))
+    # CPU: blocking in the library, so a named, already negotiated tensor may take the fast path.
+    op = resolve_op(op, average)
+    _check_process_set(process_set)
+    work = _contiguous(tensor)
+    code, message = _worker().allreduce(_state.op_name("allreduce", name), _ref(work), _ref(work),
+                                        core_op(op), prescale_factor, postscale_factor)
+    raise_for_status(code, message)
+    if work is not tensor:
+        tensor.copy_(work)
+    return tensor
 
 
 def _grouped_names(kind, name, count):
