@@ -45,6 +45,12 @@ constexpr std::array kCatalog = {
                 .description = "auto: a GPU job when this host has a visible GPU (one rank per "
                                "GPU at most); gpu: require GPUs; cpu: ignore GPUs (no pinning, "
                                "no NCCL tuning, any number of ranks)."},
+    SettingSpec{.name = "bind_to", .flag = "--bind-to", .env = "HVRUN_BIND_TO",
+                .kind = SettingKind::kChoice, .default_value = "none", .choices = "none|block",
+                .scope = "launcher",
+                .description = "CPU binding of the workers: none leaves placement to the kernel; "
+                               "block gives every local rank its own equal, contiguous share of "
+                               "the CPUs hvrun may use."},
     SettingSpec{.name = "tag_output", .flag = "--tag-output", .env = "HVRUN_TAG_OUTPUT",
                 .kind = SettingKind::kBool, .default_value = "true", .scope = "launcher",
                 .description = "Prefix every line a worker prints with [rank]<stdout>: or "

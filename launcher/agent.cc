@@ -18,6 +18,7 @@
 
 #include "common/build_info.h"
 #include "launcher/agent_protocol.h"
+#include "launcher/cpu_binding.h"
 #include "launcher/network_interfaces.h"
 #include "launcher/orphan_guard.h"
 #include "launcher/process_group.h"
@@ -213,8 +214,10 @@ void Agent::start_workers() {
     }
     auto path_it = env.find("PATH");
     auto path = resolve_command(argv_[0], path_it == env.end() ? nullptr : path_it->second.c_str());
-    Result<SpawnedWorker> spawned = path.is_ok() ? spawn_worker(*path, argv_, to_envp(env))
-                                                 : Result<SpawnedWorker>(path.status());
+    const std::vector<std::string> envp = to_envp(env);
+    Result<SpawnedWorker> spawned =
+        path.is_ok() ? spawn_worker(*path, argv_, envp, false, binding_for_worker(envp))
+                     : Result<SpawnedWorker>(path.status());
     if (!spawned.is_ok()) {
       send(encode_frame("START_FAILED", {std::to_string(w.rank)}, spawned.status().message()));
       w.exited = true;

@@ -20,6 +20,7 @@
 
 #include "launcher/job_summary.h"
 #include "launcher/process_group.h"
+#include "launcher/cpu_binding.h"
 #include "launcher/worker_process.h"
 
 namespace hvrun::launcher {
@@ -161,8 +162,11 @@ int JobRunner::Impl::run(const std::vector<WorkerLaunch>& launches) {
 }
 
 Status JobRunner::Impl::start_worker(WorkerRecord& record, const WorkerLaunch& launch) {
-  HVRUN_ASSIGN_OR_RETURN(SpawnedWorker spawned,
-                         spawn_worker(config_.command_path, config_.argv, launch.envp));
+  const std::vector<int> cpus = binding_for_worker(launch.envp);
+  HVRUN_ASSIGN_OR_RETURN(SpawnedWorker spawned, spawn_worker(config_.command_path, config_.argv,
+                                                             launch.envp, false, cpus));
+  if (!cpus.empty())
+    spdlog::debug("rank {} bound to CPUs {}", record.rank, cpu_list_text(cpus));
   record.pid = spawned.pid;
   if (guard_ != nullptr) guard_->watch(spawned.pid);
 

@@ -58,6 +58,7 @@ struct ChildArgs {
   char* const* envp;
   int stdin_fd, stdout_fd, stderr_fd, status_fd;
   pid_t parent;
+  const cpu_set_t* cpus;  // null: inherit hvrun's
 };
 
 int child_main(void* raw) {
@@ -76,6 +77,8 @@ int child_main(void* raw) {
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  // Best effort: the set comes from hvrun's own mask, so it only fails if that changed meanwhile.
+  if (a.cpus != nullptr) (void)::sched_setaffinity(0, sizeof(cpu_set_t), a.cpus);
   if (a.stdin_fd >= 0) ::dup2(a.stdin_fd, 0);
   ::dup2(a.stdout_fd, 1);
   ::dup2(a.stderr_fd, 2);
@@ -89,7 +92,12 @@ int child_main(void* raw) {
 }  // namespace
 
 Result<SpawnedWorker> spawn_worker(const std::string& path, const std::vector<std::string>& argv,
-                                   const std::vector<std::string>& envp, bool pipe_stdin) {
+                                   const std::vector<std::string>& envp, bool pipe_stdin,
+                                   const std::vector<int>& cpus) {
+  cpu_set_t cpu_set;
+  CPU_ZERO(&cpu_set);
+  for (int c : cpus)
+    if (c >= 0 && c < CPU_SETSIZE) CPU_SET(c, &cpu_set);
   std::vector<char*> arg_ptrs, env_ptrs;
   for (const auto& a : argv) arg_ptrs.push_back(const_cast<char*>(a.c_str()));
   arg_ptrs.push_back(nullptr);
@@ -115,7 +123,7 @@ Result<SpawnedWorker> spawn_worker(const std::string& path, const std::vector<st
   }
   int dev_null = pipe_stdin ? in[0] : ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   ChildArgs args{path.c_str(), arg_ptrs.data(), env_ptrs.data(), dev_null, out[1], err[1],
-                 exec_status[1], ::getpid()};
+                 exec_status[1], ::getpid(), cpus.empty() ? nullptr : &cpu_set};
 
   // clone(CLONE_VM | CLONE_VFORK), as posix_spawn does: no copy of hvrun's page tables (a
   // fork() of a process with gRPC loaded costs milliseconds), and hvrun resumes once the child

@@ -27,8 +27,10 @@ Result<std::string> resolve_command(const std::string& command, const char* path
 // exec succeeded, or an error carrying exec's reason. Call from the thread that lives as long as
 // the job (PR_SET_PDEATHSIG fires when the forking *thread* exits).
 // With `pipe_stdin` its stdin is a pipe whose write end is returned (the remote shell that
-// carries a multi-host agent's protocol).
+// carries a multi-host agent's protocol). Non-empty `cpus`: the worker runs on those CPUs only
+// (--bind-to, cpu_binding.h).
 Result<SpawnedWorker> spawn_worker(const std::string& path, const std::vector<std::string>& argv,
-                                   const std::vector<std::string>& envp, bool pipe_stdin = false);
+                                   const std::vector<std::string>& envp, bool pipe_stdin = false,
+                                   const std::vector<int>& cpus = {});
 
 }  // namespace hvrun::launcher

@@ -72,14 +72,12 @@ Runtime::CacheEntry Runtime::make_cache_entry(uint32_t id, const PendingOp& op,
   CacheEntry entry{id, std::move(signature), nullptr, {}};
   if (op.op != v1::COLLECTIVE_OP_ALLREDUCE || op.device.is_cuda() || op.group_id != 0)
     return entry;
-  auto metadata = std::make_shared<PendingOp>();
-  metadata->op = op.op;
-  metadata->dtype = op.dtype;
-  metadata->shape = op.shape;
-  metadata->reduce_op = op.reduce_op;
-  metadata->prescale = op.prescale;
-  metadata->postscale = op.postscale;
-  metadata->device = op.device;
+  // The op's metadata only: no buffers, no handle (the entry outlives the call).
+  auto metadata = std::make_shared<PendingOp>(op);
+  metadata->input = nullptr;
+  metadata->output = nullptr;
+  metadata->stream = nullptr;
+  metadata->handle = nullptr;
   auto response = std::make_shared<v1::Response>();
   response->set_op(v1::COLLECTIVE_OP_ALLREDUCE);
   response->set_dtype(static_cast<v1::DataType>(op.dtype));
