@@ -78,6 +78,11 @@ TEST(FastPath, JoinedRanksContributeNeutralDataThroughTheCoordinator) {
   }
 }
 
+TEST(FastPath, PeerThatShutDownIsNotWaitedFor) {
+  JobResult job = run_job(2, worker("peer-leaves"), {.timeout = std::chrono::seconds(60)});
+  EXPECT_TRUE(job.all_succeeded()) << job.describe();
+}
+
 TEST(FastPath, RankDyingMidRunFailsThePeersNextCallPromptly) {
   JobResult job = run_job(2, worker("abort"), {.timeout = std::chrono::seconds(60)});
   ASSERT_EQ(job.ranks.size(), 2u);

@@ -15,6 +15,8 @@
 //   join            ranks > 0 join after 20 calls, rank 0 goes on alone for 20 more
 //   abort           rank 1 SIGKILLs itself after 50 calls; rank 0's next blocking allreduce
 //                   must fail promptly, naming rank 1
+//   peer-leaves     rank 1 shuts down after 20 calls; rank 0's 10 more calls each fail at once
+//                   ("left the job") although the fast-path wait is 2 s
 #include <signal.h>
 #include <stdlib.h>
 
@@ -221,6 +223,21 @@ void abort_mid_run(hvrun::Worker& w) {
   }
 }
 
+void peer_leaves(hvrun::Worker& w) {
+  for (int j = 0; j < 20; ++j) checked_allreduce(w, "p", DataType::kFloat32, ReduceOp::kSum, 1, j);
+  if (w.rank() != 0) return;  // shuts down in main
+  const auto start = std::chrono::steady_clock::now();
+  for (int j = 0; j < 10; ++j) {
+    float v = 1;
+    hvrun::Status s = w.allreduce("p", hvrun::TensorView{&v, DataType::kFloat32, {1}});
+    if (s.is_ok() || s.message().find("left the job") == std::string::npos)
+      fail("call " + std::to_string(j) + " after rank 1 left: " + s.to_string());
+  }
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  // Waiting for the departed rank in each round would take 10 x 2 s.
+  if (took > 5) fail("10 calls after rank 1 left took " + std::to_string(took) + " s");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -228,6 +245,7 @@ int main(int argc, char** argv) {
   const char* rank_text = std::getenv("HVRUN_RANK");
   const int rank = rank_text ? std::atoi(rank_text) : 0;
   if (mode == "skew") setenv("HVRUN_FAST_PATH_WAIT_MS", "2", 1);
+  if (mode == "peer-leaves") setenv("HVRUN_FAST_PATH_WAIT_MS", "2000", 1);
   if (mode == "mixed-setting" && rank == 1) setenv("HVRUN_FAST_PATH", "false", 1);
   auto init = hvrun::Worker::init();
   if (!init.is_ok()) {
@@ -243,6 +261,7 @@ int main(int argc, char** argv) {
   else if (mode == "mixed-setting") mixed_setting(w);
   else if (mode == "join") join(w);
   else if (mode == "abort") abort_mid_run(w);
+  else if (mode == "peer-leaves") peer_leaves(w);
   else fail("unknown mode '" + mode + "'");
   if (mode != "abort") {
     hvrun::Status down = w.shutdown();

@@ -240,8 +240,9 @@ RoundOutcome RoundBoard::join(uint32_t gen, const RoundKey& key,
     return failed || !pending;
   };
   if (!wait(settled, deadline)) {
-    if (aborted()) return RoundOutcome::kAborted;
-    // Deadline: refuse every peer still missing; each CAS refuses it or finds it arrived.
+    // Deadline or abort: refuse every peer still missing; each CAS refuses it or finds it
+    // arrived. An abort too goes through the words, so a rank arriving after it cannot decide
+    // the round differently from those it woke.
     for (int k = 0; k < ranks_; ++k) {
       if (k == rank_) continue;
       std::atomic<uint64_t>& word = line(gen, k).state;
@@ -254,7 +255,7 @@ RoundOutcome RoundBoard::join(uint32_t gen, const RoundKey& key,
   }
   // Decided from the state words alone, which every rank reads alike (an abort seen by one
   // rank a moment later than another must not split them).
-  if (failed) return RoundOutcome::kFailed;
+  if (failed) return aborted() ? RoundOutcome::kAborted : RoundOutcome::kFailed;
   have_complete_ = true;
   last_complete_ = gen;
   for (int k = 0; k < ranks_; ++k)
