@@ -38,6 +38,7 @@ struct Flags {
   int iters = 20;
   int warmup = 3;
   int latency_iters = 500;
+  int latency_warmup = 20;
   std::string backend = "both";
   bool json = false;
 };
@@ -46,6 +47,7 @@ struct Flags {
   std::fprintf(stderr,
                "hvrun_worker_bench: %s\nusage: hvrun -np N hvrun_worker_bench [--ops a,b] "
                "[--min-bytes B] [--max-bytes B] [--iters N] [--warmup N] [--latency-iters N] "
+               "[--latency-warmup N] "
                "[--backend both|hvrun|raw] [--json]\n",
                problem.c_str());
   std::exit(2);
@@ -80,6 +82,7 @@ Flags parse(int argc, char** argv) {
     else if (a == "--iters") f.iters = static_cast<int>(positive(a, value(), 1));
     else if (a == "--warmup") f.warmup = static_cast<int>(positive(a, value(), 0));
     else if (a == "--latency-iters") f.latency_iters = static_cast<int>(positive(a, value(), 0));
+    else if (a == "--latency-warmup") f.latency_warmup = static_cast<int>(positive(a, value(), 0));
     else if (a == "--backend") {
       f.backend = value();
       if (f.backend != "both" && f.backend != "hvrun" && f.backend != "raw")
@@ -257,7 +260,7 @@ int main(int argc, char** argv) {
   if (f.latency_iters > 0) {
     Flags lat = f;
     lat.iters = f.latency_iters;
-    lat.warmup = std::max(f.warmup, 20);
+    lat.warmup = std::max(f.warmup, f.latency_warmup);
     std::vector<Row> rows = measure(runner, lat, backends, "allreduce", 1, size);
     for (const Row& row : rows) {
       total_wrong += row.wrong;
