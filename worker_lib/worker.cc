@@ -268,7 +268,8 @@ Status Worker::wait(const Handle& handle) const {
 // 7.), when the call is plainly valid; everything else is checked and submitted as usual.
 Status Worker::allreduce(const std::string& name, const TensorView& inout,
                          const AllreduceOptions& options) {
-  if (inout.device.type == DeviceType::kCpu && inout.data != nullptr && is_valid_dtype(static_cast<int>(inout.dtype)) &&
+  if (inout.device.type == DeviceType::kCpu && inout.data != nullptr &&
+      is_valid_dtype(static_cast<int>(inout.dtype)) &&
       is_valid_reduce_op(static_cast<int>(options.op)))
     if (auto done = runtime_->try_fast_allreduce(
             {name, inout.data, inout.data, inout.dtype, inout.shape, options}))
@@ -279,9 +280,9 @@ Status Worker::allreduce(const std::string& name, const TensorView& inout,
 Status Worker::allreduce(const std::string& name, const ConstTensorView& input,
                          const TensorView& output, const AllreduceOptions& options) {
   if (input.device.type == DeviceType::kCpu && output.device.type == DeviceType::kCpu &&
-      input.data != nullptr &&
-      output.data != nullptr && input.dtype == output.dtype && input.shape == output.shape &&
-      is_valid_dtype(static_cast<int>(input.dtype)) && is_valid_reduce_op(static_cast<int>(options.op)))
+      input.data != nullptr && output.data != nullptr && input.dtype == output.dtype &&
+      input.shape == output.shape && is_valid_dtype(static_cast<int>(input.dtype)) &&
+      is_valid_reduce_op(static_cast<int>(options.op)))
     if (auto done = runtime_->try_fast_allreduce(
             {name, input.data, output.data, input.dtype, input.shape, options}))
       return *done;

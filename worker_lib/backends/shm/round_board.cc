@@ -247,7 +247,8 @@ RoundOutcome RoundBoard::join(uint32_t gen, const RoundKey& key,
       if (k == rank_) continue;
       std::atomic<uint64_t>& word = line(gen, k).state;
       uint64_t v = word.load();
-      while (newer(gen_of(v), gen) < 0 && !word.compare_exchange_strong(v, state_word(gen, kRefused))) {
+      while (newer(gen_of(v), gen) < 0 &&
+             !word.compare_exchange_strong(v, state_word(gen, kRefused))) {
       }
     }
     ring();
