@@ -49,8 +49,8 @@ constexpr std::array kCatalog = {
                 .kind = SettingKind::kChoice, .default_value = "none", .choices = "none|block",
                 .scope = "launcher",
                 .description = "CPU binding of the workers: none leaves placement to the kernel; "
-                               "block gives every local rank its own equal, contiguous share of "
-                               "the CPUs hvrun may use."},
+                               "block gives every local rank its own equal share of the physical "
+                               "cores hvrun may use (whole cores)."},
     SettingSpec{.name = "tag_output", .flag = "--tag-output", .env = "HVRUN_TAG_OUTPUT",
                 .kind = SettingKind::kBool, .default_value = "true", .scope = "launcher",
                 .description = "Prefix every line a worker prints with [rank]<stdout>: or "

@@ -268,6 +268,7 @@ Status Worker::wait(const Handle& handle) const {
 // 7.), when the call is plainly valid; everything else is checked and submitted as usual.
 Status Worker::allreduce(const std::string& name, const TensorView& inout,
                          const AllreduceOptions& options) {
+  // Not through the two-view overload: a ConstTensorView copy costs the hot path an allocation.
   if (inout.device.type == DeviceType::kCpu && inout.data != nullptr &&
       is_valid_dtype(static_cast<int>(inout.dtype)) &&
       is_valid_reduce_op(static_cast<int>(options.op)))
@@ -279,7 +280,7 @@ Status Worker::allreduce(const std::string& name, const TensorView& inout,
 
 Status Worker::allreduce(const std::string& name, const ConstTensorView& input,
                          const TensorView& output, const AllreduceOptions& options) {
-  if (input.device.type == DeviceType::kCpu && output.device.type == DeviceType::kCpu &&
+  if (input.device.type == DeviceType::kCpu && input.device == output.device &&
       input.data != nullptr && output.data != nullptr && input.dtype == output.dtype &&
       input.shape == output.shape && is_valid_dtype(static_cast<int>(input.dtype)) &&
       is_valid_reduce_op(static_cast<int>(options.op)))
@@ -287,6 +288,20 @@ Status Worker::allreduce(const std::string& name, const ConstTensorView& input,
             {name, input.data, output.data, input.dtype, input.shape, options}))
       return *done;
   return wait(allreduce_async(name, input, output, options));
+}
+
+Handle Worker::allreduce_now_or_async(const std::string& name, const ConstTensorView& input,
+                                      const TensorView& output, const AllreduceOptions& options) {
+  if (input.device.type == DeviceType::kCpu && input.device == output.device &&
+      input.data != nullptr && output.data != nullptr && input.dtype == output.dtype &&
+      input.shape == output.shape && is_valid_dtype(static_cast<int>(input.dtype)) &&
+      is_valid_reduce_op(static_cast<int>(options.op)))
+    if (auto done = runtime_->try_fast_allreduce(
+            {name, input.data, output.data, input.dtype, input.shape, options}))
+      return Handle(HandleState::failed(name, *done));  // complete, with the fast path's status
+  Handle handle = allreduce_async(name, input, output, options);
+  runtime_->send_pending();  // the caller waits next: send it now (as wait() would)
+  return handle;
 }
 
 namespace {

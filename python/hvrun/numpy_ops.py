@@ -56,9 +56,9 @@ def allreduce_async_(array, op=Average, name=None, prescale_factor=1.0, postscal
 def allreduce_(array, op=Average, name=None, prescale_factor=1.0, postscale_factor=1.0):
     # Blocking in the library: a named, already negotiated array may take the fast path.
     ref = _ref(array)
-    code, message = _state.worker().allreduce(_state.op_name("allreduce", name), ref, ref,
-                                              core_op(op), prescale_factor, postscale_factor)
-    raise_for_status(code, message)
+    h = _state.worker().allreduce_now_or_async(_state.op_name("allreduce", name), ref, ref,
+                                               core_op(op), prescale_factor, postscale_factor)
+    _wait(h)
     return array
 
 
@@ -71,10 +71,10 @@ def allreduce_async(array, op=Average, name=None, prescale_factor=1.0, postscale
 
 def allreduce(array, op=Average, name=None, prescale_factor=1.0, postscale_factor=1.0):
     out = np.empty_like(array)
-    code, message = _state.worker().allreduce(_state.op_name("allreduce", name), _ref(array),
-                                              _ref(out), core_op(op), prescale_factor,
-                                              postscale_factor)
-    raise_for_status(code, message)
+    h = _state.worker().allreduce_now_or_async(_state.op_name("allreduce", name), _ref(array),
+                                               _ref(out), core_op(op), prescale_factor,
+                                               postscale_factor)
+    _wait(h)
     return out
 
 

@@ -196,13 +196,15 @@ PYBIND11_MODULE(_core, m) {
            },
            py::arg("name"), py::arg("input"), py::arg("output"), py::arg("op"),
            py::arg("prescale") = 1.0, py::arg("postscale") = 1.0)
-      // Blocking: may take the fast path (no coordinator) when the tensor was negotiated before.
-      .def("allreduce",
+      // For blocking calls: runs on the fast path (no coordinator) when the tensor was
+      // negotiated before, returning a completed handle; else submits. Python then waits
+      // through Handle.wait, which Ctrl-C interrupts.
+      .def("allreduce_now_or_async",
            [](Worker& w, const std::string& name, const TensorRef& input, const TensorRef& output,
               int op, double prescale, double postscale) {
              py::gil_scoped_release release;
-             return to_tuple(w.allreduce(name, input.const_view(), output.view(),
-                                         reduce_options(op, prescale, postscale)));
+             return w.allreduce_now_or_async(name, input.const_view(), output.view(),
+                                             reduce_options(op, prescale, postscale));
            },
            py::arg("name"), py::arg("input"), py::arg("output"), py::arg("op"),
            py::arg("prescale") = 1.0, py::arg("postscale") = 1.0)

@@ -219,9 +219,10 @@ def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
     op = resolve_op(op, average)
     _check_process_set(process_set)
     work = _contiguous(tensor)
-    code, message = _worker().allreduce(_state.op_name("allreduce", name), _ref(work), _ref(work),
-                                        core_op(op), prescale_factor, postscale_factor)
-    raise_for_status(code, message)
+    h = _worker().allreduce_now_or_async(_state.op_name("allreduce", name), _ref(work),
+                                         _ref(work), core_op(op), prescale_factor,
+                                         postscale_factor)
+    raise_for_status(*h.wait(_state.op_timeout_s()))
     if work is not tensor:
         tensor.copy_(work)
     return tensor

@@ -121,6 +121,11 @@ class Worker {
                          const AllreduceOptions& options = {});
   Handle allreduce_async(const std::string& name, TensorView inout,
                          const AllreduceOptions& options = {});
+  // For callers that must wait their own way (language bindings that stay interruptible): runs
+  // the allreduce right away on the fast path when it can (the handle is then complete), else
+  // submits it as allreduce_async does. Blocking allreduce() is this plus wait().
+  Handle allreduce_now_or_async(const std::string& name, const ConstTensorView& input,
+                                const TensorView& output, const AllreduceOptions& options = {});
   // In place; the tensors are negotiated together and complete together.
   std::vector<Handle> grouped_allreduce_async(std::span<const std::string> names,
                                               std::span<const TensorView> tensors,
