@@ -240,16 +240,31 @@ class MultiHostTest : public ::testing::Test {
   // Within 5 s: no worker and no agent left in any namespace.
   void expect_nothing_left(const std::string& context);
 
-  // The agent process serving this job in `ns`.
+  // The agent process serving this job in `ns`. A child the agent forks (its orphan guard, a
+  // worker between clone and exec) shows the agent's command line for a moment: skip those.
   static pid_t agent_in(const std::string& ns) {
     const std::string want = netns_of_name(ns);
-    for (pid_t pid : all_pids()) {
+    auto is_agent = [](pid_t pid) {
       auto words = cmdline_of(pid);
-      if (words.size() >= 2 && words[1] == "agent" && words[0].find("hvrun") != std::string::npos &&
-          netns_of_pid(pid) == want && !is_zombie(pid))
+      return words.size() >= 2 && words[1] == "agent" &&
+             words[0].find("hvrun") != std::string::npos;
+    };
+    for (pid_t pid : all_pids()) {
+      if (is_agent(pid) && netns_of_pid(pid) == want && !is_zombie(pid) &&
+          !is_agent(parent_of(pid)))
         return pid;
     }
     return -1;
+  }
+  static pid_t parent_of(pid_t pid) {
+    std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat");
+    size_t paren = stat.rfind(')');
+    if (paren == std::string::npos || paren + 2 > stat.size()) return -1;
+    std::istringstream rest(stat.substr(paren + 2));
+    char state = 0;
+    pid_t parent = -1;
+    rest >> state >> parent;
+    return parent;
   }
 
   static inline std::string dir_;
@@ -409,12 +424,7 @@ TEST_F(MultiHostTest, KillingAHostsSshSessionEndsTheJobNamingTheHost) {
   // The agent's parent is sshd's per-connection process ("sshd: root@notty").
   kill_mid_run_and_check(
       [](pid_t agent) {
-        std::string stat = read_file("/proc/" + std::to_string(agent) + "/stat");
-        size_t paren = stat.rfind(')');
-        std::istringstream rest(stat.substr(paren + 2));
-        char state = 0;
-        pid_t parent = -1;
-        rest >> state >> parent;
+        const pid_t parent = parent_of(agent);
         auto words = cmdline_of(parent);
         EXPECT_FALSE(words.empty() || words[0].find("sshd") == std::string::npos)
             << "the agent's parent is not sshd";
