@@ -1,4 +1,4 @@
-// The benchmark parameter files (../shared/data/resnet50_params.txt): one tensor per line,
+// The benchmark parameter files (bench/data/resnet50_params.txt): one tensor per line,
 // "name 64x3x7x7". Every C++ benchmark reads them through here.
 #pragma once
 

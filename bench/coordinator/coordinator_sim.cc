@@ -26,7 +26,7 @@
 #include "coordinator/negotiation_engine.h"
 
 #ifndef HVRUN_RESNET50_PARAMS
-#define HVRUN_RESNET50_PARAMS "../shared/data/resnet50_params.txt"
+#define HVRUN_RESNET50_PARAMS "bench/data/resnet50_params.txt"
 #endif
 
 namespace {

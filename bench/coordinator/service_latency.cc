@@ -29,7 +29,7 @@
 #include "hvrun.grpc.pb.h"
 
 #ifndef HVRUN_RESNET50_PARAMS
-#define HVRUN_RESNET50_PARAMS "../shared/data/resnet50_params.txt"
+#define HVRUN_RESNET50_PARAMS "bench/data/resnet50_params.txt"
 #endif
 
 namespace {

@@ -1,5 +1,5 @@
 // Which network interfaces NCCL's socket transport and bootstrap would use, by NCCL's own rules
-// (src/misc/socket.cc, ncclFindInterfaces; ../shared/GPU-FACTS.md):
+// (src/misc/socket.cc, ncclFindInterfaces; docs/gpu-facts.md):
 //   NCCL_SOCKET_IFNAME (longer than one character): comma list of name prefixes; a leading '='
 //   means exact names, '^' excludes, '^=' both. Unset: the first non-empty of ib*; the subnet of
 //   NCCL_COMM_ID; anything but docker*/lo/virbr*; docker*; lo; virbr*.

@@ -1,4 +1,4 @@
-// The conclusive P2P check (../shared/GPU-FACTS.md: the driver, NVML and nvidia-smi can all say
+// The conclusive P2P check (docs/gpu-facts.md: the driver, NVML and nvidia-smi can all say
 // OK while NCCL hangs): a short timed NCCL allreduce across this host's GPUs, once with P2P
 // allowed (NCCL_P2P_DISABLE=0) and once with NCCL_P2P_DISABLE=1. NCCL reads its variables once
 // per process, so each run is a child process (`hvrun doctor --p2p-child`), killed with its

@@ -1,4 +1,4 @@
-// PCIe facts that make the driver's "P2P OK" untrustworthy (../shared/GPU-FACTS.md): ACS on a
+// PCIe facts that make the driver's "P2P OK" untrustworthy (docs/gpu-facts.md): ACS on a
 // bridge (what `lspci -vvv | grep ACSCtl` shows), the IOMMU, a virtual machine. ACS needs the
 // extended configuration space, which only root can read: otherwise it stays unknown.
 #include <filesystem>

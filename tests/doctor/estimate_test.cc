@@ -1,4 +1,4 @@
-// hvrun estimate-memory against hand-computed values (../shared/GPU-FACTS.md's BERT-large check).
+// hvrun estimate-memory against hand-computed values (docs/gpu-facts.md's BERT-large check).
 #include <gtest/gtest.h>
 
 #include <sstream>
