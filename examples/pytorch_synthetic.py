@@ -3,6 +3,10 @@
 
     hvrun -np 2 python3 examples/pytorch_synthetic.py               # train, then benchmark
     hvrun -np 2 python3 examples/pytorch_synthetic.py --no-train    # benchmark only
+    hvrun -np 2 python3 examples/pytorch_synthetic.py --model resnet18 --image-size 64
+
+The model is a small CNN, or any torchvision classifier by name (--model resnet50, as Horovod's
+benchmark uses).
 
 Every rank trains on its own shard of a synthetic, learnable data set (labels from a fixed
 random "teacher" network) with DistributedOptimizer, then times steps on random batches the way
@@ -24,6 +28,8 @@ import hvrun.torch as hvd
 
 parser = argparse.ArgumentParser(description="PyTorch synthetic training and benchmark",
                                  formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+parser.add_argument("--model", default="small",
+                    help="'small' (a two-layer CNN) or a torchvision model name, e.g. resnet18")
 parser.add_argument("--fp16-allreduce", action="store_true", default=False,
                     help="use fp16 compression during allreduce")
 parser.add_argument("--batch-size", type=int, default=32, help="input batch size (per rank)")
@@ -55,6 +61,16 @@ class Net(nn.Module):
         x = F.max_pool2d(F.relu(self.conv1(x)), 2)
         x = F.max_pool2d(F.relu(self.conv2(x)), 2)
         return self.fc2(F.relu(self.fc1(x.flatten(1))))
+
+
+def make_model(args):
+    if args.model == "small":
+        return Net(args.image_size)
+    import torchvision
+    if args.model not in torchvision.models.list_models(module=torchvision.models):
+        raise SystemExit("--model %s: not a torchvision classifier (e.g. resnet18, resnet50)"
+                         % args.model)
+    return torchvision.models.get_model(args.model, weights=None, num_classes=10)
 
 
 def log(text):
@@ -123,7 +139,8 @@ def benchmark(args, model, optimizer, device):
         loss.backward()
         optimizer.step()
 
-    log("Model: %s, batch size: %d, ranks: %d" % (type(model).__name__, args.batch_size, hvd.size()))
+    log("Model: %s, batch size: %d, image size: %d, ranks: %d, PyTorch %s"
+        % (args.model, args.batch_size, args.image_size, hvd.size(), torch.__version__))
     log("Running warmup...")
     timeit.timeit(benchmark_step, number=args.num_warmup_batches)
     log("Running benchmark...")
@@ -146,7 +163,7 @@ def main(args):
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // hvd.local_size()))
     device = torch.device("cuda" if use_cuda else "cpu")
 
-    model = Net(args.image_size).to(device)
+    model = make_model(args).to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr * hvd.size(), momentum=0.9)
     compression = hvd.Compression.fp16 if args.fp16_allreduce else hvd.Compression.none
     optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters(),

@@ -18,6 +18,21 @@ from hvrun.numpy_ops import (Handle, allgather, allgather_async, allreduce, allr
 __version__ = _core.version()
 
 
+def _installed_cmake_prefix():
+    """Where an installed hvrun keeps its CMake package (None in a build tree)."""
+    import os
+    try:
+        from hvrun._install_layout import CMAKE_PREFIX_FROM_PACKAGE
+    except ImportError:
+        return None
+    return os.path.normpath(os.path.join(os.path.dirname(__file__), CMAKE_PREFIX_FROM_PACKAGE))
+
+
+# For C++ trainers built against this installation, as torch.utils.cmake_prefix_path:
+#   cmake -DCMAKE_PREFIX_PATH="$(python -c 'import hvrun; print(hvrun.cmake_prefix_path)')" ...
+cmake_prefix_path = _installed_cmake_prefix()
+
+
 def rank():
     return _worker().rank
 

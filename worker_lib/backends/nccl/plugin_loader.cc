@@ -9,7 +9,8 @@
 namespace hvrun::detail::cuda {
 namespace {
 
-// The directory this code (libhvrun.so) was loaded from.
+// The directory this code was loaded from: libhvrun.so's, or a program's that links the worker
+// statically (the tests' and benchmarks' programs in <build>/bin).
 std::string own_directory() {
   Dl_info info{};
   if (dladdr(reinterpret_cast<void*>(&default_plugin_candidates), &info) == 0 ||
@@ -24,8 +25,10 @@ std::string own_directory() {
 
 std::vector<std::string> default_plugin_candidates() {
   std::vector<std::string> candidates;
-  if (std::string dir = own_directory(); !dir.empty())
+  if (std::string dir = own_directory(); !dir.empty()) {
     candidates.push_back(dir + "/" + kPluginFileName);
+    candidates.push_back(dir + "/../lib/" + kPluginFileName);  // a program in bin/ beside lib/
+  }
   candidates.emplace_back(kPluginFileName);  // LD_LIBRARY_PATH, RUNPATH, system paths
   return candidates;
 }

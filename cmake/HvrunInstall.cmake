@@ -1,0 +1,75 @@
+# Where `cmake --install` (and `pip install .`, which runs it into the wheel) puts each part, and
+# the CMake package that lets another project `find_package(hvrun)` and link `hvrun::worker`.
+#
+#   prefix layout (cmake --install)         wheel layout (site-packages = the install prefix)
+#   bin/hvrun, bin/hvrun-coordinator        <scripts>/hvrun, <scripts>/hvrun-coordinator
+#   lib/libhvrun.so*, lib/libhvrun_cuda.so  hvrun/lib/libhvrun.so*, hvrun/lib/libhvrun_cuda.so
+#   include/hvrun/...                       hvrun/include/hvrun/...
+#   lib/cmake/hvrun/                        hvrun/lib/cmake/hvrun/  (hvrun.cmake_prefix_path)
+#   lib/python3/dist-packages/hvrun/        hvrun/
+include(CMakePackageConfigHelpers)
+
+if(SKBUILD)
+  set(_bindir "${SKBUILD_SCRIPTS_DIR}")
+  set(_libdir "hvrun/lib")
+  set(_includedir "hvrun/include")
+  set(_pythondir ".")
+else()
+  set(_bindir "bin")
+  set(_libdir "lib")
+  set(_includedir "include")
+  set(_pythondir "lib/python3/dist-packages")
+endif()
+set(HVRUN_INSTALL_BINDIR "${_bindir}" CACHE STRING "Where hvrun and hvrun-coordinator are installed")
+set(HVRUN_INSTALL_LIBDIR "${_libdir}" CACHE STRING "Where libhvrun.so and its CMake package are installed")
+set(HVRUN_INSTALL_INCLUDEDIR "${_includedir}" CACHE STRING "Where the public headers are installed")
+set(HVRUN_PYTHON_INSTALL_DIR "${_pythondir}" CACHE STRING
+    "Where the hvrun Python package is installed (relative to the prefix)")
+set(_cmakedir "${HVRUN_INSTALL_LIBDIR}/cmake/hvrun")
+
+install(TARGETS hvrun hvrun-coordinator RUNTIME DESTINATION ${HVRUN_INSTALL_BINDIR} COMPONENT runtime)
+
+# libhvrun.so with only its public headers on the interface of the installed target.
+target_include_directories(hvrun_worker INTERFACE $<INSTALL_INTERFACE:${HVRUN_INSTALL_INCLUDEDIR}>)
+install(TARGETS hvrun_worker EXPORT hvrunTargets
+        LIBRARY DESTINATION ${HVRUN_INSTALL_LIBDIR} COMPONENT runtime NAMELINK_COMPONENT development)
+if(TARGET hvrun_cuda)  # libhvrun loads it from its own folder on the first CUDA tensor
+  set_target_properties(hvrun_cuda PROPERTIES INSTALL_RPATH "$ORIGIN")
+  install(TARGETS hvrun_cuda LIBRARY DESTINATION ${HVRUN_INSTALL_LIBDIR} COMPONENT runtime)
+endif()
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/worker_lib/include/hvrun
+        DESTINATION ${HVRUN_INSTALL_INCLUDEDIR} COMPONENT development FILES_MATCHING PATTERN "*.h")
+# The two common/ headers the public ones include ("common/status.h" is found next to
+# hvrun/hvrun.h, as quoted includes search the including file's folder first).
+install(FILES ${PROJECT_SOURCE_DIR}/common/status.h ${PROJECT_SOURCE_DIR}/common/build_info.h
+        DESTINATION ${HVRUN_INSTALL_INCLUDEDIR}/hvrun/common COMPONENT development)
+
+install(EXPORT hvrunTargets NAMESPACE hvrun:: DESTINATION ${_cmakedir} COMPONENT development)
+configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/hvrunConfig.cmake.in
+  ${PROJECT_BINARY_DIR}/generated/hvrunConfig.cmake INSTALL_DESTINATION ${_cmakedir})
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/generated/hvrunConfigVersion.cmake
+  COMPATIBILITY SameMinorVersion)
+install(FILES ${PROJECT_BINARY_DIR}/generated/hvrunConfig.cmake
+              ${PROJECT_BINARY_DIR}/generated/hvrunConfigVersion.cmake
+        DESTINATION ${_cmakedir} COMPONENT development)
+
+# The Python package finds libhvrun.so through its RPATH, relative to where both are installed.
+if(TARGET hvrun_python_core)
+  file(RELATIVE_PATH _to_lib "/prefix/${HVRUN_PYTHON_INSTALL_DIR}/hvrun" "/prefix/${HVRUN_INSTALL_LIBDIR}")
+  set_target_properties(hvrun_python_core PROPERTIES INSTALL_RPATH "$ORIGIN/${_to_lib}")
+  install(TARGETS hvrun_python_core LIBRARY DESTINATION ${HVRUN_PYTHON_INSTALL_DIR}/hvrun
+          COMPONENT python)
+  install(DIRECTORY ${PROJECT_SOURCE_DIR}/python/hvrun/ DESTINATION ${HVRUN_PYTHON_INSTALL_DIR}/hvrun
+          COMPONENT python FILES_MATCHING PATTERN "*.py")
+  # hvrun.cmake_prefix_path: the prefix find_package(hvrun) searches, as torch.utils has one.
+  get_filename_component(_prefix_of_lib "/prefix/${HVRUN_INSTALL_LIBDIR}" DIRECTORY)
+  file(RELATIVE_PATH _pkg_to_prefix "/prefix/${HVRUN_PYTHON_INSTALL_DIR}/hvrun" "${_prefix_of_lib}")
+  if(_pkg_to_prefix STREQUAL "")
+    set(_pkg_to_prefix ".")
+  endif()
+  file(WRITE ${PROJECT_BINARY_DIR}/generated/_install_layout.py
+       "# Written at install time: where this package's CMake prefix is, relative to it.\n"
+       "CMAKE_PREFIX_FROM_PACKAGE = \"${_pkg_to_prefix}\"\n")
+  install(FILES ${PROJECT_BINARY_DIR}/generated/_install_layout.py
+          DESTINATION ${HVRUN_PYTHON_INSTALL_DIR}/hvrun COMPONENT python)
+endif()
