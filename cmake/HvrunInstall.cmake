@@ -31,6 +31,7 @@ install(TARGETS hvrun hvrun-coordinator RUNTIME DESTINATION ${HVRUN_INSTALL_BIND
 
 # libhvrun.so with only its public headers on the interface of the installed target.
 target_include_directories(hvrun_worker INTERFACE $<INSTALL_INTERFACE:${HVRUN_INSTALL_INCLUDEDIR}>)
+set_target_properties(hvrun_worker PROPERTIES EXPORT_NAME worker)
 install(TARGETS hvrun_worker EXPORT hvrunTargets
         LIBRARY DESTINATION ${HVRUN_INSTALL_LIBDIR} COMPONENT runtime NAMELINK_COMPONENT development)
 if(TARGET hvrun_cuda)  # libhvrun loads it from its own folder on the first CUDA tensor

@@ -22,7 +22,7 @@
 #include <utility>
 #include <vector>
 
-#include "common/build_info.h"
+#include "hvrun/build_info.h"
 #include "hvrun/checkpoint.h"
 #include "hvrun/hvrun.h"
 #include "python/src/tensor_ref.h"
