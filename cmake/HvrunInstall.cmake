@@ -10,21 +10,18 @@
 include(CMakePackageConfigHelpers)
 
 if(SKBUILD)
-  set(_bindir "${SKBUILD_SCRIPTS_DIR}")
-  set(_libdir "hvrun/lib")
-  set(_includedir "hvrun/include")
-  set(_pythondir ".")
+  # Fixed by the wheel's layout (and SKBUILD_SCRIPTS_DIR is a new temporary folder every build).
+  set(HVRUN_INSTALL_BINDIR "${SKBUILD_SCRIPTS_DIR}")
+  set(HVRUN_INSTALL_LIBDIR "hvrun/lib")
+  set(HVRUN_INSTALL_INCLUDEDIR "hvrun/include")
+  set(HVRUN_PYTHON_INSTALL_DIR ".")
 else()
-  set(_bindir "bin")
-  set(_libdir "lib")
-  set(_includedir "include")
-  set(_pythondir "lib/python3/dist-packages")
+  set(HVRUN_INSTALL_BINDIR "bin" CACHE STRING "Where hvrun and hvrun-coordinator are installed")
+  set(HVRUN_INSTALL_LIBDIR "lib" CACHE STRING "Where libhvrun.so and its CMake package are installed")
+  set(HVRUN_INSTALL_INCLUDEDIR "include" CACHE STRING "Where the public headers are installed")
+  set(HVRUN_PYTHON_INSTALL_DIR "lib/python3/dist-packages" CACHE STRING
+      "Where the hvrun Python package is installed (relative to the prefix)")
 endif()
-set(HVRUN_INSTALL_BINDIR "${_bindir}" CACHE STRING "Where hvrun and hvrun-coordinator are installed")
-set(HVRUN_INSTALL_LIBDIR "${_libdir}" CACHE STRING "Where libhvrun.so and its CMake package are installed")
-set(HVRUN_INSTALL_INCLUDEDIR "${_includedir}" CACHE STRING "Where the public headers are installed")
-set(HVRUN_PYTHON_INSTALL_DIR "${_pythondir}" CACHE STRING
-    "Where the hvrun Python package is installed (relative to the prefix)")
 set(_cmakedir "${HVRUN_INSTALL_LIBDIR}/cmake/hvrun")
 
 install(TARGETS hvrun hvrun-coordinator RUNTIME DESTINATION ${HVRUN_INSTALL_BINDIR} COMPONENT runtime)

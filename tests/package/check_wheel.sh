@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# `pip install .` as a user does it: build hvrun's wheel, install it into a new virtual
+# environment, and run from there (outside the source tree) the launcher, a PyTorch trainer and a
+# C++ trainer built with find_package(hvrun) against the wheel's CMake package.
+#   check_wheel.sh SOURCE_DIR DEV_PYTHON
+# DEV_PYTHON is the project's environment (.venv). The new environment sees its packages through
+# a .pth file (PyTorch, NumPy and the build backend, instead of downloading gigabytes again) but
+# not hvrun, which it gets only from the wheel; that is checked below.
+set -euo pipefail
+src="$1" dev_python="$2"
+work="$(mktemp -d /tmp/hvrun-wheel.XXXXXX)"
+trap 'rm -rf "$work"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+if "$dev_python" -c "import hvrun" 2>/dev/null; then
+  fail "hvrun is importable from $dev_python without the wheel; this test would prove nothing"
+fi
+base_python="$("$dev_python" -c 'import sys; print(sys._base_executable)')"
+"$base_python" -m venv "$work/venv"
+venv="$work/venv"
+site="$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')"
+"$dev_python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))' > "$site/hvrun-test-deps.pth"
+
+echo "==> pip wheel $src"
+start=$(date +%s)
+"$venv/bin/python" -m pip wheel -q --no-build-isolation --no-deps --no-index -w "$work/dist" "$src"
+echo "built in $(( $(date +%s) - start )) s: $(cd "$work/dist" && ls)"
+wheel="$(ls "$work"/dist/hvrun-*.whl)"
+contents="$(unzip -Z1 "$wheel")"
+for want in hvrun/__init__.py hvrun/torch/__init__.py hvrun/lib/libhvrun.so.0 \
+            hvrun/include/hvrun/hvrun.h hvrun/include/hvrun/common/status.h \
+            hvrun/lib/cmake/hvrun/hvrunConfig.cmake hvrun-0.1.0.data/scripts/hvrun \
+            hvrun-0.1.0.data/scripts/hvrun-coordinator; do
+  grep -qx "$want" <<<"$contents" || fail "the wheel lacks $want"
+done
+grep -q '^hvrun/_core\..*\.so$' <<<"$contents" || fail "the wheel lacks the extension hvrun/_core"
+"$venv/bin/python" -m pip install -q --no-index --no-deps "$wheel"
+
+cd "$work"  # nothing of the source tree on sys.path
+export PATH="$venv/bin:$PATH" HVRUN_DEVICE=cpu
+where="$(python -c 'import hvrun, hvrun.torch; print(hvrun.__file__)')"
+case "$where" in "$venv"/*) ;; *) fail "hvrun imported from $where, not from the wheel";; esac
+[ "$(command -v hvrun)" = "$venv/bin/hvrun" ] || fail "hvrun is not the wheel's: $(command -v hvrun)"
+hvrun-coordinator --help >/dev/null || fail "hvrun-coordinator --help"
+
+echo "==> hvrun -np 2 -H localhost:2 python examples/pytorch_synthetic.py"
+out="$(timeout 180 hvrun -np 2 -H localhost:2 python "$src/examples/pytorch_synthetic.py" --epochs 1 \
+         --train-samples 64 --batch-size 16 --num-warmup-batches 1 --num-batches-per-iter 2 \
+         --num-iters 2 2>&1)" || { echo "$out"; fail "the PyTorch example failed"; }
+grep "Total img/sec on 2 rank" <<<"$out" || { echo "$out"; fail "no img/sec total"; }
+
+echo "==> find_package(hvrun) from the wheel (hvrun.cmake_prefix_path)"
+prefix="$(python -c 'import hvrun; print(hvrun.cmake_prefix_path)')"
+cmake -S "$src/tests/package/consumer" -B "$work/consumer" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" \
+  >/dev/null
+cmake --build "$work/consumer" >/dev/null
+out="$(timeout 60 hvrun -np 2 "$work/consumer/consumer_cpp" 2>&1)" || { echo "$out"; fail "consumer"; }
+grep -c "of 2: allreduce ok" <<<"$out" | grep -qx 2 || { echo "$out"; fail "consumer output"; }
+echo "PASS: the wheel installs hvrun, hvrun-coordinator, libhvrun.so, headers, CMake package and hvrun.torch"
