@@ -1,12 +1,11 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """torch.distributed (gloo backend) on the gradient step bench/compare measures hvrun against.
 
-Started once per rank by bench/compare with MASTER_ADDR, MASTER_PORT, RANK and WORLD_SIZE (not
-torchrun: Debian 12's /usr/bin/torchrun crashes on Python 3.11). Debian's python3-torch imports
-only under /usr/bin/python3.
+Started once per rank by bench/compare with MASTER_ADDR, MASTER_PORT, RANK and WORLD_SIZE, with
+the project's environment (.venv, PyTorch from PyPI).
 
     RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 \
-        /usr/bin/python3 bench/peers/torch_gloo_bench.py --params resnet50_params.txt
+        .venv/bin/python bench/peers/torch_gloo_bench.py --params bench/data/resnet50_params.txt
 
 Rank 0 prints one JSON object per line (bench/worker/bench_report.h's metric format): steps/s of
 the 161 ResNet-50 gradients allreduced one by one (async, then waited for, then divided: an
