@@ -2,12 +2,17 @@
 # `pip install .` as a user does it: build hvrun's wheel, install it into a new virtual
 # environment, and run from there (outside the source tree) the launcher, a PyTorch trainer and a
 # C++ trainer built with find_package(hvrun) against the wheel's CMake package.
-#   check_wheel.sh SOURCE_DIR DEV_PYTHON
+#   check_wheel.sh SOURCE_DIR DEV_PYTHON [CMAKE_DEFINE=VALUE...]
 # DEV_PYTHON is the project's environment (.venv). The new environment sees its packages through
 # a .pth file (PyTorch, NumPy and the build backend, instead of downloading gigabytes again) but
-# not hvrun, which it gets only from the wheel; that is checked below.
+# not hvrun, which it gets only from the wheel; that is checked below. The CMAKE_DEFINE=VALUE
+# arguments go to the wheel's CMake (the test passes the build's compiler, launcher and warning
+# flags, so that ccache can reuse the build's objects).
 set -euo pipefail
 src="$1" dev_python="$2"
+shift 2
+config=()
+for define in "$@"; do config+=("--config-settings=cmake.define.$define"); done
 work="$(mktemp -d /tmp/hvrun-wheel.XXXXXX)"
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
@@ -23,7 +28,8 @@ site="$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purel
 
 echo "==> pip wheel $src"
 start=$(date +%s)
-"$venv/bin/python" -m pip wheel -q --no-build-isolation --no-deps --no-index -w "$work/dist" "$src"
+"$venv/bin/python" -m pip wheel -q --no-build-isolation --no-deps --no-index "${config[@]}" \
+  -w "$work/dist" "$src"
 echo "built in $(( $(date +%s) - start )) s: $(cd "$work/dist" && ls)"
 wheel="$(ls "$work"/dist/hvrun-*.whl)"
 contents="$(unzip -Z1 "$wheel")"
