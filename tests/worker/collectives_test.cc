@@ -60,6 +60,14 @@ TEST(WorkerInit, SecondInitWithoutShutdownFailsAtOnce) {
     EXPECT_NE(r.out.find("second init refused at once"), std::string::npos) << job.describe();
 }
 
+TEST(WorkerJob, ARankLeavingWithItsFailureAbortsTheJobNamingIt) {
+  JobResult job = run_job(3, worker("fail-exit"), {.timeout = std::chrono::seconds(60)});
+  ASSERT_TRUE(job.all_succeeded()) << job.describe();
+  for (int r : {0, 2})
+    EXPECT_NE(job.ranks[static_cast<size_t>(r)].out.find("failed as expected"), std::string::npos)
+        << job.describe();
+}
+
 TEST(WorkerInit, MalformedEnvironmentNamesTheVariable) {
   for (const auto& [name, value] : std::vector<std::pair<std::string, std::string>>{
            {"HVRUN_RANK", "abc"}, {"HVRUN_OP_TIMEOUT", "-5"}}) {

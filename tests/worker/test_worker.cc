@@ -12,6 +12,7 @@
 //   threads                 four threads submit and wait concurrently
 //   names                   names that are not UTF-8 text fail at submission; the job goes on
 //   second-init             init() again without shutdown(): kAlreadyExists at once
+//   fail-exit               rank 1 leaves with shutdown_with_failure(): the others fail naming it
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -482,6 +483,27 @@ int run_second_init(hvrun::Worker& w) {
   return 0;
 }
 
+// Rank 1 ends because of an error of its own: instead of Goodbye, the coordinator hears a
+// failure and aborts the job with its text, so the others' pending collective fails naming it.
+int run_fail_exit(hvrun::Worker& w) {
+  if (!w.barrier().is_ok()) return fail("barrier"), 1;
+  if (w.rank() == 1) {
+    hvrun::Status s = w.shutdown_with_failure("disk full while writing step 7");
+    if (!s.is_ok()) return fail("shutdown_with_failure: " + s.to_string()), 1;
+    std::printf("rank 1: left as failed\n");
+    return 0;
+  }
+  std::vector<float> data(4, 1.0f);
+  hvrun::Status s = w.allreduce_async("after.failure", hvrun::TensorView{data.data(), DataType::kFloat32, {4}})
+                        .wait(std::chrono::seconds(20));
+  const std::string cause = "job aborted: rank 1 on host localhost (pid ";
+  if (s.code() != hvrun::StatusCode::kAborted || s.message().find(cause) == std::string::npos ||
+      s.message().find(") failed: disk full while writing step 7") == std::string::npos)
+    return fail("after rank 1 failed: " + s.to_string()), 1;
+  std::printf("rank %d: failed as expected: %s\n", w.rank(), s.to_string().c_str());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -504,10 +526,11 @@ int main(int argc, char** argv) {
   else if (mode == "threads") rc = run_threads(w);
   else if (mode == "names") rc = run_names(w);
   else if (mode == "second-init") rc = run_second_init(w);
+  else if (mode == "fail-exit") rc = run_fail_exit(w);
   else std::fprintf(stderr, "unknown mode %s\n", mode.c_str());
   hvrun::Status s = w.shutdown();
   if (!s.is_ok()) std::fprintf(stderr, "shutdown: %s\n", s.to_string().c_str());
-  if (mode.rfind("killed", 0) != 0 && mode != "abort") {
+  if (mode.rfind("killed", 0) != 0 && mode != "abort" && mode != "fail-exit") {
     // Shutdown is idempotent, and nothing can be submitted afterwards.
     if (!w.shutdown().is_ok()) rc = 1, std::fprintf(stderr, "FAIL: second shutdown\n");
     if (w.barrier().code() != hvrun::StatusCode::kFailedPrecondition)
