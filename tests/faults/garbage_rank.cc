@@ -59,7 +59,29 @@ int run_rank() {
     std::fprintf(stderr, "rank %d: no Welcome\n", rank);
     return 2;
   }
+  // Rank 1 sends once rank 0's stream is attached (the job's key-value store, bounded), so the
+  // abort reaches an attached rank 0 rather than refusing its stream.
+  if (rank == 0) {
+    hvrun::v1::KvSetRequest set;
+    set.set_key("garbage-test.rank0-attached");
+    set.set_value("1");
+    hvrun::v1::KvSetResponse set_response;
+    auto set_context = context();
+    if (grpc::Status s = stub->KvSet(set_context.get(), set, &set_response); !s.ok()) {
+      std::fprintf(stderr, "rank 0: KvSet: %s\n", s.error_message().c_str());
+      return 2;
+    }
+  }
   if (rank == 1) {
+    hvrun::v1::KvGetRequest get;
+    get.add_keys("garbage-test.rank0-attached");
+    get.set_timeout_ms(20000);
+    hvrun::v1::KvGetResponse get_response;
+    auto get_context = context();
+    if (grpc::Status s = stub->KvGet(get_context.get(), get, &get_response); !s.ok()) {
+      std::fprintf(stderr, "rank 1: KvGet: %s\n", s.error_message().c_str());
+      return 2;
+    }
     hvrun::v1::WorkerMessage garbage;
     hvrun::v1::TensorRequest* t = garbage.mutable_requests()->add_requests();
     t->set_name(std::string("w\xff\xfe"));
