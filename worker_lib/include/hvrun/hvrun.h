@@ -28,8 +28,10 @@
 //    part in every step).
 //  * When the job aborts (a rank died or stopped heartbeating, a stall shutdown, abort()),
 //    every pending and later handle fails with kAborted naming the cause, and the data plane is
-//    torn down so a running collective fails at once; losing the coordinator fails them with
-//    kUnavailable naming its address.
+//    torn down so a running collective fails at once; losing the connection to the coordinator
+//    fails them with kUnavailable naming its address (and the connection error: the message
+//    does not guess that the coordinator exited), a stream the coordinator ended without a
+//    JobAbort with the status it gave.
 //
 // Threads: every method is thread-safe. Collectives run in order on one background thread
 // owned by the Worker, which also owns the coordinator stream; handles complete there.
