@@ -73,6 +73,9 @@ class InProcessCoordinator final : public ControlPlane {
     if (address.rfind("unix:", 0) == 0) ::unlink(address.c_str() + 5);  // gone already is fine
   }
   coordinator::telemetry::JobTelemetry telemetry() const override { return server_->telemetry(); }
+  std::optional<Status> verdict() override {
+    return server_->wait_for_end(std::chrono::milliseconds(0));
+  }
 
  private:
   std::unique_ptr<CoordinatorServer> server_;

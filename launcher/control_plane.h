@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "common/settings.h"
@@ -29,6 +30,9 @@ class ControlPlane {
   virtual void shutdown() = 0;
   // What the ranks are doing (coordinator/server.h telemetry()); readable after shutdown().
   virtual coordinator::telemetry::JobTelemetry telemetry() const { return {}; }
+  // The coordinator's verdict so far: nullopt while the job runs, OK when every rank left
+  // cleanly, else why it failed (an abort's reason). Never blocks.
+  virtual std::optional<Status> verdict() { return std::nullopt; }
 };
 
 Result<std::unique_ptr<ControlPlane>> start_control_plane(const Settings& settings,

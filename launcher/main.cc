@@ -159,11 +159,25 @@ int run_single_host_attempt(const LaunchOptions& opts, const JobPlan& plan,
   int code = runner.run(launches);
   if (starter.joinable()) starter.join();
   spdlog::debug("job over (exit code {}); stopping the coordinator", code);
+  std::optional<Status> verdict;
   {
     std::lock_guard<std::mutex> lock(control_mutex);
-    if (control) control->shutdown();
+    if (control) {
+      verdict = control->verdict();
+      control->shutdown();
+    }
   }
   if (auto e = runner.end()) *end = *e;
+  // The runner's loop ends with the last rank's exit: when every rank exits 0 right after the
+  // coordinator aborted the job, its report may not have reached the loop. Its verdict stands.
+  if (code == 0 && verdict && !verdict->is_ok() && verdict->code() != StatusCode::kCancelled) {
+    const std::string message =
+        (verdict->code() == StatusCode::kAborted ? "job aborted: " : "coordinator: ") +
+        verdict->message();
+    err.write_message("hvrun: job failed: " + message + "\n");
+    *end = JobEnd{JobEndKind::kControlPlane, -1, 1, 0, message};
+    code = 1;
+  }
   return code;
 }
 

@@ -145,6 +145,13 @@ hvrun_status_t hvrun_shutdown(hvrun_worker_t* w) {
   return guarded([&] { return record(w->worker->shutdown()); });
 }
 
+hvrun_status_t hvrun_shutdown_with_failure(hvrun_worker_t* w, const char* reason) {
+  if (!w) return bad("null worker");
+  return guarded([&] {
+    return record(w->worker->shutdown_with_failure(reason ? reason : "(no reason given)"));
+  });
+}
+
 hvrun_status_t hvrun_finalize(hvrun_worker_t* w) {
   if (!w) return record(hvrun::Status::ok());
   hvrun_status_t s = hvrun_shutdown(w);

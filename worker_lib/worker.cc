@@ -14,9 +14,10 @@ namespace {
 using detail::HandleState;
 using detail::PendingOp;
 
-Status check_tensor(const std::string& name, const void* data, DataType dtype,
+Status check_tensor(int rank, const std::string& name, const void* data, DataType dtype,
                     const std::vector<int64_t>& shape, bool needs_rows) {
-  if (name.empty()) return invalid_argument("collective submitted with an empty tensor name");
+  if (Status s = validate_tensor_name(name); !s.is_ok())
+    return s.with_context("rank " + std::to_string(rank) + ": collective refused");
   if (!is_valid_dtype(static_cast<int>(dtype)))
     return invalid_argument("tensor '" + name + "': unknown dtype " +
                             std::to_string(static_cast<int>(dtype)));
@@ -71,11 +72,11 @@ Handle failed(const std::string& name, Status status) {
 }
 
 // The checked op of an allreduce (async or blocking), or why it is refused.
-Result<std::shared_ptr<PendingOp>> make_allreduce(const std::string& name,
+Result<std::shared_ptr<PendingOp>> make_allreduce(int rank, const std::string& name,
                                                   const ConstTensorView& input,
                                                   const TensorView& output,
                                                   const AllreduceOptions& options) {
-  if (Status s = check_tensor(name, input.data, input.dtype, input.shape, false); !s.is_ok())
+  if (Status s = check_tensor(rank, name, input.data, input.dtype, input.shape, false); !s.is_ok())
     return s;
   if (input.dtype != output.dtype || input.shape != output.shape)
     return invalid_argument("allreduce '" + name + "': input and output differ in dtype or shape");
@@ -112,6 +113,9 @@ Worker::Worker(std::unique_ptr<detail::Runtime> runtime) : runtime_(std::move(ru
 Worker::~Worker() { (void)shutdown(); }
 
 Status Worker::shutdown() { return runtime_->shutdown(); }
+Status Worker::shutdown_with_failure(const std::string& reason) {
+  return runtime_->shutdown(reason.empty() ? std::string("(no reason given)") : reason);
+}
 void Worker::abort(const std::string& reason) { runtime_->abort(reason); }
 void Worker::mark_step() { runtime_->mark_step(); }
 Status Worker::start_timeline(const std::string& path) { return runtime_->start_timeline(path); }
@@ -122,7 +126,7 @@ const std::string& Worker::job_id() const { return runtime_->job_id(); }
 
 Handle Worker::allreduce_async(const std::string& name, ConstTensorView input, TensorView output,
                                const AllreduceOptions& options) {
-  auto op = make_allreduce(name, input, output, options);
+  auto op = make_allreduce(rank(), name, input, output, options);
   if (!op.is_ok()) return failed(name, op.status());
   return runtime_->submit(std::move(op).value());
 }
@@ -147,7 +151,7 @@ std::vector<Handle> Worker::grouped_allreduce_async(std::span<const std::string>
   // otherwise wait for the missing member forever.
   for (size_t i = 0; i < names.size(); ++i) {
     const TensorView& t = tensors[i];
-    Status s = check_tensor(names[i], t.data, t.dtype, t.shape, false);
+    Status s = check_tensor(rank(), names[i], t.data, t.dtype, t.shape, false);
     if (s.is_ok()) s = check_device(names[i], t.device);
     // A group is negotiated and fused as one response on one device.
     if (s.is_ok() && !(t.device == tensors[0].device))
@@ -179,7 +183,7 @@ std::vector<Handle> Worker::grouped_allreduce_async(std::span<const std::string>
 }
 
 Handle Worker::allgather_async(const std::string& name, ConstTensorView input) {
-  if (Status s = check_tensor(name, input.data, input.dtype, input.shape, true); !s.is_ok())
+  if (Status s = check_tensor(rank(), name, input.data, input.dtype, input.shape, true); !s.is_ok())
     return failed(name, s);
   if (Status s = check_device(name, input.device); !s.is_ok()) return failed(name, s);
   auto op = make_op(name, v1::COLLECTIVE_OP_ALLGATHER, input.dtype, input.shape);
@@ -189,7 +193,7 @@ Handle Worker::allgather_async(const std::string& name, ConstTensorView input) {
 }
 
 Handle Worker::broadcast_async(const std::string& name, TensorView inout, int root_rank) {
-  if (Status s = check_tensor(name, inout.data, inout.dtype, inout.shape, false); !s.is_ok())
+  if (Status s = check_tensor(rank(), name, inout.data, inout.dtype, inout.shape, false); !s.is_ok())
     return failed(name, s);
   if (root_rank < 0 || root_rank >= size())
     return failed(name, invalid_argument("broadcast '" + name + "': root rank " +
@@ -206,7 +210,7 @@ Handle Worker::broadcast_async(const std::string& name, TensorView inout, int ro
 
 Handle Worker::alltoall_async(const std::string& name, ConstTensorView input,
                               std::span<const int64_t> splits) {
-  if (Status s = check_tensor(name, input.data, input.dtype, input.shape, true); !s.is_ok())
+  if (Status s = check_tensor(rank(), name, input.data, input.dtype, input.shape, true); !s.is_ok())
     return failed(name, s);
   int64_t rows = input.shape[0];
   std::vector<int64_t> chosen(splits.begin(), splits.end());
@@ -234,7 +238,7 @@ Handle Worker::alltoall_async(const std::string& name, ConstTensorView input,
 
 Handle Worker::reducescatter_async(const std::string& name, ConstTensorView input,
                                    const AllreduceOptions& options) {
-  if (Status s = check_tensor(name, input.data, input.dtype, input.shape, true); !s.is_ok())
+  if (Status s = check_tensor(rank(), name, input.data, input.dtype, input.shape, true); !s.is_ok())
     return failed(name, s);
   if (Status s = check_device(name, input.device); !s.is_ok()) return failed(name, s);
   auto op = make_op(name, v1::COLLECTIVE_OP_REDUCESCATTER, input.dtype, input.shape);

@@ -6,7 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <atomic>
+#include <algorithm>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
@@ -22,6 +22,7 @@
 
 #include "coordinator/metrics/exposition.h"
 #include "coordinator/metrics/job_metrics.h"
+#include "coordinator/metrics/scrape_session.h"
 
 namespace hvrun::coordinator::metrics {
 namespace {
@@ -31,99 +32,13 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = asio::ip::tcp;
 
-// A scraper that keeps a connection open between scrapes sends its next request within the
-// scrape interval; an idle or stuck connection is dropped after this.
-constexpr auto kIdleTimeout = std::chrono::seconds(120);
-// More simultaneous connections than any set of scrapers needs: beyond it new ones are closed.
-constexpr int kMaxConnections = 32;
-
-using SharedRenderer = std::shared_ptr<const MetricsServer::Renderer>;
-
-class Session : public std::enable_shared_from_this<Session> {
- public:
-  Session(tcp::socket socket, SharedRenderer renderer, std::shared_ptr<std::atomic<int>> open)
-      : stream_(std::move(socket)), renderer_(std::move(renderer)), open_(std::move(open)) {}
-  ~Session() { open_->fetch_sub(1); }
-
-  void read() {
-    parser_.emplace();
-    parser_->header_limit(kMaxRequestHeaderBytes);
-    parser_->body_limit(kMaxRequestBodyBytes);
-    stream_.expires_after(kIdleTimeout);
-    http::async_read(
-        stream_, buffer_, *parser_,
-        [self = shared_from_this()](beast::error_code ec, size_t) { self->on_read(ec); });
-  }
-
- private:
-  void on_read(beast::error_code ec) {
-    if (ec == http::error::end_of_stream) return close();
-    if (ec == http::error::header_limit)
-      return respond(http::status::request_header_fields_too_large, "request headers too large\n",
-                     true);
-    if (ec == http::error::body_limit)
-      return respond(http::status::payload_too_large, "request body too large\n", true);
-    if (ec && ec.category() == http::make_error_code(http::error::end_of_stream).category())
-      return respond(http::status::bad_request, "malformed HTTP request\n", true);
-    if (ec) return;  // closed by the peer, timed out, or the server stops: nothing to answer
-    const auto& req = parser_->get();
-    version_ = req.version();
-    keep_alive_ = req.keep_alive();
-    std::string_view target(req.target().data(), req.target().size());
-    const std::string_view path = target.substr(0, target.find('?'));
-    if (path != "/metrics")
-      return respond(http::status::not_found, "not found: hvrun serves /metrics\n", false);
-    if (req.method() != http::verb::get)
-      return respond(http::status::method_not_allowed, "use GET\n", false);
-    std::string body;
-    try {
-      body = (*renderer_)();
-    } catch (const std::exception& e) {
-      spdlog::warn("metrics: rendering /metrics failed: {}", e.what());
-      return respond(http::status::internal_server_error,
-                     std::string("rendering failed: ") + e.what() + "\n", false);
-    }
-    respond(http::status::ok, std::move(body), false, kExpositionContentType);
-  }
-
-  void respond(http::status status, std::string body, bool close_after,
-               std::string_view content_type = "text/plain; charset=utf-8") {
-    response_ = {};
-    response_.result(status);
-    response_.version(version_);
-    response_.set(http::field::server, "hvrun");
-    response_.set(http::field::content_type,
-                  beast::string_view(content_type.data(), content_type.size()));
-    if (status == http::status::method_not_allowed) response_.set(http::field::allow, "GET");
-    response_.body() = std::move(body);
-    response_.keep_alive(keep_alive_ && !close_after);
-    response_.prepare_payload();
-    http::async_write(stream_, response_,
-                      [self = shared_from_this()](beast::error_code ec, size_t) {
-                        if (ec || !self->response_.keep_alive()) return self->close();
-                        self->read();
-                      });
-  }
-
-  void close() {
-    beast::error_code ignored;
-    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
-  }
-
-  beast::tcp_stream stream_;
-  // Holds one request at most (the parser's limits), with room for the next one's first bytes.
-  beast::flat_buffer buffer_{2 * (kMaxRequestHeaderBytes + kMaxRequestBodyBytes)};
-  std::optional<http::request_parser<http::string_body>> parser_;
-  http::response<http::string_body> response_;
-  unsigned version_ = 11;
-  bool keep_alive_ = false;
-  SharedRenderer renderer_;
-  std::shared_ptr<std::atomic<int>> open_;
-};
-
 class BeastMetricsServer final : public MetricsServer {
  public:
-  BeastMetricsServer(SharedRenderer renderer) : renderer_(std::move(renderer)) {}
+  BeastMetricsServer(SharedRenderer renderer, const MetricsServerOptions& options)
+      : sessions_(static_cast<size_t>(std::max(1, options.max_connections))),
+        limits_{options.idle_timeout, options.request_timeout,
+                static_cast<size_t>(std::max(1, options.max_connections))},
+        renderer_(std::move(renderer)) {}
   ~BeastMetricsServer() override { stop(); }
 
   Status listen(const MetricsServerOptions& options) {
@@ -203,8 +118,7 @@ class BeastMetricsServer final : public MetricsServer {
           });
           return;
         }
-        if (open_->fetch_add(1) >= kMaxConnections) {
-          open_->fetch_sub(1);
+        if (!sessions_.make_room()) {  // every connection is being answered right now
           ::close(fd);
           continue;
         }
@@ -212,21 +126,22 @@ class BeastMetricsServer final : public MetricsServer {
         beast::error_code assign_error;
         socket.assign(protocol_, fd, assign_error);
         if (assign_error) {
-          open_->fetch_sub(1);
           ::close(fd);
           continue;
         }
-        std::make_shared<Session>(std::move(socket), renderer_, open_)->read();
+        std::make_shared<ScrapeSession>(std::move(socket), renderer_, sessions_, limits_)->start();
       }
       accept();
     });
   }
 
+  // Before io_: the sessions still pending when the io_context goes leave it as they are freed.
+  SessionTable sessions_;
+  const SessionLimits limits_;
   asio::io_context io_{1};
   tcp::acceptor acceptor_{io_};
   asio::steady_timer retry_timer_{io_};
   SharedRenderer renderer_;
-  std::shared_ptr<std::atomic<int>> open_ = std::make_shared<std::atomic<int>>(0);
   std::thread thread_;
   tcp protocol_ = tcp::v4();
   int port_ = 0;
@@ -237,8 +152,8 @@ class BeastMetricsServer final : public MetricsServer {
 
 Result<std::unique_ptr<MetricsServer>> MetricsServer::start_with_renderer(
     const MetricsServerOptions& options, Renderer renderer) {
-  auto server =
-      std::make_unique<BeastMetricsServer>(std::make_shared<const Renderer>(std::move(renderer)));
+  auto server = std::make_unique<BeastMetricsServer>(
+      std::make_shared<const Renderer>(std::move(renderer)), options);
   HVRUN_RETURN_IF_ERROR(server->listen(options));
   return std::unique_ptr<MetricsServer>(std::move(server));
 }

@@ -8,6 +8,7 @@
 // not block for long (JobTelemetry snapshots are copies).
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -20,6 +21,14 @@ namespace hvrun::coordinator::metrics {
 struct MetricsServerOptions {
   std::string address = "127.0.0.1";  // an IPv4/IPv6 address to listen on; "0.0.0.0" = all
   int port = 0;                       // 0 = a free port (see MetricsServer::port())
+  // Idle or slow clients must never deny a scrape (a local user could otherwise hold every
+  // connection): a connection that sends no request for idle_timeout is closed (scrapers
+  // reconnect cheaply); a request must arrive whole, and its reply be taken, within
+  // request_timeout; at max_connections a new connection evicts the oldest idle one
+  // (coordinator/metrics/scrape_session.h).
+  std::chrono::milliseconds idle_timeout{5000};
+  std::chrono::milliseconds request_timeout{5000};
+  int max_connections = 32;
 };
 
 class MetricsServer {

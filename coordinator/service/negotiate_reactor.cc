@@ -101,17 +101,42 @@ void NegotiateReactor::OnReadDone(bool ok) {
   v1::WorkerMessage message;
   grpc::ProtoBufferReader reader(&incoming_);
   if (!message.ParseFromZeroCopyStream(&reader)) {
-    outbox_->finish(invalid_argument("Negotiate: a message from " + peer_ +
-                                     " is not a WorkerMessage (hvrun protocol v1)"));
+    refuse(invalid_argument(
+        "sent a negotiation message the coordinator cannot parse (" +
+        std::to_string(incoming_.Length()) +
+        " bytes, not a hvrun.v1 WorkerMessage: a string field such as a tensor name that is "
+        "not UTF-8 does this, as does a worker library of another protocol version)"));
     return;
   }
   handle(message);
   if (!outbox_->finishing()) StartRead(&incoming_);
 }
 
+std::string NegotiateReactor::who() const {
+  if (!attached_) return "the worker at " + peer_ + " (before Hello)";
+  std::string text = "rank " + std::to_string(rank_);
+  if (auto info = generation_->rendezvous.rank_info(rank_))
+    text += " on host " + info->host() + " (pid " + std::to_string(info->pid()) + ")";
+  return text;
+}
+
+void NegotiateReactor::refuse(const Status& problem) {
+  const Status status(problem.code(), who() + " " + problem.message());
+  // A rank of the job broke the protocol: the job cannot go on without it, and every rank
+  // (this one included, before its stream ends) hears why; the abort logs it.
+  if (attached_) {
+    auto info = generation_->rendezvous.rank_info(rank_);
+    job_.abort(status.message(), rank_, info ? info->host() : "");
+  } else {
+    spdlog::error("Negotiate: {}", status.message());
+  }
+  outbox_->finish(job_.end_status().value_or(status));
+}
+
 void NegotiateReactor::handle(const v1::WorkerMessage& message) {
   if (!attached_ && message.kind_case() != v1::WorkerMessage::kHello) {
-    outbox_->finish(failed_precondition("Negotiate: the first message of a stream must be Hello"));
+    refuse(failed_precondition("sent something else before Hello (the first message of a "
+                               "Negotiate stream must be Hello)"));
     return;
   }
   if (attached_) {
@@ -152,7 +177,7 @@ void NegotiateReactor::handle(const v1::WorkerMessage& message) {
 
 void NegotiateReactor::on_hello(const v1::Hello& hello) {
   if (attached_) {
-    outbox_->finish(failed_precondition("Negotiate: Hello sent twice on one stream"));
+    refuse(failed_precondition("sent Hello twice on one Negotiate stream"));
     return;
   }
   // The generation now registered (init -> shutdown -> init makes a new one per round); this

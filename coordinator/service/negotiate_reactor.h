@@ -8,6 +8,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <string>
 
 #include <grpcpp/grpcpp.h>
 
@@ -54,6 +55,11 @@ class NegotiateReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, 
  private:
   void handle(const v1::WorkerMessage& message);
   void on_hello(const v1::Hello& hello);
+  // "rank R on host H (pid P)", or the peer's address before Hello.
+  std::string who() const;
+  // The worker broke the protocol (`problem` says how, after who()): logged, the job aborted
+  // with it when the stream belongs to a rank, and the stream finished.
+  void refuse(const Status& problem);
 
   Job& job_;
   Generation* generation_ = nullptr;  // set with attached_: the generation this stream joined

@@ -10,7 +10,8 @@ PyTorch users: `import hvrun.torch as hvd`, Horovod's API (horovod.torch) on hvr
 from hvrun import _core
 from hvrun._state import init, is_initialized, shutdown, worker as _worker
 from hvrun._tensors import Adasum, Average, Max, Min, Product, Sum
-from hvrun.exceptions import HorovodInternalError, HostsUpdatedInterrupt, HvrunError
+from hvrun.exceptions import (HorovodInternalError, HostsUpdatedInterrupt, HvrunError,
+                              TensorNameError)
 from hvrun.numpy_ops import (Handle, allgather, allgather_async, allreduce, allreduce_,
                              allreduce_async, allreduce_async_, alltoall, barrier, broadcast,
                              broadcast_, broadcast_async_, join, reducescatter)
@@ -93,7 +94,7 @@ __all__ = [
     "init", "shutdown", "is_initialized", "rank", "size", "local_rank", "local_size",
     "cross_rank", "cross_size", "job_id", "abort", "mark_step", "start_timeline", "stop_timeline",
     "Average", "Sum", "Adasum", "Min", "Max", "Product",
-    "HvrunError", "HorovodInternalError", "HostsUpdatedInterrupt",
+    "HvrunError", "HorovodInternalError", "HostsUpdatedInterrupt", "TensorNameError",
     "Handle", "allreduce", "allreduce_", "allreduce_async", "allreduce_async_", "allgather",
     "allgather_async", "broadcast", "broadcast_", "broadcast_async_", "alltoall",
     "reducescatter", "barrier", "join",

@@ -6,10 +6,12 @@ rank of the job must do the same (test suites do it per test case).
 """
 import atexit
 import itertools
+import sys
 import threading
+import traceback
 
 from hvrun import _core
-from hvrun.exceptions import HvrunError, STATUS_NAMES
+from hvrun.exceptions import STATUS_NAMES, HvrunError, TensorNameError
 
 _lock = threading.Lock()
 _worker = None
@@ -64,8 +66,58 @@ def next_name(kind):
 
 
 def op_name(kind, name):
-    """Prefixes a user's name with the operation, as Horovod does ('allreduce.w')."""
-    return next_name(kind) if name is None else "%s.%s" % (kind, name)
+    """Prefixes a user's name with the operation, as Horovod does ('allreduce.w').
+
+    Bytes are refused rather than formatted ("b'w'" would silently be another name); the
+    library checks the resulting str (UTF-8 text without NUL) as it converts it."""
+    if name is None:
+        return next_name(kind)
+    if isinstance(name, (bytes, bytearray, memoryview)):
+        rank = _worker.rank if _worker is not None else "?"
+        raise TensorNameError(
+            "rank %s: collective refused: a tensor name is a str, not %s (%r); decode it "
+            "first (names are UTF-8 text)" % (rank, type(name).__name__, bytes(name)[:200]))
+    return "%s.%s" % (kind, name)
 
 
-atexit.register(shutdown)
+def _uncaught_exception():
+    """The exception ending the interpreter, as text, or None.
+
+    Python stores an uncaught exception in sys.last_exc / sys.last_value before it runs the
+    atexit handlers; a clean exit, sys.exit() and os._exit() leave none. An interactive session
+    keeps the last error it printed, which ends nothing, so it does not count."""
+    if hasattr(sys, "ps1"):
+        return None
+    exc = getattr(sys, "last_exc", None) or getattr(sys, "last_value", None)
+    if exc is None or isinstance(exc, SystemExit):
+        return None
+    text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+    frames = traceback.extract_tb(exc.__traceback__) if exc.__traceback__ else []
+    if frames:
+        last = frames[-1]
+        text += " (raised at %s:%d in %s)" % (last.filename, last.lineno, last.name)
+    if len(text) > _MAX_FAILURE_TEXT:
+        text = text[:_MAX_FAILURE_TEXT] + "..."
+    # The reason crosses into C++ as UTF-8: a surrogate (a file name, say) is shown escaped.
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+_MAX_FAILURE_TEXT = 2000
+
+
+def _shutdown_at_exit():
+    """atexit: leaves the job; a rank ending with an uncaught exception reports a failure
+    carrying its text (the coordinator aborts the job naming this rank) instead of Goodbye."""
+    global _worker
+    failure = _uncaught_exception()
+    with _lock:
+        worker, _worker = _worker, None
+    if worker is None:
+        return
+    if failure is None:
+        worker.shutdown()
+    else:
+        worker.shutdown_with_failure("uncaught Python exception: " + failure)
+
+
+atexit.register(_shutdown_at_exit)

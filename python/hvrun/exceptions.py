@@ -27,6 +27,18 @@ class HorovodInternalError(HvrunError):
     """A collective failed (peer lost, job aborted, mismatched tensors, timeout)."""
 
 
+class TensorNameError(HvrunError, ValueError):
+    """A tensor name hvrun refuses, raised at submission (nothing is sent).
+
+    Names are non-empty UTF-8 text without NUL characters, as in hvrun's C and C++ APIs: a
+    ``str`` holding a lone surrogate, one with ``"\\0"``, or ``bytes`` are refused. A
+    ``ValueError``, so code that checks arguments that way catches it; ``code`` is
+    "INVALID_ARGUMENT"."""
+
+    def __init__(self, message, code="INVALID_ARGUMENT"):
+        super().__init__(message, code)
+
+
 class HostsUpdatedInterrupt(RuntimeError):
     """Horovod's elastic-mode interrupt; hvrun has no elastic mode and never raises it."""
 

@@ -7,7 +7,9 @@
 // exceptions, framework tensors) is Python, in hvrun/ and hvrun/torch/.
 //
 // Errors never raise here: init and wait return (code, message) and the Python side picks the
-// exception, so one place maps hvrun's status codes onto Python's exception classes.
+// exception, so one place maps hvrun's status codes onto Python's exception classes. The one
+// exception is a tensor name that cannot be one (tensor_name below): it raises TensorNameError
+// at submission, as no status could carry a name that cannot be converted.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -118,6 +120,39 @@ py::object handle_output(const Handle& handle) {
   return py::array(dtype, shape, {}, v.data, base);
 }
 
+// A tensor name from Python, checked as every binding checks it (hvrun.h): a str that is
+// UTF-8 text without NUL. Anything else raises hvrun.exceptions.TensorNameError (a ValueError)
+// naming the rank, instead of pybind11's "incompatible function arguments" or a name changed
+// on the way ("b'...'").
+[[noreturn]] void raise_name_error(const std::string& message) {
+  py::object error = py::module_::import("hvrun.exceptions").attr("TensorNameError");
+  PyErr_SetObject(error.ptr(), error(message, "INVALID_ARGUMENT").ptr());
+  throw py::error_already_set();
+}
+
+std::string tensor_name(const Worker& w, py::handle name) {
+  const std::string who = "rank " + std::to_string(w.rank()) + ": collective refused: ";
+  if (!PyUnicode_Check(name.ptr())) {
+    raise_name_error(who + "a tensor name is a str, not " +
+                     std::string(py::str(py::type::of(name).attr("__name__"))) + " (" +
+                     std::string(py::repr(name)).substr(0, 200) +
+                     "); decode bytes first (names are UTF-8 text)");
+  }
+  Py_ssize_t size = 0;
+  const char* utf8 = PyUnicode_AsUTF8AndSize(name.ptr(), &size);
+  if (utf8 == nullptr) {
+    PyErr_Clear();
+    const std::string shown = py::reinterpret_steal<py::str>(PyObject_ASCII(name.ptr()));
+    raise_name_error(who + "tensor name " + shown.substr(0, 200) +
+                     " is not valid UTF-8 text (it holds a lone surrogate, e.g. from bytes "
+                     "decoded with errors='surrogateescape'); tensor names must be non-empty "
+                     "UTF-8 text without NUL characters");
+  }
+  std::string text(utf8, static_cast<size_t>(size));
+  if (Status s = validate_tensor_name(text); !s.is_ok()) raise_name_error(who + s.message());
+  return text;
+}
+
 std::tuple<std::unique_ptr<Worker>, int, std::string> init_worker() {
   std::optional<Result<std::unique_ptr<Worker>>> worker;
   {
@@ -180,6 +215,12 @@ PYBIND11_MODULE(_core, m) {
              py::gil_scoped_release release;
              return to_tuple(w.shutdown());
            })
+      // The atexit path of a rank ending with an uncaught exception: a failure, not Goodbye.
+      .def("shutdown_with_failure",
+           [](Worker& w, const std::string& reason) {
+             py::gil_scoped_release release;
+             return to_tuple(w.shutdown_with_failure(reason));
+           })
       .def("abort", &Worker::abort, py::arg("reason"), py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("rank", &Worker::rank)
       .def_property_readonly("size", &Worker::size)
@@ -189,9 +230,9 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("cross_size", &Worker::cross_size)
       .def_property_readonly("job_id", &Worker::job_id)
       .def("allreduce_async",
-           [](Worker& w, const std::string& name, const TensorRef& input, const TensorRef& output,
+           [](Worker& w, py::handle name, const TensorRef& input, const TensorRef& output,
               int op, double prescale, double postscale) {
-             return w.allreduce_async(name, input.const_view(), output.view(),
+             return w.allreduce_async(tensor_name(w, name), input.const_view(), output.view(),
                                       reduce_options(op, prescale, postscale));
            },
            py::arg("name"), py::arg("input"), py::arg("output"), py::arg("op"),
@@ -200,17 +241,20 @@ PYBIND11_MODULE(_core, m) {
       // negotiated before, returning a completed handle; else submits. Python then waits
       // through Handle.wait, which Ctrl-C interrupts.
       .def("allreduce_now_or_async",
-           [](Worker& w, const std::string& name, const TensorRef& input, const TensorRef& output,
+           [](Worker& w, py::handle name, const TensorRef& input, const TensorRef& output,
               int op, double prescale, double postscale) {
+             const std::string checked = tensor_name(w, name);
              py::gil_scoped_release release;
-             return w.allreduce_now_or_async(name, input.const_view(), output.view(),
+             return w.allreduce_now_or_async(checked, input.const_view(), output.view(),
                                              reduce_options(op, prescale, postscale));
            },
            py::arg("name"), py::arg("input"), py::arg("output"), py::arg("op"),
            py::arg("prescale") = 1.0, py::arg("postscale") = 1.0)
       .def("grouped_allreduce_async",
-           [](Worker& w, const std::vector<std::string>& names, const std::vector<TensorRef>& tensors,
+           [](Worker& w, const py::sequence& name_objects, const std::vector<TensorRef>& tensors,
               int op, double prescale, double postscale) {
+             std::vector<std::string> names;
+             for (py::handle n : name_objects) names.push_back(tensor_name(w, n));
              std::vector<TensorView> views;
              for (const auto& t : tensors) views.push_back(t.view());
              return w.grouped_allreduce_async(names, views, reduce_options(op, prescale, postscale));
@@ -218,21 +262,22 @@ PYBIND11_MODULE(_core, m) {
            py::arg("names"), py::arg("tensors"), py::arg("op"), py::arg("prescale") = 1.0,
            py::arg("postscale") = 1.0)
       .def("allgather_async",
-           [](Worker& w, const std::string& name, const TensorRef& input) {
-             return w.allgather_async(name, input.const_view());
+           [](Worker& w, py::handle name, const TensorRef& input) {
+             return w.allgather_async(tensor_name(w, name), input.const_view());
            })
       .def("broadcast_async",
-           [](Worker& w, const std::string& name, const TensorRef& inout, int root_rank) {
-             return w.broadcast_async(name, inout.view(), root_rank);
+           [](Worker& w, py::handle name, const TensorRef& inout, int root_rank) {
+             return w.broadcast_async(tensor_name(w, name), inout.view(), root_rank);
            })
       .def("alltoall_async",
-           [](Worker& w, const std::string& name, const TensorRef& input, std::vector<int64_t> splits) {
-             return w.alltoall_async(name, input.const_view(), splits);
+           [](Worker& w, py::handle name, const TensorRef& input, std::vector<int64_t> splits) {
+             return w.alltoall_async(tensor_name(w, name), input.const_view(), splits);
            })
       .def("reducescatter_async",
-           [](Worker& w, const std::string& name, const TensorRef& input, int op, double prescale,
+           [](Worker& w, py::handle name, const TensorRef& input, int op, double prescale,
               double postscale) {
-             return w.reducescatter_async(name, input.const_view(), reduce_options(op, prescale, postscale));
+             return w.reducescatter_async(tensor_name(w, name), input.const_view(),
+                                          reduce_options(op, prescale, postscale));
            },
            py::arg("name"), py::arg("input"), py::arg("op"), py::arg("prescale") = 1.0,
            py::arg("postscale") = 1.0)

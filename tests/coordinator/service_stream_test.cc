@@ -86,6 +86,35 @@ TEST(CoordinatorService, ProtocolErrorAbortsTheJob) {
   EXPECT_NE(message.abort().reason().find("cache id 77"), std::string::npos);
 }
 
+TEST(CoordinatorService, AMessageItCannotParseAbortsTheJobNamingTheRank) {
+  EventLog log;
+  RunningJob job(3, log.callback());
+  // A proto3 string that is not UTF-8 serializes (with a logged complaint) but cannot be
+  // parsed: what an unchecked tensor name used to send.
+  v1::RequestBatch batch;
+  *batch.add_requests() = allreduce_request(std::string("grad.\xff\xfe"), {4});
+  ASSERT_TRUE(job.streams[1]->send(batch));
+  for (int r : {0, 1, 2}) {
+    v1::CoordinatorMessage message;
+    ASSERT_TRUE(job.streams[r]->read(&message)) << "rank " << r << " heard nothing";
+    ASSERT_TRUE(message.has_abort()) << "rank " << r;
+    EXPECT_NE(message.abort().reason().find("rank 1 on host localhost (pid 1001) sent a "
+                                            "negotiation message the coordinator cannot parse"),
+              std::string::npos)
+        << message.abort().reason();
+    EXPECT_EQ(message.abort().rank(), 1);
+    EXPECT_FALSE(job.streams[r]->read(&message));
+    EXPECT_EQ(job.streams[r]->finish().error_code(), grpc::StatusCode::ABORTED) << "rank " << r;
+  }
+  auto aborted = log.wait_for(CoordinatorEvent::Kind::kAborted);
+  ASSERT_TRUE(aborted.has_value());
+  EXPECT_EQ(aborted->rank, 1);
+  EXPECT_NE(aborted->message.find("cannot parse"), std::string::npos) << aborted->message;
+  auto end = job.server->wait_for_end(std::chrono::seconds(5));
+  ASSERT_TRUE(end.has_value());
+  EXPECT_EQ(end->code(), StatusCode::kAborted);
+}
+
 TEST(CoordinatorService, SecondStreamForARankIsRefused) {
   RunningJob job(1);
   TestStream again(job.client);

@@ -85,6 +85,33 @@ TEST(Faults, RankKilledMidAllreduceFailsEveryOtherRankAndHvrunNamesIt) {
   }
 }
 
+TEST(Faults, ARequestTheCoordinatorCannotParseFailsTheJobNamingTheRank) {
+  RunOptions run;
+  run.timeout = std::chrono::seconds(60);
+  RunResult r = run_process(
+      {bin_path("hvrun"), "-np", "2", "-H", "localhost:2", bin_path("hvrun_garbage_rank")}, run);
+  EXPECT_FALSE(r.timed_out) << r.out << r.err;
+  // Every rank exited 0: only the coordinator's abort can (and must) fail the job.
+  EXPECT_NE(r.exit_code, 0) << r.out << r.err;
+  const std::string cause = "rank 1 on host localhost (pid ";
+  const std::string what = "sent a negotiation message the coordinator cannot parse";
+  // Every rank, the sender too, hears the abort naming rank 1 on its stream.
+  for (int rank : {0, 1}) {
+    const std::string tag = "[" + std::to_string(rank) + "]<stdout>:rank " + std::to_string(rank) +
+                            ": heard JobAbort: " + cause;
+    const size_t line = r.out.find(tag);
+    ASSERT_NE(line, std::string::npos) << r.out << r.err;
+    EXPECT_NE(r.out.substr(line, r.out.find('\n', line) - line).find(what), std::string::npos)
+        << r.out;
+  }
+  // The coordinator logged it, and hvrun's summary carries it.
+  EXPECT_NE(r.err.find("job aborted: " + cause), std::string::npos) << r.err;
+  const size_t summary = r.err.find("hvrun: job failed: ");
+  ASSERT_NE(summary, std::string::npos) << r.err;
+  EXPECT_NE(r.err.substr(summary, r.err.find('\n', summary) - summary).find(what), std::string::npos)
+      << r.err;
+}
+
 TEST(Faults, StoppedRankAbortsTheJobOnItsHeartbeatTimeout) {
   JobOptions options;
   options.timeout = std::chrono::seconds(30);

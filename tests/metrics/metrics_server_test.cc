@@ -3,8 +3,15 @@
 
 #include <gtest/gtest.h>
 
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <chrono>
 #include <thread>
+#include <vector>
 
 #include "tests/metrics/http_get.h"
 #include "tests/metrics/sample_telemetry.h"
@@ -20,6 +27,96 @@ std::unique_ptr<MetricsServer> start_sample_server() {
       MetricsServer::start({"127.0.0.1", 0}, [] { return test::full_sample_telemetry(); });
   EXPECT_TRUE(server.is_ok()) << server.status().message();
   return server.is_ok() ? std::move(server).value() : nullptr;
+}
+
+// A client connection that sends nothing unless told to; closed with the object.
+class RawConnection {
+ public:
+  explicit RawConnection(int port) : fd_(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    connected_ = fd_ >= 0 && ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  }
+  ~RawConnection() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  RawConnection(const RawConnection&) = delete;
+  RawConnection& operator=(const RawConnection&) = delete;
+
+  bool connected() const { return connected_; }
+  bool send(const std::string& bytes) {
+    return ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size());
+  }
+  // Whether the server closed the connection within `timeout` (reading and dropping whatever
+  // it sent before).
+  bool closed_by_server_within(std::chrono::milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    char buf[4096];
+    while (true) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return false;
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
+      const ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+      if (n <= 0) return true;  // EOF or reset
+    }
+  }
+
+ private:
+  int fd_;
+  bool connected_ = false;
+};
+
+TEST(MetricsServer, IdleAndSlowConnectionsNeverDenyAScrape) {
+  auto server = start_sample_server();
+  ASSERT_TRUE(server);
+  // More than the cap: half send nothing, half a request's first bytes and nothing more.
+  std::vector<std::unique_ptr<RawConnection>> hogs;
+  for (int i = 0; i < 48; ++i) {
+    hogs.push_back(std::make_unique<RawConnection>(server->port()));
+    ASSERT_TRUE(hogs.back()->connected()) << i;
+    if (i % 2 == 1) {
+      ASSERT_TRUE(hogs.back()->send("GET /metr"));
+    }
+  }
+  const auto started = std::chrono::steady_clock::now();
+  for (int scrape = 0; scrape < 3; ++scrape) {
+    auto reply = http_get(server->port(), "/metrics", std::chrono::seconds(2));
+    ASSERT_TRUE(reply) << "scrape " << scrape << " got no reply";
+    EXPECT_EQ(reply->status, 200);
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(2));
+  // The oldest were evicted to make room.
+  EXPECT_TRUE(hogs.front()->closed_by_server_within(std::chrono::seconds(2)));
+}
+
+TEST(MetricsServer, IdleConnectionsAreClosedWithinSeconds) {
+  auto server = start_sample_server();  // the default timeouts
+  ASSERT_TRUE(server);
+  RawConnection idle(server->port());
+  ASSERT_TRUE(idle.connected());
+  EXPECT_TRUE(idle.closed_by_server_within(std::chrono::seconds(10)));
+}
+
+TEST(MetricsServer, ARequestTrickledSlowerThanTheRequestTimeoutIsCutOff) {
+  MetricsServerOptions options;
+  options.idle_timeout = std::chrono::seconds(30);
+  options.request_timeout = std::chrono::milliseconds(300);
+  auto server = MetricsServer::start(options, [] { return telemetry::JobTelemetry{}; });
+  ASSERT_TRUE(server.is_ok()) << server.status().message();
+  RawConnection slow((*server)->port());
+  ASSERT_TRUE(slow.connected());
+  ASSERT_TRUE(slow.send("GET /metrics HTTP/1.1\r\nHo"));
+  EXPECT_TRUE(slow.closed_by_server_within(std::chrono::seconds(5)));
+  // A keep-alive connection that went quiet after a reply is idle again: the idle timeout
+  // (30 s here) applies, not the request timeout.
+  RawConnection kept((*server)->port());
+  ASSERT_TRUE(kept.connected());
+  ASSERT_TRUE(kept.send("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"));
+  EXPECT_FALSE(kept.closed_by_server_within(std::chrono::seconds(1)));
 }
 
 TEST(MetricsServer, ServesMetricsWithTheExpositionContentType) {

@@ -231,6 +231,42 @@ static int job_checks(void) {
     }
   }
 
+  /* A name that is not UTF-8 is refused by the call itself, naming this rank and showing the
+   * bytes escaped; the job goes on. */
+  {
+    char expected_rank[32];
+    snprintf(expected_rank, sizeof expected_rank, "rank %d:", rank);
+    float one[2] = {1.0f, 1.0f};
+    int64_t one_shape[1] = {2};
+    h = NULL;
+    s = hvrun_allreduce_async(w, "grad.\xff", one, one, HVRUN_FLOAT32, 1, one_shape, HVRUN_SUM,
+                              1.0, 1.0, &h);
+    EXPECT(s == HVRUN_ERR_INVALID_ARGUMENT && h == NULL, "non-UTF-8 name: status %d", s);
+    EXPECT(strstr(hvrun_last_error(), expected_rank) != NULL &&
+               strstr(hvrun_last_error(), "\"grad.\\xff\"") != NULL,
+           "non-UTF-8 name: %s", hvrun_last_error());
+    if (h) hvrun_handle_free(h);
+    h = NULL;
+    s = hvrun_allreduce_async(w, "grad.ok", one, one, HVRUN_FLOAT32, 1, one_shape, HVRUN_SUM,
+                              1.0, 1.0, &h);
+    EXPECT(s == HVRUN_OK && h != NULL, "allreduce after a refused name: %s", hvrun_last_error());
+    if (h) {
+      EXPECT(hvrun_handle_wait(h, 30000) == HVRUN_OK && one[1] == (float)size,
+             "allreduce after a refused name: %s", hvrun_last_error());
+      hvrun_handle_free(h);
+    }
+  }
+
+  /* A second init while this worker lives fails at once (ALREADY_EXISTS), not after the
+   * start timeout. */
+  {
+    hvrun_worker_t* again = NULL;
+    s = hvrun_init(HVRUN_C_ABI_VERSION, &again);
+    EXPECT(s == HVRUN_ERR_ALREADY_EXISTS && again == NULL, "second init: %s: %s",
+           hvrun_status_name(s), hvrun_last_error());
+    if (again) hvrun_finalize(again);
+  }
+
   s = hvrun_finalize(w);
   EXPECT(s == HVRUN_OK, "finalize: %s", hvrun_last_error());
   printf("rank %d: c api checks %s\n", rank, failures ? "FAILED" : "ok");

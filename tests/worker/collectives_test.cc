@@ -44,6 +44,30 @@ TEST(WorkerJob, AbortFailsPendingHandlesWithTheReason) {
   EXPECT_TRUE(job.all_succeeded()) << job.describe();
 }
 
+TEST(WorkerJob, NamesThatAreNotUtf8TextAreRefusedAtSubmissionAndBreakNothing) {
+  for (int np : {1, 3}) {
+    JobResult job = run_job(np, worker("names"), {.timeout = std::chrono::seconds(60)});
+    ASSERT_TRUE(job.all_succeeded()) << job.describe();
+    for (const auto& r : job.ranks)
+      EXPECT_NE(r.out.find("bad names refused, job unharmed"), std::string::npos) << job.describe();
+  }
+}
+
+TEST(WorkerInit, SecondInitWithoutShutdownFailsAtOnce) {
+  JobResult job = run_job(2, worker("second-init"), {.timeout = std::chrono::seconds(60)});
+  ASSERT_TRUE(job.all_succeeded()) << job.describe();
+  for (const auto& r : job.ranks)
+    EXPECT_NE(r.out.find("second init refused at once"), std::string::npos) << job.describe();
+}
+
+TEST(WorkerJob, ARankLeavingWithItsFailureAbortsTheJobNamingIt) {
+  JobResult job = run_job(3, worker("fail-exit"), {.timeout = std::chrono::seconds(60)});
+  ASSERT_TRUE(job.all_succeeded()) << job.describe();
+  for (int r : {0, 2})
+    EXPECT_NE(job.ranks[static_cast<size_t>(r)].out.find("failed as expected"), std::string::npos)
+        << job.describe();
+}
+
 TEST(WorkerInit, MalformedEnvironmentNamesTheVariable) {
   for (const auto& [name, value] : std::vector<std::pair<std::string, std::string>>{
            {"HVRUN_RANK", "abc"}, {"HVRUN_OP_TIMEOUT", "-5"}}) {

@@ -10,6 +10,9 @@
 //   killed                  rank 1 is SIGKILLed: the others fail with kAborted naming it
 //   killed-in-collective    rank 1 dies around a 64 MiB allreduce: the others fail, no hang
 //   threads                 four threads submit and wait concurrently
+//   names                   names that are not UTF-8 text fail at submission; the job goes on
+//   second-init             init() again without shutdown(): kAlreadyExists at once
+//   fail-exit               rank 1 leaves with shutdown_with_failure(): the others fail naming it
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -413,6 +416,94 @@ int run_killed(hvrun::Worker& w) {
   return 0;
 }
 
+// Every submission path refuses a name that is not UTF-8 text without NUL at once, on this
+// rank, naming it and showing the name escaped; nothing reaches the coordinator, so the job's
+// collectives go on (a valid non-ASCII name among them).
+int run_names(hvrun::Worker& w) {
+  std::vector<float> data(4, 1.0f);
+  hvrun::TensorView view{data.data(), DataType::kFloat32, {4}};
+  const std::vector<std::string> bad = {
+      std::string("grad.\xff\xfe"),        // not UTF-8 at all
+      std::string("nul\0inside", 10),      // NUL: no C string could carry it
+      std::string("lone.\xed\xa0\x80"),    // an encoded surrogate (U+D800)
+      std::string("overlong.\xc0\xaf"),    // an overlong '/'
+      std::string("cut.\xe2\x82"),         // a sequence cut short
+  };
+  const std::string rank = "rank " + std::to_string(w.rank()) + ":";
+  auto refused = [&](const std::string& what, const std::string& name, const Handle& h) {
+    if (!h.poll()) return fail(what + ": the handle of a bad name is not complete at once");
+    hvrun::Status s = h.status();
+    if (s.code() != hvrun::StatusCode::kInvalidArgument ||
+        s.message().find(rank) == std::string::npos ||
+        s.message().find(hvrun::escaped_tensor_name(name)) == std::string::npos ||
+        s.message().find("UTF-8") == std::string::npos)
+      fail(what + " " + hvrun::escaped_tensor_name(name) + ": " + s.to_string());
+  };
+  for (const std::string& name : bad) {
+    refused("allreduce", name, w.allreduce_async(name, view));
+    refused("allgather", name, w.allgather_async(name, view));
+    refused("broadcast", name, w.broadcast_async(name, view, 0));
+    refused("reducescatter", name, w.reducescatter_async(name, view));
+    std::vector<std::string> group = {"group.ok", name};
+    std::vector<hvrun::TensorView> tensors = {view, view};
+    for (const Handle& h : w.grouped_allreduce_async(group, tensors)) refused("group", name, h);
+    hvrun::Status blocking = w.allreduce(name, view);
+    if (blocking.code() != hvrun::StatusCode::kInvalidArgument)
+      fail("blocking allreduce of a bad name: " + blocking.to_string());
+  }
+  hvrun::Status s = w.allreduce("grad.\xc3\xa9\xe2\x88\x91.\xf0\x9f\x98\x80", view);  // é∑😀
+  if (!s.is_ok() || data[3] != static_cast<float>(w.size()))
+    fail("allreduce of a valid UTF-8 name after the refusals: " + s.to_string());
+  if (!w.barrier().is_ok()) fail("barrier after the refusals");
+  if (g_failures) return 1;
+  std::printf("rank %d: bad names refused, job unharmed\n", w.rank());
+  return 0;
+}
+
+// A second Worker::init() while this one lives would register as a new round and wait for one
+// that cannot start; it must fail at once instead.
+int run_second_init(hvrun::Worker& w) {
+  const auto start = std::chrono::steady_clock::now();
+  auto again = hvrun::Worker::init();
+  const auto took = std::chrono::steady_clock::now() - start;
+  if (again.is_ok()) return fail("a second init() while the first worker lives succeeded"), 1;
+  const hvrun::Status& s = again.status();
+  if (s.code() != hvrun::StatusCode::kAlreadyExists ||
+      s.message().find("rank " + std::to_string(w.rank())) == std::string::npos ||
+      s.message().find("shutdown()") == std::string::npos ||
+      s.message().find("init after shutdown") != std::string::npos)
+    return fail("second init: " + s.to_string()), 1;
+  if (took > std::chrono::seconds(2))
+    return fail("second init took " +
+                std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(took).count()) +
+                " ms to fail"), 1;
+  // The first worker is untouched by the refusal.
+  if (!w.barrier().is_ok()) return fail("barrier after the refused init"), 1;
+  std::printf("rank %d: second init refused at once: %s\n", w.rank(), s.message().c_str());
+  return 0;
+}
+
+// Rank 1 ends because of an error of its own: instead of Goodbye, the coordinator hears a
+// failure and aborts the job with its text, so the others' pending collective fails naming it.
+int run_fail_exit(hvrun::Worker& w) {
+  if (!w.barrier().is_ok()) return fail("barrier"), 1;
+  if (w.rank() == 1) {
+    hvrun::Status s = w.shutdown_with_failure("disk full while writing step 7");
+    if (!s.is_ok()) return fail("shutdown_with_failure: " + s.to_string()), 1;
+    std::printf("rank 1: left as failed\n");
+    return 0;
+  }
+  std::vector<float> data(4, 1.0f);
+  hvrun::Status s = w.allreduce_async("after.failure", hvrun::TensorView{data.data(), DataType::kFloat32, {4}})
+                        .wait(std::chrono::seconds(20));
+  const std::string cause = "job aborted: rank 1 on host localhost (pid ";
+  if (s.code() != hvrun::StatusCode::kAborted || s.message().find(cause) == std::string::npos ||
+      s.message().find(") failed: disk full while writing step 7") == std::string::npos)
+    return fail("after rank 1 failed: " + s.to_string()), 1;
+  std::printf("rank %d: failed as expected: %s\n", w.rank(), s.to_string().c_str());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -433,10 +524,13 @@ int main(int argc, char** argv) {
   else if (mode == "killed") rc = run_killed(w);
   else if (mode == "killed-in-collective") rc = run_killed_in_collective(w);
   else if (mode == "threads") rc = run_threads(w);
+  else if (mode == "names") rc = run_names(w);
+  else if (mode == "second-init") rc = run_second_init(w);
+  else if (mode == "fail-exit") rc = run_fail_exit(w);
   else std::fprintf(stderr, "unknown mode %s\n", mode.c_str());
   hvrun::Status s = w.shutdown();
   if (!s.is_ok()) std::fprintf(stderr, "shutdown: %s\n", s.to_string().c_str());
-  if (mode.rfind("killed", 0) != 0 && mode != "abort") {
+  if (mode.rfind("killed", 0) != 0 && mode != "abort" && mode != "fail-exit") {
     // Shutdown is idempotent, and nothing can be submitted afterwards.
     if (!w.shutdown().is_ok()) rc = 1, std::fprintf(stderr, "FAIL: second shutdown\n");
     if (w.barrier().code() != hvrun::StatusCode::kFailedPrecondition)

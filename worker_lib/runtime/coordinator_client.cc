@@ -37,7 +37,9 @@ void keep_grpc_initialized() {
 }  // namespace
 
 Status NegotiationStream::finish() {
-  grpc::Status status = stream_->Finish();
+  std::lock_guard<std::mutex> lock(finish_mutex_);
+  if (!final_status_) final_status_ = stream_->Finish();  // gRPC allows one Finish per call
+  const grpc::Status& status = *final_status_;
   if (status.ok() || status.error_code() == grpc::StatusCode::CANCELLED) return Status::ok();
   return Status(static_cast<StatusCode>(static_cast<int>(status.error_code())),
                 "negotiation stream: " + status.error_message());
@@ -112,9 +114,10 @@ Result<std::vector<std::string>> CoordinatorClient::get(const std::vector<std::s
   return std::vector<std::string>(response.values().begin(), response.values().end());
 }
 
-Status CoordinatorClient::abort(const v1::AbortRequest& request) {
+Status CoordinatorClient::abort(const v1::AbortRequest& request,
+                                std::chrono::milliseconds deadline) {
   grpc::ClientContext context;
-  prepare(context, kUnaryDeadline);
+  prepare(context, deadline);
   v1::AbortResponse response;
   return from_grpc(stub_->Abort(&context, request, &response), "Abort");
 }

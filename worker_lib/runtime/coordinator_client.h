@@ -5,6 +5,7 @@
 #include <chrono>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include <grpcpp/grpcpp.h>
@@ -35,13 +36,25 @@ class NegotiationStream {
     closed_ = true;
     return stream_->Write(last) && stream_->WritesDone();
   }
+  // Half-closes without a last message (a rank leaving after reporting its failure).
+  bool close_writes() {
+    std::lock_guard<std::mutex> lock(write_mutex_);
+    if (closed_) return false;
+    closed_ = true;
+    return stream_->WritesDone();
+  }
   void cancel() { context_.TryCancel(); }
+  // The stream's final status, as the coordinator (or gRPC, for a broken connection) ended it:
+  // OK or CANCELLED after a clean end. Call once read() returned false; later calls return the
+  // same status.
   Status finish();
 
  private:
   friend class CoordinatorClient;
   std::mutex write_mutex_;
   bool closed_ = false;  // guarded by write_mutex_
+  std::mutex finish_mutex_;
+  std::optional<grpc::Status> final_status_;  // guarded by finish_mutex_
   grpc::ClientContext context_;
   std::unique_ptr<grpc::ClientReaderWriter<v1::WorkerMessage, v1::CoordinatorMessage>> stream_;
 };
@@ -55,7 +68,8 @@ class CoordinatorClient final : public KeyValueStore {
   Status set(const std::string& key, const std::string& value) override;
   Result<std::vector<std::string>> get(const std::vector<std::string>& keys,
                                        std::chrono::milliseconds timeout) override;
-  Status abort(const v1::AbortRequest& request);
+  Status abort(const v1::AbortRequest& request,
+               std::chrono::milliseconds deadline = std::chrono::seconds(30));
   std::unique_ptr<NegotiationStream> open_stream();
 
   const std::string& address() const { return address_; }

@@ -11,6 +11,7 @@
 #include "common/logging.h"
 #include "worker_lib/backends/shm/round_board.h"
 #include "worker_lib/runtime/cpu_backend_factory.h"
+#include "worker_lib/runtime/live_workers.h"
 #include "worker_lib/telemetry/gpu_sampler.h"
 
 namespace hvrun::detail {
@@ -50,8 +51,11 @@ Result<std::unique_ptr<Runtime>> Runtime::start(const Config& config) {
     return invalid_argument("hvrun worker: no coordinator address (HVRUN_COORDINATOR_ADDR); "
                             "start the trainer with hvrun, or fill Config::coordinator_address");
   HVRUN_RETURN_IF_ERROR(logging::init("worker", config.log_level));
+  HVRUN_ASSIGN_OR_RETURN(auto claim, LiveWorkerClaim::claim(config.coordinator_address));
   std::unique_ptr<Runtime> runtime(new Runtime(config));
+  runtime->claim_ = std::move(claim);
   HVRUN_RETURN_IF_ERROR(runtime->connect());
+  runtime->claim_->set_identity(runtime->topology_.rank, runtime->job_id_);
   return runtime;
 }
 
@@ -298,13 +302,19 @@ void Runtime::terminate(Status status) {
   for (auto& [name, op] : failed) op->handle->complete(status);
 }
 
-Status Runtime::shutdown() {
+Status Runtime::shutdown(const std::optional<std::string>& failure) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (shut_down_) return Status::ok();
     shut_down_ = true;
   }
-  if (!loop_.joinable()) return Status::ok();  // never started
+  if (!loop_.joinable()) {  // never started
+    claim_.reset();
+    return Status::ok();
+  }
+  // Before anything else: the peers must learn this rank's failure before its data plane
+  // goes away under them, so that the job's abort names the cause, not a consequence.
+  const bool reported_failure = failure && report_failure(*failure);
   if (board_) board_->leave();  // peers in a fast round, now or later, take the slow path
   terminate(cancelled("hvrun worker rank " + std::to_string(topology_.rank) +
                       " shut down before this collective completed"));
@@ -335,7 +345,8 @@ Status Runtime::shutdown() {
     std::lock_guard<std::mutex> send_lock(send_mutex_);
     v1::WorkerMessage goodbye;
     goodbye.mutable_goodbye();
-    if (!stream_->write_last(goodbye))
+    // A rank that reported its failure leaves without Goodbye: it did not finish cleanly.
+    if (reported_failure ? !stream_->close_writes() : !stream_->write_last(goodbye))
       SPDLOG_DEBUG("Goodbye not delivered (stream already closed)");
   }
   {
@@ -349,7 +360,34 @@ Status Runtime::shutdown() {
   reader_.join();
   release_peers_of_skipped_plans();  // plans that arrived after the loop stopped
   (void)stream_->finish();  // cancelled or aborted streams end with an error: nothing to do
+  claim_.reset();  // this process may init() again
   return Status::ok();
+}
+
+bool Runtime::report_failure(const std::string& reason) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    // The job already failed (this rank's error may well be its consequence): the coordinator
+    // knows the cause and another report would only compete with it.
+    if (terminal_ || abort_reason_) return false;
+  }
+  v1::WorkerMessage message;
+  v1::AbortRequest* a = message.mutable_abort();
+  a->set_reason("rank " + std::to_string(topology_.rank) + " on host " + config_.host + " (pid " +
+                std::to_string(getpid()) + ") failed: " + reason);
+  a->set_rank(topology_.rank);
+  a->set_host(config_.host);
+  SPDLOG_ERROR("reporting this rank's failure to the coordinator: {}", a->reason());
+  bool sent = false;
+  {
+    std::lock_guard<std::mutex> send_lock(send_mutex_);
+    sent = stream_->write(message);
+  }
+  // The stream is gone (the coordinator may still be there): say it once more, briefly, since
+  // the process is about to exit.
+  constexpr std::chrono::seconds kUnaryAbortDeadline{2};
+  if (!sent) sent = client_->abort(*a, kUnaryAbortDeadline).is_ok();
+  return sent;
 }
 
 void Runtime::release_peers_of_skipped_plans() {
@@ -414,22 +452,46 @@ void Runtime::read_stream() {
   bool unexpected = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    stream_ended_ = true;
     unexpected = !shut_down_ && !job_aborted;
   }
   if (unexpected) {
-    // The coordinator went away (or cut us off): nothing can be negotiated any more.
-    Status status = unavailable("rank " + std::to_string(topology_.rank) +
-                                ": lost the coordinator at " + config_.coordinator_address +
-                                ": the negotiation stream closed unexpectedly (the coordinator "
-                                "process exited, was killed, or the job was torn down)");
+    // Nothing can be negotiated any more. Failed before stream_ended_ is set, so that the
+    // background thread's fallback cannot fail the handles with vaguer words first.
+    Status status = stream_lost_status();
     SPDLOG_ERROR("{}", status.message());
     terminate(status);
     backend_->abort(status.message());
     executor_->abort_gpu(status.message());
   }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stream_ended_ = true;
+  }
   wake_.notify_all();
   heartbeat_wake_.notify_all();
+}
+
+Status Runtime::stream_lost_status() {
+  const std::string who = "rank " + std::to_string(topology_.rank);
+  const std::string where = "the coordinator at " + config_.coordinator_address;
+  // How the stream ended says who ended it: a status the coordinator chose (it refused
+  // something this rank sent), or one gRPC made because the connection broke.
+  const Status why = stream_->finish();
+  switch (why.code()) {
+    case StatusCode::kOk:
+    case StatusCode::kCancelled:
+      return unavailable(who + ": " + where +
+                         " ended the negotiation stream without a reason (no JobAbort); the "
+                         "job cannot continue; see the coordinator's (hvrun's) log");
+    case StatusCode::kUnavailable:
+    case StatusCode::kDeadlineExceeded:
+      return unavailable(who + ": lost the connection to " + where + " (" + why.message() +
+                         "); the coordinator process may have exited or hung, or the network "
+                         "to it failed; see hvrun's output for which");
+    default:
+      return Status(why.code(), who + ": " + where + " closed the negotiation stream: " +
+                                    why.message());
+  }
 }
 
 Status Runtime::explain_failure(Status failed) {
@@ -490,10 +552,10 @@ void Runtime::loop() {
     for (const auto& message : inbox) handle_message(message);
     if (ended && !stream_done) {
       stream_done = true;
+      // Normally terminal already (the reader's JobAbort or its account of the lost stream).
       terminate(unavailable("rank " + std::to_string(topology_.rank) +
                             ": the negotiation stream to the coordinator at " +
-                            config_.coordinator_address +
-                            " closed unexpectedly (coordinator gone or job torn down)"));
+                            config_.coordinator_address + " ended"));
     }
     lock.lock();
     if (stop) break;

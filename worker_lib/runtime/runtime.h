@@ -55,6 +55,7 @@
 #include "hvrun/hvrun.h"
 #include "worker_lib/backend.h"
 #include "worker_lib/runtime/coordinator_client.h"
+#include "worker_lib/runtime/live_workers.h"
 #include "worker_lib/runtime/pending_op.h"
 #include "worker_lib/runtime/plan_executor.h"
 #include "worker_lib/telemetry/report_sender.h"
@@ -72,7 +73,10 @@ class Runtime {
   Handle submit(std::shared_ptr<PendingOp> op);
   // All or nothing: every op is queued (in one batch), or every handle fails.
   std::vector<Handle> submit_group(std::vector<std::shared_ptr<PendingOp>> ops);
-  Status shutdown();
+  // `failure`: this rank leaves because of an error of its own; it is reported to the
+  // coordinator (which aborts the job naming this rank) instead of Goodbye (Worker::
+  // shutdown_with_failure).
+  Status shutdown(const std::optional<std::string>& failure = std::nullopt);
   void abort(const std::string& reason);
   // Latency (issue 11): the calling thread is about to block on a handle, so it writes what
   // the outbox still holds itself instead of waiting for the background thread to wake up
@@ -119,6 +123,12 @@ class Runtime {
   void heartbeat();
   // A failed collective's status, or the job's abort reason when one arrives shortly after.
   Status explain_failure(Status failed);
+  // Reader thread, once the stream ended with neither Goodbye nor JobAbort: why, in words that
+  // say who ended it (from the stream's final status).
+  Status stream_lost_status();
+  // shutdown(failure): sends the failure as an AbortRequest; false when the job had already
+  // failed or the coordinator could not be told.
+  bool report_failure(const std::string& reason);
   // send_mutex_ held.
   void send_requests(std::deque<std::shared_ptr<PendingOp>>& batch);
   // Any thread: sends what the outbox holds.
@@ -138,6 +148,7 @@ class Runtime {
   void release_peers_of_skipped_plans();
 
   Config config_;
+  std::unique_ptr<LiveWorkerClaim> claim_;  // from start() to the end of shutdown()
   Topology topology_;
   std::string job_id_;
   std::unique_ptr<CoordinatorClient> client_;

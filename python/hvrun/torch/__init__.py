@@ -8,7 +8,7 @@
 
 Run it with `hvrun -np N python3 train.py`.
 """
-from hvrun.exceptions import HorovodInternalError, HostsUpdatedInterrupt
+from hvrun.exceptions import HorovodInternalError, HostsUpdatedInterrupt, TensorNameError
 from hvrun.torch.basics import *  # noqa: F401,F403  (Horovod's queries: size, rank, *_built, ...)
 from hvrun.torch.basics import __all__ as _basics_all
 from hvrun.torch.checkpoint import Checkpoint
@@ -20,6 +20,6 @@ from hvrun.torch.mpi_ops import __all__ as _ops_all
 from hvrun.torch.optimizer import DistributedOptimizer
 
 __all__ = list(_basics_all) + list(_ops_all) + ["Checkpoint", "Compression", "DistributedOptimizer",
-                                                "HostsUpdatedInterrupt",
+                                                "HostsUpdatedInterrupt", "TensorNameError",
                             "broadcast_parameters", "broadcast_optimizer_state",
                             "broadcast_object", "allgather_object"]

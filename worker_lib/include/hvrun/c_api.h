@@ -102,6 +102,10 @@ hvrun_status_t hvrun_init_with_config(int abi_version, const hvrun_config_t* con
 /* Shuts down (idempotent, see hvrun::Worker::shutdown) and frees the worker. */
 hvrun_status_t hvrun_finalize(hvrun_worker_t* worker);
 hvrun_status_t hvrun_shutdown(hvrun_worker_t* worker);
+/* Shuts down as a failed rank (hvrun::Worker::shutdown_with_failure): the coordinator aborts
+ * the job with "rank R on host H (pid P) failed: <reason>" instead of hearing Goodbye. The
+ * worker still needs hvrun_finalize(). */
+hvrun_status_t hvrun_shutdown_with_failure(hvrun_worker_t* worker, const char* reason);
 void hvrun_abort(hvrun_worker_t* worker, const char* reason);
 
 /* Telemetry (hvrun::Worker::mark_step / start_timeline / stop_timeline). hvrun_mark_step:

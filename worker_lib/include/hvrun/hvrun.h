@@ -13,6 +13,10 @@
 //    fails that tensor's handle on every rank with a message naming each rank and what it sent.
 //  * A name may not be submitted again while an operation with that name is in flight on this
 //    rank (the new handle fails with kAlreadyExists).
+//  * A tensor name is non-empty UTF-8 text without NUL characters, the same rule in C, C++ and
+//    Python (it travels as a protobuf string, and through the C API as a C string). Any other
+//    byte string is refused at submission: the handle fails at once with kInvalidArgument
+//    naming the rank and showing the name escaped (validate_tensor_name below); nothing is sent.
 //  * Input and output buffers stay valid, and inputs unchanged, until the handle completes.
 //  * barrier_async() and join_async() are called the same number of times, in the same order,
 //    on every rank. After join_async() a rank submits nothing until the join completes; other
@@ -24,8 +28,10 @@
 //    part in every step).
 //  * When the job aborts (a rank died or stopped heartbeating, a stall shutdown, abort()),
 //    every pending and later handle fails with kAborted naming the cause, and the data plane is
-//    torn down so a running collective fails at once; losing the coordinator fails them with
-//    kUnavailable naming its address.
+//    torn down so a running collective fails at once; losing the connection to the coordinator
+//    fails them with kUnavailable naming its address (and the connection error: the message
+//    does not guess that the coordinator exited), a stream the coordinator ended without a
+//    JobAbort with the status it gave.
 //
 // Threads: every method is thread-safe. Collectives run in order on one background thread
 // owned by the Worker, which also owns the coordinator stream; handles complete there.
@@ -36,6 +42,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/status.h"
@@ -100,6 +107,16 @@ class Worker {
   // Fails every pending handle with kCancelled, says Goodbye to the coordinator and stops the
   // background thread. Idempotent; later submissions fail with kFailedPrecondition.
   Status shutdown();
+  // shutdown() for a rank that ends because of an error of its own (an uncaught exception in
+  // the trainer, a fatal error it detected): instead of Goodbye, this rank reports a failure,
+  // and the coordinator aborts the job with the reason
+  //   "rank R on host H (pid P) failed: <reason>"
+  // (rank R as its cause): every other rank's pending and later handles fail with kAborted and
+  // "job aborted: <that reason>", and hvrun reports the job failed with the same text. When
+  // the job had already failed (this rank's error may be a consequence of it), nothing more is
+  // reported: the coordinator knows the cause. The first of shutdown() and
+  // shutdown_with_failure() decides; both are idempotent.
+  Status shutdown_with_failure(const std::string& reason);
 
   // Aborts the whole job: every rank's pending handles fail with kAborted and `reason`.
   void abort(const std::string& reason);
@@ -188,6 +205,14 @@ class Worker {
 
 // Version of this library, "0.1.0".
 const char* version();
+
+// OK when `name` is a valid tensor name (see the contracts above), else kInvalidArgument
+// saying what is wrong and where, the name shown escaped. Bindings may call it before
+// converting a name; every submission calls it anyway.
+Status validate_tensor_name(std::string_view name);
+// `name` in double quotes, printable ASCII as is, every other byte as \xNN (at most 200 bytes
+// shown): a name as error messages show it.
+std::string escaped_tensor_name(std::string_view name);
 
 // Worker::mark_step() on every live Worker of this process (for trainers that do not keep the
 // Worker at hand, like Horovod's global API).
