@@ -120,7 +120,8 @@ std::string predictable_unix_address(const Settings& settings, const std::string
   return "unix:" + path;
 }
 
-CoordinatorHooks coordinator_hooks(const std::unique_ptr<ControlPlane>* control, std::mutex* mutex) {
+CoordinatorHooks coordinator_hooks(const std::unique_ptr<ControlPlane>* control,
+                                   std::mutex* mutex) {
   auto lock = [mutex] {
     return mutex != nullptr ? std::unique_lock<std::mutex>(*mutex) : std::unique_lock<std::mutex>();
   };

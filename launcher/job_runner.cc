@@ -145,7 +145,8 @@ int JobRunner::Impl::run(const std::vector<WorkerLaunch>& launches) {
   io_.run();
 
   // Everyone exited while a verdict still waited for its rank: the verdict stands.
-  if (!end_ && first_seen_) end_ = first_cause(*first_seen_, config_.coordinator.read_verdict(), workers_);
+  if (!end_ && first_seen_)
+    end_ = first_cause(*first_seen_, config_.coordinator.read_verdict(), workers_);
   if (end_) print_summary(err_, *end_, workers_);
   else if (config_.verbose) say("all " + std::to_string(workers_.size()) + " ranks exited 0");
   return exit_code();
