@@ -27,6 +27,29 @@ std::string trim(std::string_view s) {
   return std::string(s.substr(b, e - b));
 }
 
+// [+-]digits[.digits][e[+-]digits], with at least one digit before or after the point.
+bool is_decimal_number(std::string_view s) {
+  size_t i = 0;
+  auto digits = [&] {
+    const size_t from = i;
+    while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) ++i;
+    return i - from;
+  };
+  if (i < s.size() && (s[i] == '+' || s[i] == '-')) ++i;
+  size_t mantissa = digits();
+  if (i < s.size() && s[i] == '.') {
+    ++i;
+    mantissa += digits();
+  }
+  if (mantissa == 0) return false;
+  if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
+    ++i;
+    if (i < s.size() && (s[i] == '+' || s[i] == '-')) ++i;
+    if (digits() == 0) return false;
+  }
+  return i == s.size();
+}
+
 std::string lower(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return s;
@@ -117,7 +140,11 @@ const SettingSpec* find_setting_by_env(std::string_view env) {
 
 Result<Settings::Value> parse_setting_value(const SettingSpec& spec, std::string_view raw,
                                             std::string_view given_as) {
-  std::string text = trim(raw);
+  // Numbers are taken exactly as written: a value with spaces, a hex prefix or trailing words
+  // is more likely a mistake (a quoting slip, a unit typed after the number) than a number.
+  std::string text = spec.kind == SettingKind::kInt || spec.kind == SettingKind::kDouble
+                         ? std::string(raw)
+                         : trim(raw);
   switch (spec.kind) {
     case SettingKind::kBool: {
       std::string l = lower(text);
@@ -134,12 +161,14 @@ Result<Settings::Value> parse_setting_value(const SettingSpec& spec, std::string
       return Settings::Value(v);
     }
     case SettingKind::kDouble: {
-      // strtod rather than from_chars<double>: the latter is missing from older libstdc++.
+      // strtod rather than from_chars<double>: the latter is missing from older libstdc++. It
+      // also reads hex, "inf" and "nan", so the text is first checked to be a decimal number.
+      if (!is_decimal_number(text)) return bad_value(spec, raw, given_as);
       char* end = nullptr;
       errno = 0;
-      double v = text.empty() ? 0.0 : std::strtod(text.c_str(), &end);
-      if (text.empty() || errno != 0 || end != text.c_str() + text.size() || !std::isfinite(v) ||
-          v < spec.min || v > spec.max)
+      double v = std::strtod(text.c_str(), &end);
+      if (errno != 0 || end != text.c_str() + text.size() || !std::isfinite(v) || v < spec.min ||
+          v > spec.max)
         return bad_value(spec, raw, given_as);
       return Settings::Value(v);
     }

@@ -15,6 +15,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
@@ -44,8 +45,22 @@ class Rendezvous {
   // (Waiting workers check this themselves; the service's loop calls it as a backstop.)
   bool check_deadline(Clock::time_point now);
 
+  // Rank `rank`'s process ended (`how`, for the message). If it has not registered, it never
+  // will: the rendezvous fails naming it, at once when some worker has registered, else at the
+  // first registration. Without a plan ranks are assigned on completion, so nothing is known.
+  void rank_exited(int rank, const std::string& how);
+
   // Fails waiting and later registrations with `status` (job aborted).
   void abort(const Status& status);
+
+  // Why the rendezvous failed by itself (timed out, a rank exited, ranks that do not fit
+  // together) and the rank that names best (-1: none); nullopt while it runs, after success
+  // and when it was aborted or cancelled from outside. Set before any waiter is woken.
+  struct Failure {
+    std::string message;
+    int rank = -1;
+  };
+  std::optional<Failure> failure() const;
 
   bool complete() const;
   // The rank's registration; nullopt before the rendezvous completes.
@@ -55,8 +70,11 @@ class Rendezvous {
   Status claim_rank(const v1::WorkerInfo& worker, int* slot);  // requires mutex_
   void finish_locked();                                        // requires mutex_
   std::string missing_message() const;                         // requires mutex_
+  std::string exited_message() const;                          // requires mutex_
   Status check_consistency_locked() const;  // NCCL versions, GPUs; requires mutex_
-  void end_locked(Status status, std::vector<Listener>* to_call);  // requires mutex_
+  int first_missing_rank_locked() const;                       // requires mutex_
+  // Requires mutex_. `rank`: the rank a failure names best, -1 for none.
+  void end_locked(Status status, std::vector<Listener>* to_call, int rank = -1);
 
   const int world_size_;
   const std::vector<PlannedRank> plan_;
@@ -69,8 +87,10 @@ class Rendezvous {
   std::vector<int> rank_of_worker_;               // -1 until assigned
   std::vector<int> worker_of_rank_;               // -1 until claimed
   std::optional<Clock::time_point> deadline_;     // set by the first registration
+  std::vector<std::pair<int, std::string>> exited_unregistered_;  // rank, how it ended
   bool ended_ = false;
   Status end_status_;                             // after ended_: OK or why it failed
+  int failure_rank_ = -1;                         // after a failure: the rank it names
   std::vector<v1::Topology> topology_;            // by rank, after success
   std::vector<v1::RankInfo> ranks_;               // by rank, after success
 };

@@ -73,6 +73,14 @@ struct CoordinatorEvent {
   std::string host;
 };
 
+// Why the coordinator ended the job: the first abort(), or the rendezvous failing by itself.
+struct AbortCause {
+  std::string reason;
+  int rank = -1;  // the rank it names, -1 for none
+  std::string host;
+  bool at_registration = false;  // the rendezvous failed (timed out, a rank exited before it)
+};
+
 class CoordinatorServer {
  public:
   using EventCallback = std::function<void(const CoordinatorEvent&)>;
@@ -90,6 +98,19 @@ class CoordinatorServer {
   // Job-wide abort: every connected worker receives JobAbort with this reason at once, and
   // workers connecting later are refused with it. Idempotent; the first reason wins.
   virtual void abort(const std::string& reason, int rank = -1, const std::string& host = "") = 0;
+
+  // Why the coordinator ended the job, or nullopt while it did not. It is recorded before any
+  // worker hears of it, so a worker's exit that followed the abort always finds it: the
+  // launcher tells a consequence from the cause with it.
+  virtual std::optional<AbortCause> abort_cause() const { return std::nullopt; }
+
+  // The launcher saw rank `rank`'s process end (`how`: "exited with code 0", ...). A rank that
+  // ends before registering fails the rendezvous at once, naming it, as soon as some rank has
+  // registered (a job whose commands never use the worker library is not failed by it).
+  virtual void worker_exited(int rank, const std::string& how) {
+    (void)rank;
+    (void)how;
+  }
 
   // Stops serving (in-flight calls are cancelled). Idempotent; also done by the destructor.
   virtual void shutdown() = 0;

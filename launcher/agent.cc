@@ -346,7 +346,7 @@ void Agent::connection_lost(const std::string& why) {
 
 void Agent::kill_all(int sig) {
   for (const AgentWorker& w : workers_)
-    if (w.pid > 0) ::kill(-w.pid, sig);
+    if (w.pid > 0) signal_group(w.pid, sig);
 }
 
 void Agent::check_done() {

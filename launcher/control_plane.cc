@@ -1,9 +1,11 @@
 #include "launcher/control_plane.h"
 
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 
@@ -23,16 +25,30 @@ using coordinator::CoordinatorServer;
 // Single-host jobs talk to the coordinator over a unix socket (a gRPC round trip is ~30% cheaper
 // than over loopback TCP, and starting a job measurably faster); a --coordinator-port given
 // explicitly, or a temporary directory whose path is too long for a socket, means TCP.
-std::string listen_address(const Settings& settings, const std::string& job_id) {
-  if (settings.source(setting::kCoordinatorPort.name) == SettingSource::kDefault) {
-    std::error_code ec;
-    std::filesystem::path dir = std::filesystem::temp_directory_path(ec);
-    std::string path = (ec ? std::filesystem::path("/tmp") : dir) / (job_id + ".sock");
-    constexpr size_t kSunPathMax = sizeof(sockaddr_un::sun_path) - 1;
-    if (path.size() <= kSunPathMax) return "unix:" + path;
-  }
+bool wants_unix_socket(const Settings& settings) {
+  return settings.source(setting::kCoordinatorPort.name) == SettingSource::kDefault;
+}
+
+std::string tcp_address(const Settings& settings) {
   return "127.0.0.1:" + std::to_string(settings.get(setting::kCoordinatorPort));
 }
+
+// A fresh directory only this user can enter, for the socket: whatever the umask, no other
+// user can reach the coordinator (the job secret is the second lock, not the only one).
+// Empty when none can be made.
+std::string make_private_directory(const std::string& job_id) {
+  std::error_code ec;
+  std::filesystem::path tmp = std::filesystem::temp_directory_path(ec);
+  std::string path = ((ec ? std::filesystem::path("/tmp") : tmp) / (job_id + "-XXXXXX")).string();
+  if (::mkdtemp(path.data()) == nullptr) return "";
+  if (::chmod(path.c_str(), 0700) != 0) {  // mkdtemp's 0700 is masked by the umask
+    ::rmdir(path.c_str());
+    return "";
+  }
+  return path;
+}
+
+constexpr const char* kSocketName = "/coordinator.sock";
 
 // Binding a socket there is what gRPC will do; a failure now means the TCP fallback later.
 bool can_bind_unix_socket(const std::string& path) {
@@ -67,13 +83,25 @@ class InProcessCoordinator final : public ControlPlane {
   void abort(const std::string& reason, int rank, const std::string& host) override {
     server_->abort(reason, rank, host);
   }
+  std::optional<CoordinatorVerdict> verdict() const override {
+    auto cause = server_->abort_cause();
+    if (!cause) return std::nullopt;
+    return CoordinatorVerdict{cause->reason, cause->rank, cause->host, cause->at_registration};
+  }
+  void worker_exited(int rank, const std::string& how) override {
+    server_->worker_exited(rank, how);
+  }
   void shutdown() override {
     server_->shutdown();
     const std::string address = server_->address();
-    if (address.rfind("unix:", 0) == 0) ::unlink(address.c_str() + 5);  // gone already is fine
+    if (address.rfind("unix:", 0) == 0) {  // gone already is fine
+      const std::filesystem::path socket = address.substr(5);
+      ::unlink(socket.c_str());
+      ::rmdir(socket.parent_path().c_str());  // the private directory made for it
+    }
   }
   coordinator::telemetry::JobTelemetry telemetry() const override { return server_->telemetry(); }
-  std::optional<Status> verdict() override {
+  std::optional<Status> final_status() override {
     return server_->wait_for_end(std::chrono::milliseconds(0));
   }
 
@@ -84,9 +112,36 @@ class InProcessCoordinator final : public ControlPlane {
 }  // namespace
 
 std::string predictable_unix_address(const Settings& settings, const std::string& job_id) {
-  const std::string address = listen_address(settings, job_id);
-  if (address.rfind("unix:", 0) != 0 || !can_bind_unix_socket(address.substr(5))) return "";
-  return address;
+  if (!wants_unix_socket(settings)) return "";
+  const std::string dir = make_private_directory(job_id);
+  if (dir.empty()) return "";
+  const std::string path = dir + kSocketName;
+  if (!can_bind_unix_socket(path)) {
+    ::rmdir(dir.c_str());
+    return "";
+  }
+  return "unix:" + path;
+}
+
+CoordinatorHooks coordinator_hooks(const std::unique_ptr<ControlPlane>* control,
+                                   std::mutex* mutex) {
+  auto lock = [mutex] {
+    return mutex != nullptr ? std::unique_lock<std::mutex>(*mutex) : std::unique_lock<std::mutex>();
+  };
+  CoordinatorHooks hooks;
+  hooks.abort = [control, lock](const std::string& reason, int rank, const std::string& host) {
+    auto held = lock();
+    if (*control) (*control)->abort(reason, rank, host);
+  };
+  hooks.worker_exited = [control, lock](int rank, const std::string& how) {
+    auto held = lock();
+    if (*control) (*control)->worker_exited(rank, how);
+  };
+  hooks.verdict = [control, lock]() -> std::optional<CoordinatorVerdict> {
+    auto held = lock();
+    return *control ? (*control)->verdict() : std::nullopt;
+  };
+  return hooks;
 }
 
 Result<std::unique_ptr<ControlPlane>> start_control_plane(const Settings& settings,
@@ -97,7 +152,7 @@ Result<std::unique_ptr<ControlPlane>> start_control_plane(const Settings& settin
                                                           const std::string& listen_on) {
   keep_grpc_initialized();
   CoordinatorOptions options = CoordinatorOptions::from_settings(settings);
-  options.listen_address = listen_on.empty() ? listen_address(settings, job_id) : listen_on;
+  options.listen_address = listen_on.empty() ? tcp_address(settings) : listen_on;
   options.secret = secret;
   options.job_id = job_id;
   options.world_size = plan.size;
@@ -126,6 +181,7 @@ Result<std::unique_ptr<ControlPlane>> start_control_plane(const Settings& settin
   const std::string first_choice = options.listen_address;
   auto server = CoordinatorServer::start(options, on_event);
   if (!server.is_ok() && first_choice.rfind("unix:", 0) == 0) {
+    ::rmdir(std::filesystem::path(first_choice.substr(5)).parent_path().c_str());
     // A temporary directory hvrun cannot create sockets in: loopback TCP works as well.
     spdlog::warn("coordinator: {} ({}); using loopback TCP instead", server.status().message(),
                  first_choice);

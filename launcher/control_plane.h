@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 
@@ -11,6 +12,7 @@
 #include "common/status.h"
 #include "coordinator/telemetry/job_telemetry.h"
 #include "launcher/job_plan.h"
+#include "launcher/job_verdict.h"
 
 namespace hvrun::launcher {
 
@@ -27,13 +29,21 @@ class ControlPlane {
   virtual ~ControlPlane() = default;
   virtual std::string address() const = 0;  // what workers dial (HVRUN_COORDINATOR_ADDR)
   virtual void abort(const std::string& reason, int rank, const std::string& host) = 0;
+  // Why the coordinator ended the job, if it did (coordinator/server.h abort_cause()).
+  virtual std::optional<CoordinatorVerdict> verdict() const = 0;
+  // A rank's process ended (coordinator/server.h worker_exited()).
+  virtual void worker_exited(int rank, const std::string& how) = 0;
   virtual void shutdown() = 0;
   // What the ranks are doing (coordinator/server.h telemetry()); readable after shutdown().
   virtual coordinator::telemetry::JobTelemetry telemetry() const { return {}; }
-  // The coordinator's verdict so far: nullopt while the job runs, OK when every rank left
-  // cleanly, else why it failed (an abort's reason). Never blocks.
-  virtual std::optional<Status> verdict() { return std::nullopt; }
+  // How the coordinator ended the job: nullopt while it runs, OK when every rank left cleanly,
+  // else why it failed (an abort's reason). Never blocks.
+  virtual std::optional<Status> final_status() { return std::nullopt; }
 };
+
+// The runners' hooks onto `*control`, which may still be null (the coordinator is starting on
+// another thread); `mutex`, when not null, guards `*control`. Both outlive the hooks.
+CoordinatorHooks coordinator_hooks(const std::unique_ptr<ControlPlane>* control, std::mutex* mutex);
 
 Result<std::unique_ptr<ControlPlane>> start_control_plane(const Settings& settings,
                                                           const JobPlan& plan,
@@ -41,12 +51,15 @@ Result<std::unique_ptr<ControlPlane>> start_control_plane(const Settings& settin
                                                           const std::string& job_id,
                                                           ControlPlaneEvents events,
                                                           const std::string& listen_on = "");
-// `listen_on`: "ADDR:PORT" to listen on (multi-host jobs: the launch host's chosen interface);
-// empty: a unix socket, or loopback TCP with --coordinator-port (single-host jobs).
+// `listen_on`: "ADDR:PORT" to listen on (multi-host jobs: the launch host's chosen interface),
+// or an address predictable_unix_address() made (shutdown() removes its socket and directory);
+// empty: loopback TCP on --coordinator-port.
 
-// "unix:/tmp/<job id>.sock" when a single-host job's coordinator will listen there and a socket
-// can be made at that path (checked by binding one), else "": the launcher may then start the
-// workers while the coordinator starts (they retry the connection within milliseconds).
+// "unix:$TMPDIR/<job id>-XXXXXX/coordinator.sock" in a fresh directory of mode 0700 when a
+// single-host job's coordinator will listen there (no --coordinator-port) and a socket can be
+// made at that path (checked by binding one), else "": the launcher may then start the workers
+// while the coordinator starts (they retry the connection within milliseconds). The caller
+// owns the directory until start_control_plane() takes it over.
 std::string predictable_unix_address(const Settings& settings, const std::string& job_id);
 
 }  // namespace hvrun::launcher

@@ -38,11 +38,8 @@ Result<ExportSpec> parse_export(const std::string& text) {
   return spec;
 }
 
-Environment forwarded_environment(const Environment& launch, const std::vector<ExportSpec>& exports,
-                                  std::vector<std::string>* notes) {
-  Environment env;
-  for (const auto& [key, value] : launch)
-    if (!ignored_for_remote(key)) env[key] = value;
+Environment with_exports(Environment env, const Environment& launch,
+                         const std::vector<ExportSpec>& exports, std::vector<std::string>* notes) {
   for (const ExportSpec& spec : exports) {
     if (spec.value) {
       env[spec.name] = *spec.value;
@@ -53,6 +50,14 @@ Environment forwarded_environment(const Environment& launch, const std::vector<E
     }
   }
   return env;
+}
+
+Environment forwarded_environment(const Environment& launch, const std::vector<ExportSpec>& exports,
+                                  std::vector<std::string>* notes) {
+  Environment env;
+  for (const auto& [key, value] : launch)
+    if (!ignored_for_remote(key)) env[key] = value;
+  return with_exports(std::move(env), launch, exports, notes);
 }
 
 }  // namespace hvrun::launcher

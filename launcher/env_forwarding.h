@@ -3,7 +3,8 @@
 // Everything is forwarded except what describes the launch host's own session (its name, its
 // ssh connection, its display, its shell's state; the list is kIgnoredForRemote below and in
 // README.md); on the remote host those keep the remote session's values. `-x NAME=VALUE` sets a
-// variable for every rank; `-x NAME` forwards NAME even when it is on the ignore list.
+// variable for every rank, on every host including the launch host; `-x NAME` forwards NAME
+// even when it is on the ignore list.
 #pragma once
 
 #include <optional>
@@ -24,8 +25,13 @@ bool ignored_for_remote(const std::string& name);
 // The documented ignore list ("SSH_*" for a prefix), for --help and the README.
 const std::vector<std::string>& ignored_for_remote_list();
 
+// `env` with the -x variables applied: NAME=VALUE sets NAME; NAME takes the launch host's value.
+// Every job, on one host or many, builds its workers' environment through this. `notes`
+// receives a line for each -x NAME that is not set on the launch host (nothing is set for it).
+Environment with_exports(Environment env, const Environment& launch,
+                         const std::vector<ExportSpec>& exports, std::vector<std::string>* notes);
+
 // The launch environment as remote workers receive it: minus the ignore list, plus `exports`.
-// `notes` receives a line for each -x NAME that is not set here (nothing is forwarded for it).
 Environment forwarded_environment(const Environment& launch, const std::vector<ExportSpec>& exports,
                                   std::vector<std::string>* notes);
 

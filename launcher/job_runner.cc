@@ -52,23 +52,7 @@ class JobRunner::Impl {
 
   void post_control_plane_failure(std::string message, int rank) {
     asio::post(io_, [this, message = std::move(message), rank] {
-      if (tearing_down_) return;  // e.g. the abort hvrun itself asked for
-      JobEnd end{JobEndKind::kControlPlane, rank, 1, 0, message};
-      reap_all();
-      if (tearing_down_) return;
-      // A dying process closes its sockets before it can be reaped: the coordinator may report
-      // the lost rank a moment before its exit status exists. Give that exit (the better
-      // explanation, with its code or signal) a moment to arrive.
-      const bool rank_still_running = rank >= 0 && static_cast<size_t>(rank) < workers_.size() &&
-                                      workers_[static_cast<size_t>(rank)].pid > 0 &&
-                                      !workers_[static_cast<size_t>(rank)].exited;
-      if (!rank_still_running) return begin_teardown(end, SIGTERM);
-      explain_timer_.expires_after(kExitExplainsLoss);
-      explain_timer_.async_wait([this, end](error_code ec) {
-        if (ec) return;
-        reap_all();
-        begin_teardown(end, SIGTERM);  // a no-op when the rank's exit ended the job meanwhile
-      });
+      decide(JobEnd{JobEndKind::kControlPlane, rank, 1, 0, message});
     });
   }
 
@@ -94,7 +78,8 @@ class JobRunner::Impl {
   void wait_signals();
   void wait_children();
   void reap_all();
-  void on_exit(WorkerRecord& record, int wait_status);
+  WorkerRecord* collect_exits();
+  void decide(JobEnd seen);
   void begin_teardown(JobEnd end, int sig);
   void signal_all(int sig);
   void check_progress();
@@ -111,7 +96,7 @@ class JobRunner::Impl {
   asio::steady_timer grace_timer_;
   asio::steady_timer poll_timer_;
   asio::steady_timer drain_timer_;
-  asio::steady_timer explain_timer_;  // a control-plane failure waiting for its rank's exit
+  asio::steady_timer explain_timer_;  // a verdict waiting for the exit of the rank it names
 
   std::vector<WorkerRecord> workers_;
   std::vector<std::unique_ptr<Pipe>> pipes_;  // two per started worker: stdout, stderr
@@ -119,6 +104,9 @@ class JobRunner::Impl {
   bool killed_ = false;             // SIGKILL was sent to every group
   bool leftovers_handled_ = false;  // every worker exited; their groups were dealt with
   bool polling_ = false;
+  std::optional<JobEnd> first_seen_;  // the first failure seen, while the cause is settled
+  bool explaining_ = false;           // explain_timer_ runs
+  bool explained_ = false;            // explain_timer_ ran out: decide with what is known
   std::optional<JobEnd> end_;
 };
 
@@ -156,6 +144,9 @@ int JobRunner::Impl::run(const std::vector<WorkerLaunch>& launches) {
   check_progress();
   io_.run();
 
+  // Everyone exited while a verdict still waited for its rank: the verdict stands.
+  if (!end_ && first_seen_)
+    end_ = first_cause(*first_seen_, config_.coordinator.read_verdict(), workers_);
   if (end_) print_summary(err_, *end_, workers_);
   else if (config_.verbose) say("all " + std::to_string(workers_.size()) + " ranks exited 0");
   return exit_code();
@@ -243,6 +234,13 @@ void JobRunner::Impl::wait_children() {
 }
 
 void JobRunner::Impl::reap_all() {
+  if (WorkerRecord* failed = collect_exits()) decide(worker_failure(*failed));
+}
+
+// Records every exit waiting to be read; returns the first failed one (lowest rank: exits read
+// together cannot be ordered), or null.
+WorkerRecord* JobRunner::Impl::collect_exits() {
+  WorkerRecord* first_failed = nullptr;
   for (WorkerRecord& record : workers_) {
     if (record.pid <= 0 || record.exited) continue;
     int status = 0;
@@ -250,49 +248,56 @@ void JobRunner::Impl::reap_all() {
     do {
       got = ::waitpid(record.pid, &status, WNOHANG);
     } while (got < 0 && errno == EINTR);
-    if (got == record.pid) on_exit(record, status);
+    if (got != record.pid) continue;
+    spdlog::debug("rank {} (pid {}) {}", record.rank, record.pid, describe_wait_status(status));
+    record.exited = true;
+    record.wait_status = status;
+    if (config_.coordinator.worker_exited)
+      config_.coordinator.worker_exited(record.rank, describe_wait_status(status));
+    if (is_failure(status) && first_failed == nullptr) first_failed = &record;
   }
+  return first_failed;
 }
 
-void JobRunner::Impl::on_exit(WorkerRecord& record, int wait_status) {
-  spdlog::debug("rank {} (pid {}) {}", record.rank, record.pid, describe_wait_status(wait_status));
-  record.exited = true;
-  record.wait_status = wait_status;
-  const bool failed = !(WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0);
-  if (!failed || tearing_down_) return;
-  JobEnd end;
-  end.kind = JobEndKind::kWorkerFailed;
-  end.rank = record.rank;
-  if (WIFSIGNALED(wait_status)) {
-    end.signal = WTERMSIG(wait_status);
-    end.exit_code = 128 + end.signal;
-  } else {
-    end.exit_code = WEXITSTATUS(wait_status);
+void JobRunner::Impl::decide(JobEnd seen) {
+  if (tearing_down_) return;
+  // A worker that already died is the better account of a control-plane failure (a crash the
+  // coordinator saw as a lost stream, for instance): collect the exits waiting to be read.
+  if (WorkerRecord* failed = collect_exits(); failed && seen.kind == JobEndKind::kControlPlane)
+    seen = worker_failure(*failed);
+  if (!first_seen_) first_seen_ = seen;
+  JobEnd end = first_cause(*first_seen_, config_.coordinator.read_verdict(), workers_);
+  if (awaits_named_rank(end, workers_) && !explained_) {
+    // A dying process closes its sockets before it can be reaped: the coordinator may name a
+    // lost rank a moment before its exit status exists. Give that exit a moment to arrive.
+    if (!explaining_) {
+      explaining_ = true;
+      explain_timer_.expires_after(kExitExplainsLoss);
+      explain_timer_.async_wait([this](error_code ec) {
+        if (ec) return;
+        explained_ = true;
+        decide(*first_seen_);
+      });
+    }
+    return;
   }
-  end.message = "rank " + std::to_string(record.rank) + " on " + record.host + " (pid " +
-                std::to_string(record.pid) + ") " + describe_wait_status(wait_status);
+  explain_timer_.cancel();
   begin_teardown(end, SIGTERM);
 }
 
 void JobRunner::Impl::begin_teardown(JobEnd end, int sig) {
   if (tearing_down_) return;
-  if (end.kind != JobEndKind::kWorkerFailed) {
-    // A worker that already died is the better explanation (a crash seen by the coordinator as
-    // a lost stream, for instance): collect exits that are waiting before deciding.
-    reap_all();
-    if (tearing_down_) return;
-  }
   tearing_down_ = true;
   end_ = end;
   std::ostringstream grace;
   grace << std::chrono::duration<double>(config_.grace_period).count();
   say(end.message + "; stopping the job (" + signal_name(sig) + " to every rank, SIGKILL after " +
       grace.str() + " s)");
-  if (config_.abort_control_plane) {
+  if (config_.coordinator.abort) {
     std::string host = end.rank >= 0 && static_cast<size_t>(end.rank) < workers_.size()
                            ? workers_[static_cast<size_t>(end.rank)].host
                            : "";
-    config_.abort_control_plane(end.message, end.rank, host);
+    config_.coordinator.abort(end.message, end.rank, host);
   }
   signal_all(sig);
   grace_timer_.expires_after(config_.grace_period);
@@ -313,7 +318,7 @@ void JobRunner::Impl::signal_all(int sig) {
     if (record.pid <= 0) continue;
     // The whole process group: the worker and whatever it started. A group whose members are
     // all gone answers ESRCH, which is fine.
-    if (::kill(-record.pid, sig) == 0 && !record.exited) record.signalled_by_hvrun = true;
+    if (signal_group(record.pid, sig) && !record.exited) record.signalled_by_hvrun = true;
   }
 }
 

@@ -6,13 +6,16 @@
 // thread-safe members).
 //
 // How a job ends:
-//  - every worker exits 0: hvrun exits 0 (a worker exiting 0 early is not a failure);
+//  - every worker exits 0: hvrun exits 0 (a worker exiting 0 early is not a failure, unless the
+//    coordinator fails the job for it: a rank that never registered);
 //  - the first worker to exit non-zero or by a signal, a control-plane failure (registration
 //    timeout, abort, lost worker) or SIGINT/SIGTERM to hvrun starts the teardown: the job is
 //    aborted on the coordinator, every worker's process group gets SIGTERM (the forwarded signal
-//    for SIGINT/SIGTERM), then SIGKILL after the grace period; hvrun exits with the failed
-//    worker's code (128+signal for a signal), 128+signal for a forwarded signal, 1 for a
+//    for SIGINT/SIGTERM) and SIGCONT, then SIGKILL after the grace period; hvrun exits with the
+//    failed worker's code (128+signal for a signal), 128+signal for a forwarded signal, 1 for a
 //    control-plane failure, 2 when a worker could not be started, and prints a summary.
+//  - the failure it reports is the first cause (launcher/job_verdict.h): a rank's exit that
+//    followed the coordinator's abort is a consequence; the rank the abort names is the cause.
 #pragma once
 
 #include <chrono>
@@ -23,6 +26,7 @@
 #include <vector>
 
 #include "launcher/job_summary.h"
+#include "launcher/job_verdict.h"
 #include "launcher/orphan_guard.h"
 #include "launcher/output_mux.h"
 
@@ -41,8 +45,7 @@ struct JobRunnerConfig {
   std::string output_dir;  // --output-filename; empty: no files
   bool tag_output = true;
   bool verbose = false;
-  // Tells the coordinator the job is over (reason, rank or -1, host). May be empty.
-  std::function<void(const std::string&, int, const std::string&)> abort_control_plane;
+  CoordinatorHooks coordinator;  // the job's coordinator (empty members: none)
 };
 
 class JobRunner {

@@ -27,6 +27,10 @@ std::string describe_wait_status(int wait_status) {
 void print_summary(OutputSink& err, const JobEnd& end, const std::vector<WorkerRecord>& workers) {
   std::ostringstream out;
   out << "hvrun: job failed: " << end.message << "\n";
+  const bool names_cause = end.kind != JobEndKind::kSignal;
+  const std::string after = names_cause && end.rank >= 0
+                                ? " (after rank " + std::to_string(end.rank) + "'s failure)"
+                                : " (after the job failed)";
   out << "hvrun: " << std::left << std::setw(6) << "rank" << std::setw(16) << "host"
       << std::setw(9) << "pid" << "status\n";
   for (const WorkerRecord& w : workers) {
@@ -41,8 +45,10 @@ void print_summary(OutputSink& err, const JobEnd& end, const std::vector<WorkerR
     } else {
       out << describe_wait_status(w.wait_status);
       if (w.signalled_by_hvrun) out << " (stopped by hvrun)";
+      // A failure that followed the cause is its consequence, not a second cause.
+      else if (names_cause && end.rank != w.rank && w.wait_status != 0) out << after;
     }
-    if (end.rank == w.rank && end.kind != JobEndKind::kSignal) out << "  <- " <<
+    if (end.rank == w.rank && names_cause) out << "  <- " <<
         (end.kind == JobEndKind::kWorkerFailed ? "first failure" : "named by the coordinator");
     out << "\n";
   }

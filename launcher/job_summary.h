@@ -1,5 +1,5 @@
-// How a job ended, and the summary hvrun prints about it: which rank failed first, how, and
-// what it last wrote to stderr.
+// How a job ended, and the summary hvrun prints about it: which rank caused it (launcher/
+// job_verdict.h), how, what every other rank did after it, and what it last wrote to stderr.
 #pragma once
 
 #include <sys/types.h>

@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <mutex>
 #include <string>
@@ -16,6 +17,7 @@
 #include "coordinator/telemetry/timeline_reader.h"
 #include "launcher/control_plane.h"
 #include "launcher/doctor/doctor_command.h"
+#include "launcher/env_forwarding.h"
 #include "launcher/estimate/estimate_command.h"
 #include "launcher/gpu_probe.h"
 #include "launcher/job_plan.h"
@@ -67,7 +69,10 @@ int run_single_host_attempt(const LaunchOptions& opts, const JobPlan& plan,
                             const std::string& command_path, OrphanGuard& guard, JobEnd* end,
                             TelemetryHub* telemetry) {
   const Settings& settings = opts.settings;
-  const Environment inherited = current_process_environment();
+  const Environment session = current_process_environment();
+  std::vector<std::string> export_notes;
+  // What every rank starts from: hvrun's environment with the -x variables applied.
+  const Environment inherited = with_exports(session, session, opts.exports, &export_notes);
   NcclTuning nccl = decide_nccl(plan, settings.get(setting::kNcclP2p), inherited,
                                 driver_peer_access_probe());
 
@@ -84,6 +89,7 @@ int run_single_host_attempt(const LaunchOptions& opts, const JobPlan& plan,
   const bool one_file = same_file(1, 2);
   OutputSink out = one_file ? OutputSink(1, terminal_line) : OutputSink(1);
   OutputSink err = one_file ? OutputSink(2, terminal_line) : OutputSink(2);
+  for (const std::string& note : export_notes) err.write_message("hvrun: " + note + "\n");
   // The coordinator; set by whichever thread starts it, read by the runner's abort hook.
   std::mutex control_mutex;
   std::unique_ptr<ControlPlane> control;
@@ -95,11 +101,7 @@ int run_single_host_attempt(const LaunchOptions& opts, const JobPlan& plan,
   config.output_dir = settings.get(setting::kOutputFilename);
   config.verbose = settings.get(setting::kVerbose);
   config.tag_output = settings.get(setting::kTagOutput);
-  config.abort_control_plane = [&control, &control_mutex](const std::string& reason, int rank,
-                                                          const std::string& host) {
-    std::lock_guard<std::mutex> lock(control_mutex);
-    if (control) control->abort(reason, rank, host);
-  };
+  config.coordinator = coordinator_hooks(&control, &control_mutex);
   JobRunner runner(std::move(config), out, err, &guard);
   // /metrics and the end-of-job summary read this attempt's coordinator (null until it started).
   ScopedTelemetrySource telemetry_source(telemetry, [&control, &control_mutex] {
@@ -141,7 +143,11 @@ int run_single_host_attempt(const LaunchOptions& opts, const JobPlan& plan,
         runner.post_control_plane_failure("the coordinator did not start: " + s.message(), -1);
     });
   }
-  if (address.rfind("unix:", 0) == 0) guard.remove_on_exit(address.substr(5));
+  if (address.rfind("unix:", 0) == 0) {  // the socket, then its private directory
+    const std::filesystem::path socket = address.substr(5);
+    guard.remove_on_exit(socket.string());
+    guard.remove_on_exit(socket.parent_path().string());
+  }
 
   JobIdentity identity;
   identity.coordinator_address = address;
@@ -154,28 +160,32 @@ int run_single_host_attempt(const LaunchOptions& opts, const JobPlan& plan,
     launches.push_back(WorkerLaunch{slot.rank, slot.host, to_envp(envs.back())});
   }
   if (settings.get(setting::kVerbose))
-    print_verbose_plan(err, plan, nccl, identity.coordinator_address, job_id, envs, inherited);
+    print_verbose_plan(err, plan, nccl, identity.coordinator_address, job_id, envs, session);
 
   int code = runner.run(launches);
   if (starter.joinable()) starter.join();
   spdlog::debug("job over (exit code {}); stopping the coordinator", code);
-  std::optional<Status> verdict;
+  std::optional<Status> final_status;
+  std::optional<CoordinatorVerdict> cause;
   {
     std::lock_guard<std::mutex> lock(control_mutex);
     if (control) {
-      verdict = control->verdict();
+      final_status = control->final_status();
+      cause = control->verdict();
       control->shutdown();
     }
   }
   if (auto e = runner.end()) *end = *e;
   // The runner's loop ends with the last rank's exit: when every rank exits 0 right after the
-  // coordinator aborted the job, its report may not have reached the loop. Its verdict stands.
-  if (code == 0 && verdict && !verdict->is_ok() && verdict->code() != StatusCode::kCancelled) {
+  // coordinator aborted the job, its report may not have reached the loop. The coordinator's
+  // word stands.
+  if (code == 0 && final_status && !final_status->is_ok() &&
+      final_status->code() != StatusCode::kCancelled) {
     const std::string message =
-        (verdict->code() == StatusCode::kAborted ? "job aborted: " : "coordinator: ") +
-        verdict->message();
+        (final_status->code() == StatusCode::kAborted ? "job aborted: " : "coordinator: ") +
+        final_status->message();
     err.write_message("hvrun: job failed: " + message + "\n");
-    *end = JobEnd{JobEndKind::kControlPlane, -1, 1, 0, message};
+    *end = JobEnd{JobEndKind::kControlPlane, cause ? cause->rank : -1, 1, 0, message};
     code = 1;
   }
   return code;

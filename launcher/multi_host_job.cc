@@ -316,10 +316,7 @@ int MultiHostLaunch::run() {
   config.output_dir = settings_.get(setting::kOutputFilename);
   config.verbose = verbose_;
   config.tag_output = settings_.get(setting::kTagOutput);
-  config.abort_control_plane = [&control](const std::string& reason, int rank,
-                                          const std::string& host) {
-    if (control) control->abort(reason, rank, host);
-  };
+  config.coordinator = coordinator_hooks(&control, nullptr);
   MultiHostRunner runner(std::move(config), out, err);
   ControlPlaneEvents events;
   events.on_failure = [&runner](const std::string& m, int rank) {
@@ -336,9 +333,12 @@ int MultiHostLaunch::run() {
   control = std::move(started).value();
   ScopedTelemetrySource telemetry_source(telemetry_, [&control] { return control->telemetry(); });
 
-  const Environment launch_env = current_process_environment();
+  const Environment session = current_process_environment();
   std::vector<std::string> notes;
-  const Environment forwarded = forwarded_environment(launch_env, opts_.exports, &notes);
+  // As on a single host: the -x variables are part of what the ranks start from, so they also
+  // win over hvrun's NCCL choices.
+  const Environment launch_env = with_exports(session, session, opts_.exports, &notes);
+  const Environment forwarded = forwarded_environment(launch_env, opts_.exports, nullptr);
   // GPU pairs of other hosts cannot be asked from here: --nccl-p2p auto leaves P2P to NCCL.
   NcclTuning nccl =
       decide_nccl(plan_, settings_.get(setting::kNcclP2p), launch_env, PeerAccessProbe{});

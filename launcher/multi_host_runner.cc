@@ -165,7 +165,8 @@ int MultiHostRunner::Impl::run(std::vector<AgentLink> links, const std::vector<R
 
   for (auto& link : links_)
     if (link->agent.in_fd >= 0) ::close(link->agent.in_fd);
-  if (!end_ && pending_) end_ = pending_;  // everything ended within kExplainDelay
+  // Everything ended within kExplainDelay.
+  if (!end_ && pending_) end_ = first_cause(*pending_, config_.coordinator.read_verdict(), workers_);
   if (end_)
     print_summary(err_, *end_, workers_);
   else if (config_.verbose)
@@ -271,20 +272,11 @@ void MultiHostRunner::Impl::on_worker_exit(int rank, int wait_status) {
   if (w == nullptr) return;
   w->exited = true;
   w->wait_status = wait_status;
-  if (tearing_down_ || pending_ || (WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0))
+  if (config_.coordinator.worker_exited)
+    config_.coordinator.worker_exited(rank, describe_wait_status(wait_status));
+  if (tearing_down_ || pending_ || !is_failure(wait_status))
     return;  // a success, or a consequence of the failure already being handled
-  JobEnd end;
-  end.kind = JobEndKind::kWorkerFailed;
-  end.rank = rank;
-  if (WIFSIGNALED(wait_status)) {
-    end.signal = WTERMSIG(wait_status);
-    end.exit_code = 128 + end.signal;
-  } else {
-    end.exit_code = WEXITSTATUS(wait_status);
-  }
-  end.message = "rank " + std::to_string(rank) + " on " + w->host + " (pid " +
-                std::to_string(w->pid) + ") " + describe_wait_status(wait_status);
-  defer_failure(end);
+  defer_failure(worker_failure(*w));
 }
 
 void MultiHostRunner::Impl::defer_failure(JobEnd end) {
@@ -296,7 +288,8 @@ void MultiHostRunner::Impl::defer_failure(JobEnd end) {
   explain_timer_.async_wait([this](error_code ec) {
     if (ec) return;
     reap_links();
-    if (!tearing_down_ && pending_) begin_teardown(*pending_, SIGTERM);
+    if (!tearing_down_ && pending_)
+      begin_teardown(first_cause(*pending_, config_.coordinator.read_verdict(), workers_), SIGTERM);
   });
 }
 
@@ -369,12 +362,14 @@ void MultiHostRunner::Impl::begin_teardown(JobEnd end, int sig) {
   grace << std::chrono::duration<double>(config_.grace_period).count();
   say(end.message + "; stopping the job (" + signal_name(sig) + " to every rank, SIGKILL after " +
       grace.str() + " s)");
-  if (config_.abort_control_plane) {
+  if (config_.coordinator.abort) {
     std::string host =
         record(end.rank) != nullptr ? workers_[static_cast<size_t>(end.rank)].host : "";
-    config_.abort_control_plane(end.message, end.rank, host);
+    config_.coordinator.abort(end.message, end.rank, host);
   }
   send_all(encode_frame("SIGNAL", {std::to_string(sig)}));
+  for (WorkerRecord& w : workers_)
+    if (w.pid > 0 && !w.exited) w.signalled_by_hvrun = true;
   grace_timer_.expires_after(config_.grace_period);
   grace_timer_.async_wait([this](error_code ec) {
     if (ec) return;

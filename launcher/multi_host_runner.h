@@ -7,6 +7,8 @@
 //    teardown: the coordinator aborts the job, every agent gets SIGNAL (SIGTERM or the forwarded
 //    signal), then KILL after the grace period; remote shells still running 5 s after that are
 //    killed, which makes their agents kill their workers. The summary names the host.
+//  - the failure reported is the first cause, decided as JobRunner decides it
+//    (launcher/job_verdict.h).
 //
 // One Boost.Asio loop on the calling thread owns everything; post_* are the thread-safe members.
 #pragma once
@@ -20,6 +22,7 @@
 
 #include "launcher/agent_link.h"
 #include "launcher/job_summary.h"
+#include "launcher/job_verdict.h"
 #include "launcher/output_mux.h"
 
 namespace hvrun::launcher {
@@ -35,7 +38,7 @@ struct MultiHostRunnerConfig {
   std::string output_dir;
   bool tag_output = true;
   bool verbose = false;
-  std::function<void(const std::string&, int, const std::string&)> abort_control_plane;
+  CoordinatorHooks coordinator;  // the job's coordinator (empty members: none)
 };
 
 class MultiHostRunner {

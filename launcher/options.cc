@@ -52,6 +52,41 @@ Result<std::vector<HostSlots>> parse_hosts(const std::string& text) {
   return hosts;
 }
 
+namespace {
+
+// One hostfile line: "host", "host slots=N" (Horovod's and mpirun's form) or "host:N" (the -H
+// form), each way of giving the slots at most once.
+Result<HostSlots> parse_hostfile_line(const std::string& line, const std::string& where) {
+  auto refuse = [&](const std::string& why) {
+    return invalid_argument(where + ": " + why + " in '" + line +
+                            "' (expected 'host', 'host slots=N' or 'host:N')");
+  };
+  std::istringstream words(line);
+  std::string first;
+  words >> first;
+  HostSlots h{first, 1};
+  bool slots_given = false;
+  if (size_t colon = first.rfind(':'); colon != std::string::npos) {
+    h.host = first.substr(0, colon);
+    auto slots = parse_positive_int(first.substr(colon + 1), where + ": the slot count after ':'");
+    if (!slots.is_ok()) return slots.status();
+    h.slots = *slots;
+    slots_given = true;
+  }
+  if (h.host.empty()) return refuse("no host name");
+  for (std::string word; words >> word;) {
+    if (word.rfind("slots=", 0) != 0) return refuse("unknown word '" + word + "'");
+    if (slots_given) return refuse("the slots are given twice");
+    auto slots = parse_positive_int(word.substr(6), where + ": slots");
+    if (!slots.is_ok()) return slots.status();
+    h.slots = *slots;
+    slots_given = true;
+  }
+  return h;
+}
+
+}  // namespace
+
 Result<std::vector<HostSlots>> read_hostfile(const std::string& path) {
   std::ifstream in(path);
   if (!in) return invalid_argument("--hostfile " + path + ": cannot be read");
@@ -63,20 +98,9 @@ Result<std::vector<HostSlots>> read_hostfile(const std::string& path) {
     if (size_t hash = line.find('#'); hash != std::string::npos) line.resize(hash);
     line = trim(line);
     if (line.empty()) continue;
-    std::istringstream words(line);
-    HostSlots h;
-    words >> h.host;
-    h.slots = 1;
-    std::string word;
-    while (words >> word) {
-      if (word.rfind("slots=", 0) != 0)
-        return invalid_argument("--hostfile " + path + " line " + std::to_string(line_no) +
-                                ": expected 'host slots=N', got '" + line + "'");
-      auto slots = parse_positive_int(word.substr(6), "--hostfile " + path + " line " +
-                                                          std::to_string(line_no) + ": slots");
-      if (!slots.is_ok()) return slots.status();
-      h.slots = *slots;
-    }
+    HVRUN_ASSIGN_OR_RETURN(
+        HostSlots h,
+        parse_hostfile_line(line, "--hostfile " + path + " line " + std::to_string(line_no)));
     hosts.push_back(h);
   }
   if (hosts.empty()) return invalid_argument("--hostfile " + path + " lists no hosts");
@@ -150,6 +174,19 @@ Result<LaunchOptions> parse_command_line(const std::vector<std::string>& args,
   }
   for (; i < args.size(); ++i) opts.command.push_back(args[i]);
 
+  // -x HVRUN_NAME=VALUE of a registered setting sets it as the variable in hvrun's own
+  // environment would (a flag still wins): hvrun's coordinator and every worker then see the
+  // same value, and a bad value is refused here, on one host or many alike.
+  for (const ExportSpec& spec : opts.exports) {
+    const SettingSpec* setting = find_setting_by_env(spec.name);
+    if (setting == nullptr || !spec.value) continue;
+    HVRUN_RETURN_IF_ERROR(
+        parse_setting_value(*setting, *spec.value, "-x " + spec.name).status());
+    if (opts.settings.source(setting->name) != SettingSource::kFlag)
+      HVRUN_RETURN_IF_ERROR(
+          opts.settings.set(setting->name, *spec.value, SettingSource::kEnvironment));
+  }
+
   if (!hosts_text.empty() && !opts.hostfile.empty())
     return invalid_argument("give either -H or --hostfile, not both");
   if (!hosts_text.empty()) {
@@ -168,8 +205,9 @@ std::string usage_text() {
          "  -np, --num-proc N        number of worker processes (default: the slots of -H,\n"
          "                           else one per GPU found, else 1)\n"
          "  -H, --hosts H:S[,H:S]    hosts and their slots, e.g. localhost:2\n"
-         "  --hostfile FILE          lines 'host slots=N'\n"
-         "  -x NAME[=VALUE]          set NAME for every rank (repeatable); multi-host jobs\n"
+         "  --hostfile FILE          lines 'host slots=N' (or 'host:N', or 'host' for 1 slot)\n"
+         "  -x NAME[=VALUE]          set NAME for every rank (repeatable; -x NAME passes this\n"
+         "                           host's value); multi-host jobs\n"
          "                           forward the environment except HOSTNAME, SSH_*, DISPLAY, ...\n"
          "  -p, -i                   short for --ssh-port, --ssh-identity-file\n"
          "  --print-config           print every setting, its value and its source, then exit\n"

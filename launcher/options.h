@@ -20,7 +20,8 @@ struct HostSlots {
   int slots = 0;
 };
 
-// -x NAME[=VALUE]: a variable for every rank (multi-host jobs forward it past the ignore list).
+// -x NAME[=VALUE]: a variable for every rank on every host (multi-host jobs forward it past the
+// ignore list). An HVRUN_* setting given this way is validated and applied as hvrun's own.
 struct ExportSpec {
   std::string name;
   std::optional<std::string> value;  // nullopt: take the launch host's value
@@ -47,7 +48,8 @@ Result<LaunchOptions> parse_command_line(const std::vector<std::string>& args,
 // "host:slots[,host:slots...]"
 Result<std::vector<HostSlots>> parse_hosts(const std::string& text);
 
-// Lines "host slots=N" (or "host"), '#' comments.
+// Lines "host slots=N", "host:N" or "host" (1 slot), '#' comments; anything else, or the slots
+// given twice, is an error naming the file and line.
 Result<std::vector<HostSlots>> read_hostfile(const std::string& path);
 
 std::string usage_text();

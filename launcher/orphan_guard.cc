@@ -83,7 +83,8 @@ void sweep(const std::vector<std::string>& patterns) {
     (path.back() == '*' ? sweeps : paths).push_back(std::move(path));
   }
   for (pid_t g : groups) ::kill(-g, SIGKILL);
-  for (const std::string& path : paths) ::unlink(path.c_str());
+  for (const std::string& path : paths)  // in order: a directory after what it holds
+    if (::unlink(path.c_str()) != 0 && errno == EISDIR) ::rmdir(path.c_str());
   sweep(sweeps);
   ::_exit(0);
 }

@@ -31,7 +31,8 @@ class OrphanGuard {
 
   // The guard kills process group `pgid` if hvrun dies before release().
   void watch(pid_t pgid);
-  // The guard deletes `path` (the coordinator's unix socket) if hvrun dies before release().
+  // The guard deletes `path` (the coordinator's unix socket, then its directory, which must be
+  // empty by then) if hvrun dies before release(). Paths are deleted in the order given.
   void remove_on_exit(const std::string& path);
   // The guard deletes every file in directory `dir` whose name starts with `prefix` when it
   // exits, released or not (the job's shared-memory segments: see launcher/shm_cleanup.h).

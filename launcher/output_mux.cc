@@ -56,6 +56,7 @@ TaggedStream::~TaggedStream() {
 
 void TaggedStream::feed(std::string_view bytes) {
   if (copy_fd_ >= 0) write_fd(copy_fd_, bytes);
+  if (tag_.empty()) return feed_raw(bytes);
   pending_.append(bytes);
   size_t start = 0;
   while (true) {
@@ -82,7 +83,33 @@ void TaggedStream::feed(std::string_view bytes) {
   }
 }
 
+// Up to the last line end goes out now, whole lines in one write so that two ranks' lines do
+// not tear; the rest waits for its line end (or kMaxLine, or the end of the stream).
+void TaggedStream::feed_raw(std::string_view bytes) {
+  pending_.append(bytes);
+  size_t cut = pending_.find_last_of("\r\n");
+  cut = cut == std::string::npos ? 0 : cut + 1;
+  if (pending_.size() - cut >= kMaxLine) cut = pending_.size();
+  if (cut == 0) return;
+  const std::string_view out(pending_.data(), cut);
+  sink_.write_raw(out);
+  size_t start = 0;
+  for (size_t end; (end = out.find_first_of("\r\n", start)) != std::string_view::npos;
+       start = end + 1)
+    remember(out.substr(start, end + 1 - start));
+  if (start < out.size()) remember(out.substr(start));
+  pending_.erase(0, cut);
+}
+
 void TaggedStream::finish() {
+  if (tag_.empty()) {
+    if (!pending_.empty()) {
+      sink_.write_raw(pending_);
+      remember(pending_);
+      pending_.clear();
+    }
+    return;
+  }
   if (!pending_.empty()) {
     pending_ += '\n';
     emit(pending_);

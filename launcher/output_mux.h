@@ -6,6 +6,10 @@
 // each from the launcher's single I/O thread, so lines of two ranks never interleave mid-line;
 // when another rank prints while a '\r' line is open, the open line is closed with '\n' first.
 //
+// Untagged (--tag-output=false), a stream is a byte-exact pass-through: its bytes reach the
+// destination as they came, nothing added (no '\n' at the end, none before another rank's
+// line) and nothing dropped; only the split into writes still follows the line ends.
+//
 // Threads: everything here runs on the launcher's I/O thread.
 #pragma once
 
@@ -41,6 +45,9 @@ class OutputSink {
   // hvrun's own messages (one or more whole lines).
   void write_message(std::string_view text) { write_segment(nullptr, "", text); }
 
+  // Bytes of an untagged stream, as they are: no line is closed before them, none opened.
+  void write_raw(std::string_view bytes) { write_all(bytes); }
+
  private:
   void write_all(std::string_view bytes);
 
@@ -56,14 +63,15 @@ bool same_file(int fd_a, int fd_b);
 // One worker stream (rank r's stdout or stderr).
 class TaggedStream {
  public:
-  // `tag` may be empty (tagging off). `copy_fd` >= 0 receives the raw bytes (--output-filename).
+  // `tag` empty: tagging off, the bytes pass through exactly. `copy_fd` >= 0 receives the raw
+  // bytes (--output-filename).
   TaggedStream(std::string tag, OutputSink& sink, int copy_fd, size_t keep_last_lines);
   ~TaggedStream();
   TaggedStream(const TaggedStream&) = delete;
   TaggedStream& operator=(const TaggedStream&) = delete;
 
   void feed(std::string_view bytes);
-  // End of the stream: a last line without '\n' is emitted with one.
+  // End of the stream: a last line without '\n' is emitted with one (untagged: as it is).
   void finish();
 
   // The last lines seen (without terminators), oldest first: for the failure summary.
@@ -73,6 +81,7 @@ class TaggedStream {
   static constexpr size_t kMaxLine = 1 << 20;
 
  private:
+  void feed_raw(std::string_view bytes);
   void emit(std::string_view segment);
   void remember(std::string_view segment);
 

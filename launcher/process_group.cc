@@ -48,4 +48,10 @@ bool group_has_live_members(pid_t pgid) {
   return alive;
 }
 
+bool signal_group(pid_t pgid, int sig) {
+  const bool delivered = ::kill(-pgid, sig) == 0;
+  if (delivered && sig != SIGKILL && sig != SIGCONT) ::kill(-pgid, SIGCONT);
+  return delivered;
+}
+
 }  // namespace hvrun::launcher

@@ -1,4 +1,4 @@
-// Questions about a worker's process group (its pid is the group id).
+// A worker's process group (its pid is the group id): questions about it, and signalling it.
 #pragma once
 
 #include <sys/types.h>
@@ -9,5 +9,10 @@ namespace hvrun::launcher {
 // worker's leader is gone its orphans are reparented to init, which may reap them late, and
 // kill(-pgid, 0) alone would keep answering "alive" until it does.
 bool group_has_live_members(pid_t pgid);
+
+// Sends `sig` to every process of group `pgid`, then SIGCONT unless `sig` is SIGKILL: a stopped
+// process (SIGSTOP, a shell's ^Z) acts on a signal only once it runs again, and would otherwise
+// hold a teardown for the whole grace period. Returns whether `sig` reached the group.
+bool signal_group(pid_t pgid, int sig);
 
 }  // namespace hvrun::launcher

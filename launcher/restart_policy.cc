@@ -3,11 +3,21 @@
 namespace hvrun::launcher {
 namespace {
 
-// Two failures are "the same" when the same rank failed in the same way (pids and timings in
-// the messages differ from attempt to attempt, so the message itself is not compared).
+// A rank's failure, told by its own exit or by the coordinator naming it.
+bool names_a_rank(const JobEnd& end) {
+  return end.rank >= 0 &&
+         (end.kind == JobEndKind::kWorkerFailed || end.kind == JobEndKind::kControlPlane);
+}
+
+// Two failures are "the same" when the same cause ended both: the same rank failed the same way,
+// or the same kind of failure named no rank (pids and timings in the messages differ from
+// attempt to attempt, so the message itself is not compared). One rank's failure may reach
+// hvrun first as its exit or first as the coordinator's verdict naming it (whichever comes
+// first): both are that rank's failure.
 bool same_failure(const AttemptOutcome& a, const AttemptOutcome& b) {
-  return a.exit_code == b.exit_code && a.end.kind == b.end.kind && a.end.rank == b.end.rank &&
-         a.end.signal == b.end.signal;
+  if (a.end.rank != b.end.rank) return false;
+  if (names_a_rank(a.end) && names_a_rank(b.end) && a.end.kind != b.end.kind) return true;
+  return a.exit_code == b.exit_code && a.end.kind == b.end.kind && a.end.signal == b.end.signal;
 }
 
 std::string seconds_text(std::chrono::milliseconds ms) {

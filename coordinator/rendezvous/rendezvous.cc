@@ -179,10 +179,28 @@ std::string Rendezvous::missing_message() const {
   return message;
 }
 
-void Rendezvous::end_locked(Status status, std::vector<Listener>* to_call) {
+std::string Rendezvous::exited_message() const {
+  std::string who;
+  for (const auto& [rank, how] : exited_unregistered_) {
+    if (!who.empty()) who += "; ";
+    who += "rank " + std::to_string(rank) + " (host " + plan_[rank].host + ", local rank " +
+           std::to_string(plan_[rank].local_rank) + ") " + how;
+  }
+  return who + " before registering with the coordinator, so the job cannot start: every rank "
+               "must call init (see that rank's output)";
+}
+
+int Rendezvous::first_missing_rank_locked() const {
+  for (int r = 0; r < world_size_; ++r)
+    if (worker_of_rank_[r] < 0) return r;
+  return -1;
+}
+
+void Rendezvous::end_locked(Status status, std::vector<Listener>* to_call, int rank) {
   if (ended_) return;
   ended_ = true;
   end_status_ = std::move(status);
+  failure_rank_ = rank;
   if (on_end_) to_call->push_back(std::move(on_end_));
   on_end_ = nullptr;
   ended_cv_.notify_all();
@@ -200,14 +218,16 @@ Result<Registered> Rendezvous::register_worker(const v1::WorkerInfo& worker) {
   int slot = -1;
   HVRUN_RETURN_IF_ERROR(claim_rank(worker, &slot));
   if (!deadline_) deadline_ = Clock::now() + start_timeout_;
-  if (static_cast<int>(workers_.size()) == world_size_) {
+  if (!exited_unregistered_.empty()) {
+    end_locked(failed_precondition(exited_message()), &to_call, exited_unregistered_.front().first);
+  } else if (static_cast<int>(workers_.size()) == world_size_) {
     finish_locked();
     end_locked(check_consistency_locked(), &to_call);
   }
   while (!ended_) {
     if (ended_cv_.wait_until(lock, *deadline_) == std::cv_status::timeout && !ended_ &&
         Clock::now() >= *deadline_) {
-      end_locked(deadline_exceeded(missing_message()), &to_call);
+      end_locked(deadline_exceeded(missing_message()), &to_call, first_missing_rank_locked());
     }
   }
   Status status = end_status_;
@@ -228,12 +248,30 @@ bool Rendezvous::check_deadline(Clock::time_point now) {
   Status status;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (!ended_ && deadline_ && now >= *deadline_) end_locked(deadline_exceeded(missing_message()), &to_call);
+    if (!ended_ && deadline_ && now >= *deadline_)
+      end_locked(deadline_exceeded(missing_message()), &to_call, first_missing_rank_locked());
     status = end_status_;
     if (to_call.empty()) return ended_;
   }
   for (auto& listener : to_call) listener(status);
   return true;
+}
+
+void Rendezvous::rank_exited(int rank, const std::string& how) {
+  std::vector<Listener> to_call;
+  Status status;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (ended_ || plan_.empty() || rank < 0 || rank >= world_size_ || worker_of_rank_[rank] >= 0)
+      return;
+    for (const auto& [r, ignored] : exited_unregistered_)
+      if (r == rank) return;
+    exited_unregistered_.emplace_back(rank, how);
+    if (!deadline_) return;  // nobody registered yet: maybe no rank uses the worker library
+    end_locked(failed_precondition(exited_message()), &to_call, exited_unregistered_.front().first);
+    status = end_status_;
+  }
+  for (auto& listener : to_call) listener(status);
 }
 
 void Rendezvous::abort(const Status& status) {
@@ -243,6 +281,14 @@ void Rendezvous::abort(const Status& status) {
     end_locked(status, &to_call);
   }
   for (auto& listener : to_call) listener(status);
+}
+
+std::optional<Rendezvous::Failure> Rendezvous::failure() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!ended_ || end_status_.is_ok() || end_status_.code() == StatusCode::kAborted ||
+      end_status_.code() == StatusCode::kCancelled)
+    return std::nullopt;
+  return Failure{end_status_.message(), failure_rank_};
 }
 
 bool Rendezvous::complete() const {

@@ -1,6 +1,10 @@
 // CoordinatorServer: binds the gRPC service for one job and owns everything it serves.
 #include "coordinator/server.h"
 
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
 #include <random>
 
 #include <grpcpp/grpcpp.h>
@@ -60,6 +64,13 @@ class Server final : public CoordinatorServer {
                          " (address in use, or not an address of this host?); pick another "
                          "--coordinator-port or 0 for a free one");
     }
+    // gRPC makes the socket with the umask's mode: only this user may connect.
+    if (is_unix && ::chmod(listen.c_str() + 5, 0600) != 0) {
+      server_->Shutdown();
+      server_.reset();
+      return unavailable("coordinator: cannot make " + listen.substr(5) + " private (chmod 0600: " +
+                         std::strerror(errno) + ")");
+    }
     address_ = with_port(listen, port);
     spdlog::info("coordinator for job {} ({} ranks) listening on {}", job_.options().job_id,
                  job_.options().world_size, address_);
@@ -72,6 +83,9 @@ class Server final : public CoordinatorServer {
   void abort(const std::string& reason, int rank, const std::string& host) override {
     job_.abort(reason, rank, host);
   }
+
+  std::optional<AbortCause> abort_cause() const override { return job_.abort_cause(); }
+  void worker_exited(int rank, const std::string& how) override { job_.worker_exited(rank, how); }
 
   void shutdown() override {
     std::lock_guard<std::mutex> lock(shutdown_mutex_);

@@ -87,8 +87,10 @@ Result<Registered> Job::register_worker(const v1::WorkerInfo& worker) {
         if (!end_->is_ok()) return *end_;
         previous = now;
         generations_.push_back(std::make_unique<Generation>(*this, now->number + 1));
+        for (const auto& [rank, how] : exited_) generations_.back()->rendezvous.rank_exited(rank, how);
         end_.reset();
         aborting_ = false;
+        abort_cause_.reset();
         spdlog::info("generation {}: ranks register again (init after shutdown)",
                      generations_.back()->number);
       }
@@ -197,6 +199,7 @@ void Job::abort(const std::string& reason, int rank, const std::string& host) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (end_ || aborting_) return;
     aborting_ = true;
+    abort_cause_ = AbortCause{reason, rank, host};
   }
   spdlog::error("job aborted: {}", reason);
   telemetry_.on_abort(reason, rank);
@@ -230,6 +233,29 @@ void Job::worker_lost(int rank) {
   // to the kWorkerLost event (which would otherwise race it).
   abort(reason, rank, host);
   emit({CoordinatorEvent::Kind::kWorkerLost, reason, rank, host});
+}
+
+std::optional<AbortCause> Job::abort_cause() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (abort_cause_) return abort_cause_;
+  // The rendezvous records its own failure before it wakes the registering workers.
+  if (auto failed = generations_.back()->rendezvous.failure()) {
+    AbortCause cause{failed->message, failed->rank, "", true};
+    if (failed->rank >= 0 && static_cast<size_t>(failed->rank) < options_.plan.size())
+      cause.host = options_.plan[static_cast<size_t>(failed->rank)].host;
+    return cause;
+  }
+  return std::nullopt;
+}
+
+void Job::worker_exited(int rank, const std::string& how) {
+  Generation* generation = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    exited_.emplace_back(rank, how);
+    generation = generations_.back().get();
+  }
+  generation->rendezvous.rank_exited(rank, how);
 }
 
 std::optional<Status> Job::end_status() const {

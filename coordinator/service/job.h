@@ -18,6 +18,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "coordinator/kv_store.h"
@@ -68,6 +69,11 @@ class Job {
   void shutdown();
   // A stream ended without Goodbye.
   void worker_lost(int rank);
+  // Why the job was ended: the first abort, else the rendezvous' own failure; nullopt while
+  // neither happened. Recorded before any worker hears of it.
+  std::optional<AbortCause> abort_cause() const;
+  // The launcher saw rank `rank`'s process end: it can never register (again) in this job.
+  void worker_exited(int rank, const std::string& how);
   // The job's end: OK (every rank left cleanly) or why it failed; nullopt while it runs.
   std::optional<Status> end_status() const;
   std::optional<Status> wait_for_end(std::chrono::milliseconds timeout);
@@ -89,6 +95,9 @@ class Job {
   std::vector<std::unique_ptr<Generation>> generations_;  // guarded by mutex_; back() = current
   std::optional<Status> end_;  // guarded by mutex_: the current generation's end
   bool aborting_ = false;      // guarded by mutex_: the first abort() won
+  std::optional<AbortCause> abort_cause_;  // guarded by mutex_: that abort's cause
+  // Guarded by mutex_: ranks whose process ended, and how; every generation's rendezvous hears.
+  std::vector<std::pair<int, std::string>> exited_;
 };
 
 }  // namespace hvrun::coordinator::service

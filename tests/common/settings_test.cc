@@ -5,6 +5,9 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "common/setting_keys.h"
 
@@ -80,6 +83,32 @@ TEST(SettingsTest, BadValuesNameTheSettingTheValueAndWhatIsAccepted) {
   EXPECT_NE(missing.message().find("needs a value"), std::string::npos) << missing.message();
   // A failed set leaves the old value in place.
   EXPECT_EQ(s.get(setting::kCacheCapacity), 1024);
+}
+
+// Numbers are read exactly as written: no hex, no padding, no trailing words, nothing out of
+// range of the type; each refusal names the variable and the value.
+TEST(SettingsTest, NumbersParseStrictly) {
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"HVRUN_CYCLE_TIME", "0x10"},          {"HVRUN_CYCLE_TIME", " 5"},
+      {"HVRUN_CYCLE_TIME", "5 "},            {"HVRUN_CYCLE_TIME", "5ms"},
+      {"HVRUN_CYCLE_TIME", "inf"},           {"HVRUN_CYCLE_TIME", "1e"},
+      {"HVRUN_CYCLE_TIME", "."},             {"HVRUN_CYCLE_TIME", "1e999"},
+      {"HVRUN_CACHE_CAPACITY", "0x10"},      {"HVRUN_CACHE_CAPACITY", " 5"},
+      {"HVRUN_CACHE_CAPACITY", "5\n"},       {"HVRUN_CACHE_CAPACITY", "+5"},
+      {"HVRUN_CACHE_CAPACITY", "99999999999999999999999"},
+  };
+  for (const auto& [name, value] : bad) {
+    std::map<std::string, std::string> env{{name, value}};
+    Settings s;
+    Status st = s.apply_environment(env_of(env));
+    ASSERT_FALSE(st.is_ok()) << name << "='" << value << "' was accepted";
+    EXPECT_NE(st.message().find(name), std::string::npos) << st.message();
+    EXPECT_NE(st.message().find("'" + value + "'"), std::string::npos) << st.message();
+  }
+  Settings s;
+  for (const char* good : {"16", "0.25", "-0", "1e1", "2.", ".5", "1E+1"})
+    EXPECT_TRUE(s.apply_flag("--cycle-time-ms", good, true).is_ok()) << good;
+  EXPECT_TRUE(s.apply_flag("--cache-capacity", "0", true).is_ok());
 }
 
 TEST(SettingsTest, AcceptsCommonSpellings) {

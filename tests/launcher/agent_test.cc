@@ -195,6 +195,35 @@ TEST(AgentTest, ForwardedSignalsReachTheWorkers) {
   EXPECT_TRUE(agent.until("BYE", std::chrono::seconds(5)));
 }
 
+// A stopped worker acts on the forwarded SIGTERM at once: the agent sends SIGCONT with it.
+TEST(AgentTest, AStoppedWorkerEndsOnTheForwardedSignal) {
+  AgentProcess agent;
+  agent.start_job("echo up; kill -STOP $$; exec sleep 100", 1, "unix:/x");
+  ASSERT_TRUE(agent.until("OUT", std::chrono::seconds(10)));
+  ASSERT_EQ(agent.workers().size(), 1u);
+  // Bounded wait until the worker shows as stopped ('T' in /proc/<pid>/stat).
+  auto stopped = [&] {
+    char path[64];
+    std::snprintf(path, sizeof path, "/proc/%d/stat", agent.workers()[0]);
+    FILE* f = std::fopen(path, "r");
+    if (f == nullptr) return false;
+    char buf[512] = {};
+    size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+    std::fclose(f);
+    std::string stat(buf, n);
+    size_t paren = stat.rfind(')');
+    return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] == 'T';
+  };
+  const auto deadline = Clock::now() + std::chrono::seconds(5);
+  while (!stopped() && Clock::now() < deadline) ::usleep(5000);
+  ASSERT_TRUE(stopped());
+  agent.send(encode_frame("SIGNAL", {std::to_string(SIGTERM)}));
+  auto exit = agent.until("EXIT", std::chrono::seconds(3));
+  ASSERT_TRUE(exit) << "the stopped worker did not act on SIGTERM";
+  int status = static_cast<int>(exit->int_arg(1));
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) << status;
+}
+
 TEST(AgentTest, ACoordinatorThatStopsAnsweringEndsTheWorkers) {
   AgentProcess agent;
   // Nothing listens on 127.0.0.1:1: three failed checks, 2 s apart.

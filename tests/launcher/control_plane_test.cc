@@ -57,5 +57,35 @@ TEST(HvrunControlPlaneTest, RegistrationTimeoutNamesTheMissingRank) {
   EXPECT_NE(r.err.find("hvrun: job failed: registration failed"), std::string::npos) << r.err;
 }
 
+// A rank that exits (with code 0) before it ever calls init can never register: the job fails
+// at once naming it and how it ended, not after the 30 s start timeout.
+TEST(HvrunControlPlaneTest, ARankExitingBeforeInitFailsTheJobAtOnceNamingIt) {
+  RunResult r = run_process({bin_path("hvrun"), "-np", "3", "--start-timeout", "30",
+                             "--grace-period", "2", bin_path("launcher_test_worker"), "early",
+                             "1"},
+                            cpu_job());
+  EXPECT_FALSE(r.timed_out) << r.err;
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_LT(r.elapsed.count(), 5000) << "waited for the start timeout?\n" << r.err;
+  const size_t head = r.err.find("hvrun: job failed: ");
+  ASSERT_NE(head, std::string::npos) << r.err;
+  const std::string line = r.err.substr(head, r.err.find('\n', head) - head);
+  EXPECT_NE(line.find("rank 1 (host localhost, local rank 1) exited with code 0 before "
+                      "registering"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(line.find("rendezvous timed out"), std::string::npos) << r.err;
+}
+
+// The coordinator's unix socket is for this user only, whatever the umask: mode 0600, in a
+// directory of mode 0700 made for it; both are gone after the job.
+TEST(HvrunControlPlaneTest, TheCoordinatorSocketIsPrivateWhateverTheUmask) {
+  RunResult r = run_process({"/bin/sh", "-c", "umask 000; exec \"$0\" \"$@\"", bin_path("hvrun"),
+                             "-np", "1", bin_path("launcher_test_worker"), "socket-mode"},
+                            cpu_job());
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("[0]<stdout>:socket 600 dir 700\n"), std::string::npos) << r.out;
+}
+
 }  // namespace
 }  // namespace hvrun::test

@@ -79,5 +79,32 @@ TEST(LaunchOptionsTest, ReadsHostfile) {
   EXPECT_FALSE(read_hostfile(path + ".missing").is_ok());
 }
 
+// "host:N" is read as -H reads it; slots given twice, or a malformed count, is an error that
+// names the file's line, never a silent choice of one of them or a host name with a colon.
+TEST(LaunchOptionsTest, HostfileTakesTheMinusHFormAndRefusesAmbiguousLines) {
+  std::string path = ::testing::TempDir() + "/hosts-forms.txt";
+  {
+    std::ofstream f(path);
+    f << "localhost:2\nnode2 slots=3\n";
+  }
+  auto hosts = read_hostfile(path);
+  ASSERT_TRUE(hosts.is_ok()) << hosts.status().message();
+  ASSERT_EQ(hosts->size(), 2u);
+  EXPECT_EQ((*hosts)[0].host, "localhost");
+  EXPECT_EQ((*hosts)[0].slots, 2);
+  EXPECT_EQ((*hosts)[1].host, "node2");
+  EXPECT_EQ((*hosts)[1].slots, 3);
+  for (const char* bad : {"node0 slots=1 slots=3", "localhost:2 slots=3", "localhost:x", ":2",
+                          "localhost:0", "localhost slots=", "localhost slots=2x"}) {
+    {
+      std::ofstream f(path);
+      f << "# first line\nnode1 slots=1\n" << bad << "\n";
+    }
+    auto r = read_hostfile(path);
+    ASSERT_FALSE(r.is_ok()) << "'" << bad << "' was accepted";
+    EXPECT_NE(r.status().message().find("line 3"), std::string::npos) << r.status().message();
+  }
+}
+
 }  // namespace
 }  // namespace hvrun::launcher

@@ -74,6 +74,25 @@ TEST(RestartPolicy, SlowOrDifferentFailuresKeepRestarting) {
   EXPECT_TRUE(policy.after_attempt(failed(1, 2, seconds(60))).restart);         // ran a while
 }
 
+// Rank 1's failure told once by its own exit and once by the coordinator naming it (whichever
+// hvrun saw first) is the same failure: the second quick one ends the restarts.
+TEST(RestartPolicy, TheSameCauseToldByTheCoordinatorIsTheSameFailure) {
+  RestartPolicy policy(5, seconds(10));
+  EXPECT_TRUE(policy.after_attempt(failed(1, 1, milliseconds(300))).restart);
+  AttemptOutcome named = failed(1, 1, milliseconds(300));
+  named.end.kind = JobEndKind::kControlPlane;
+  named.end.message = "job aborted: rank 1 failed: boom";
+  auto d = policy.after_attempt(named);
+  EXPECT_FALSE(d.restart);
+  EXPECT_NE(d.message.find("same way twice"), std::string::npos) << d.message;
+  // A control-plane failure naming no rank is not a rank's failure.
+  RestartPolicy other(5, seconds(10));
+  AttemptOutcome anonymous = named;
+  anonymous.end.rank = -1;
+  EXPECT_TRUE(other.after_attempt(failed(1, 1, milliseconds(300))).restart);
+  EXPECT_TRUE(other.after_attempt(anonymous).restart);
+}
+
 TEST(RestartPolicy, HvrunStoppedBySignalIsNotRestarted) {
   RestartPolicy policy(3);
   AttemptOutcome o = failed(-1, 130, seconds(20));

@@ -3,7 +3,9 @@
 
 #include <filesystem>
 #include <fstream>
+#include <algorithm>
 #include <map>
+#include <random>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -71,8 +73,10 @@ TEST(HvrunRunTest, EveryRankGetsItsEnvironment) {
   EXPECT_EQ(read_file(dir + "/job.2"), job);
   std::string addr = read_file(dir + "/addr.0");
   EXPECT_EQ(read_file(dir + "/addr.1"), addr);
-  // Single-host jobs: a unix socket named after the job.
-  EXPECT_TRUE(std::regex_match(addr, std::regex("unix:/.*/" + job + "\\.sock"))) << addr;
+  // Single-host jobs: a unix socket in a private directory named after the job, both gone after.
+  EXPECT_TRUE(std::regex_match(addr, std::regex("unix:/.*/" + job + "-[A-Za-z0-9]{6}/coordinator\\.sock")))
+      << addr;
+  EXPECT_FALSE(std::filesystem::exists(std::filesystem::path(addr.substr(5)).parent_path())) << addr;
 
   // Another job gets another secret; an explicit --coordinator-port means TCP on loopback.
   RunResult again = run_process(
@@ -228,6 +232,50 @@ TEST(HvrunRunTest, LinesOfTwoRanksNeverInterleaveOrTear) {
   const std::string last = " progress " + std::to_string(kSteps) + "/" + std::to_string(kSteps);
   EXPECT_NE(r.out.find("[0]<stdout>:a" + last), std::string::npos);
   EXPECT_NE(r.out.find("[1]<stdout>:b" + last), std::string::npos);
+}
+
+// -x reaches every rank of a single-host job as it does on many hosts: NAME=VALUE, and NAME
+// with the launch host's value; an HVRUN_* setting given this way is checked like the variable.
+TEST(HvrunRunTest, MinusXReachesEveryRankOfASingleHostJob) {
+  RunOptions opts = cpu_job();
+  opts.env["HVRUN_TEST_FROM_HERE"] = "here";
+  opts.env["FOO"] = std::nullopt;
+  RunResult r = run_process({bin_path("hvrun"), "-np", "2", "-x", "FOO=bar", "-x",
+                             "HVRUN_TEST_FROM_HERE", "-x", "HVRUN_CYCLE_TIME=3", "sh", "-c",
+                             "echo ${FOO-unset} ${HVRUN_TEST_FROM_HERE-unset} $HVRUN_CYCLE_TIME"},
+                            opts);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("[0]<stdout>:bar here 3\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("[1]<stdout>:bar here 3\n"), std::string::npos) << r.out;
+
+  RunResult bad = run_process(
+      {bin_path("hvrun"), "-np", "1", "-x", "HVRUN_CYCLE_TIME=0x10", "true"}, cpu_job());
+  EXPECT_EQ(bad.exit_code, 2) << bad.err;
+  EXPECT_NE(bad.err.find("-x HVRUN_CYCLE_TIME"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("'0x10'"), std::string::npos) << bad.err;
+}
+
+// Untagged output is the rank's bytes exactly: binary data with "\n\r", lone '\r's and no
+// line end at the end comes out identical.
+TEST(HvrunRunTest, UntaggedOutputIsAByteExactPassThrough) {
+  std::string dir = fresh_dir("exact");
+  std::string data(200000, '\0');
+  std::mt19937 random(12345);
+  for (char& c : data) c = static_cast<char>(random() & 0xff);
+  data.replace(1000, 6, "a\n\rb\r\n");
+  data.back() = 'z';  // no line end at the end
+  const std::string path = dir + "/random.bin";
+  {
+    std::ofstream f(path, std::ios::binary);
+    f.write(data.data(), static_cast<std::streamsize>(data.size()));
+  }
+  RunResult r = run_process({bin_path("hvrun"), "-np", "1", "--tag-output=false", "cat", path},
+                            cpu_job());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_EQ(r.out.size(), data.size());
+  EXPECT_TRUE(r.out == data) << "the bytes differ from offset "
+                             << std::mismatch(data.begin(), data.end(), r.out.begin()).first -
+                                    data.begin();
 }
 
 }  // namespace
