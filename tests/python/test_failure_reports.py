@@ -8,6 +8,8 @@ import os
 import re
 import sys
 
+import pytest
+
 from test_faults import run_job
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -33,6 +35,20 @@ def test_uncaught_exception_is_reported_as_the_ranks_failure():
     assert re.search(r"\[hvrun\] \[error\] job aborted: " + cause, out), out
     assert re.search(r"hvrun: job failed: .*rank 1 on", out), out
     assert "NO ERROR" not in out, out
+
+
+@pytest.mark.parametrize("run", range(20))
+def test_the_headline_names_the_rank_that_raised_every_time(run):
+    # The failing rank's exit races its peers' (which fail on the abort it caused): whichever
+    # exit hvrun reads first, the headline and the summary's "first failure" are rank 1's.
+    code, out = run_job(["-np", "3", "--op-timeout", "20", "--grace-period", "5", sys.executable,
+                         os.path.join(HERE, "exception_rank_worker.py")], timeout=60)
+    assert code != 0, out
+    headline = [line for line in out.splitlines() if line.startswith("hvrun: job failed:")]
+    assert len(headline) == 1 and headline[0].startswith("hvrun: job failed: rank 1 on"), out
+    assert "uncaught Python exception: ValueError: boom at step 3" in headline[0], out
+    firsts = [line for line in out.splitlines() if line.endswith("<- first failure")]
+    assert len(firsts) == 1 and re.match(r"hvrun: 1 ", firsts[0]), out
 
 
 def test_names_that_cannot_be_tensor_names_raise_at_submission():

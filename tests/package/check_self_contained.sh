@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Nothing the repository tracks reads a path outside its clone: no "../shared" and no absolute
+# path of a developer's machine. bench/RESULTS.md is exempt: it quotes the commands of earlier
+# measurements as they were run. (CI itself runs in a clone in an empty scratch folder.)
+#   check_self_contained.sh SOURCE_DIR
+set -euo pipefail
+cd "$1"
+if ! git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+  echo "SKIP: $1 is not a git checkout (nothing to list)"; exit 77
+fi
+hits="$(git ls-files -z -- . ':!bench/RESULTS.md' ':!tests/package/check_self_contained.sh' |
+        xargs -0 grep -nIE '\.\./shared|/work/(main|shared)' -- || true)"
+if [ -n "$hits" ]; then
+  echo "FAIL: paths outside the repository:"; echo "$hits"; exit 1
+fi
+echo "PASS: $(git ls-files | wc -l) tracked files, none names a path outside the clone"
