@@ -124,7 +124,7 @@ std::string predictable_unix_address(const Settings& settings, const std::string
 }
 
 CoordinatorHooks coordinator_hooks(const std::unique_ptr<ControlPlane>* control,
-                                   std::mutex* mutex) {
+                                   std::mutex* mutex, EarlyExits* early) {
   auto lock = [mutex] {
     return mutex != nullptr ? std::unique_lock<std::mutex>(*mutex) : std::unique_lock<std::mutex>();
   };
@@ -133,15 +133,24 @@ CoordinatorHooks coordinator_hooks(const std::unique_ptr<ControlPlane>* control,
     auto held = lock();
     if (*control) (*control)->abort(reason, rank, host);
   };
-  hooks.worker_exited = [control, lock](int rank, const std::string& how) {
+  hooks.worker_exited = [control, lock, early](int rank, const std::string& how) {
     auto held = lock();
-    if (*control) (*control)->worker_exited(rank, how);
+    if (*control) {
+      (*control)->worker_exited(rank, how);
+    } else if (early != nullptr) {
+      early->exits.emplace_back(rank, how);
+    }
   };
   hooks.verdict = [control, lock]() -> std::optional<CoordinatorVerdict> {
     auto held = lock();
     return *control ? (*control)->verdict() : std::nullopt;
   };
   return hooks;
+}
+
+void replay_early_exits(ControlPlane& control, EarlyExits& early) {
+  for (const auto& [rank, how] : early.exits) control.worker_exited(rank, how);
+  early.exits.clear();
 }
 
 Result<std::unique_ptr<ControlPlane>> start_control_plane(const Settings& settings,

@@ -7,6 +7,8 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "common/settings.h"
 #include "common/status.h"
@@ -41,9 +43,19 @@ class ControlPlane {
   virtual std::optional<Status> final_status() { return std::nullopt; }
 };
 
+// Ranks that ended while the coordinator was still starting: kept, then told to it once it runs,
+// so that a rank exiting before init fails the rendezvous however early it exits.
+struct EarlyExits {
+  std::vector<std::pair<int, std::string>> exits;  // (rank, how)
+};
+
 // The runners' hooks onto `*control`, which may still be null (the coordinator is starting on
-// another thread); `mutex`, when not null, guards `*control`. Both outlive the hooks.
-CoordinatorHooks coordinator_hooks(const std::unique_ptr<ControlPlane>* control, std::mutex* mutex);
+// another thread); `mutex`, when not null, guards `*control` and `*early`. `early`, when not
+// null, keeps the exits seen while `*control` is null. All outlive the hooks.
+CoordinatorHooks coordinator_hooks(const std::unique_ptr<ControlPlane>* control, std::mutex* mutex,
+                                   EarlyExits* early = nullptr);
+// Tells a coordinator that just started the exits `early` kept (call under the same mutex).
+void replay_early_exits(ControlPlane& control, EarlyExits& early);
 
 Result<std::unique_ptr<ControlPlane>> start_control_plane(const Settings& settings,
                                                           const JobPlan& plan,

@@ -101,7 +101,8 @@ int run_single_host_attempt(const LaunchOptions& opts, const JobPlan& plan,
   config.output_dir = settings.get(setting::kOutputFilename);
   config.verbose = settings.get(setting::kVerbose);
   config.tag_output = settings.get(setting::kTagOutput);
-  config.coordinator = coordinator_hooks(&control, &control_mutex);
+  EarlyExits early_exits;  // guarded by control_mutex
+  config.coordinator = coordinator_hooks(&control, &control_mutex, &early_exits);
   JobRunner runner(std::move(config), out, err, &guard);
   // /metrics and the end-of-job summary read this attempt's coordinator (null until it started).
   ScopedTelemetrySource telemetry_source(telemetry, [&control, &control_mutex] {
@@ -128,6 +129,7 @@ int run_single_host_attempt(const LaunchOptions& opts, const JobPlan& plan,
     spdlog::debug("coordinator started on {}", (*started)->address());
     std::lock_guard<std::mutex> lock(control_mutex);
     control = std::move(started).value();
+    replay_early_exits(*control, early_exits);
     return Status::ok();
   };
   if (address.empty()) {

@@ -55,7 +55,8 @@ Result<std::vector<HostSlots>> parse_hosts(const std::string& text) {
 namespace {
 
 // One hostfile line: "host", "host slots=N" (Horovod's and mpirun's form) or "host:N" (the -H
-// form), each way of giving the slots at most once.
+// form), each way of giving the slots at most once. An IPv6 address takes its slots as
+// "slots=N" or "[address]:N": a bare one's colons are its own.
 Result<HostSlots> parse_hostfile_line(const std::string& line, const std::string& where) {
   auto refuse = [&](const std::string& why) {
     return invalid_argument(where + ": " + why + " in '" + line +
@@ -66,8 +67,11 @@ Result<HostSlots> parse_hostfile_line(const std::string& line, const std::string
   words >> first;
   HostSlots h{first, 1};
   bool slots_given = false;
-  if (size_t colon = first.rfind(':'); colon != std::string::npos) {
-    h.host = first.substr(0, colon);
+  const size_t colon = first.rfind(':');
+  const bool bracketed = first.size() > 2 && first.front() == '[' && colon != std::string::npos &&
+                         colon > 0 && first[colon - 1] == ']';
+  if (bracketed || (colon != std::string::npos && first.find(':') == colon)) {
+    h.host = bracketed ? first.substr(1, colon - 2) : first.substr(0, colon);
     auto slots = parse_positive_int(first.substr(colon + 1), where + ": the slot count after ':'");
     if (!slots.is_ok()) return slots.status();
     h.slots = *slots;

@@ -21,7 +21,12 @@ hvrun_setup() {
     launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache
               -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
   fi
-  if [ ! -f "$BUILD_DIR/build.ninja" ]; then
+  # A build folder made for another interpreter (an older checkout's /usr/bin/python3) is
+  # configured again for the project's environment.
+  local cached_python=""
+  [ -f "$BUILD_DIR/CMakeCache.txt" ] &&
+    cached_python="$(sed -n 's/^Python_EXECUTABLE:[A-Z]*=//p' "$BUILD_DIR/CMakeCache.txt")"
+  if [ ! -f "$BUILD_DIR/build.ninja" ] || [ "$cached_python" != "$HVRUN_VENV/bin/python" ]; then
     hvrun_say "configuring $BUILD_DIR (Release, CUDA=${HVRUN_WITH_CUDA:-AUTO}, Werror=$werror, Python=$HVRUN_VENV/bin/python)"
     cmake -S "$HVRUN_ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release \
       -DHVRUN_WITH_CUDA="${HVRUN_WITH_CUDA:-AUTO}" -DHVRUN_WERROR="$werror" \

@@ -2,6 +2,7 @@
 #include "coordinator/server.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -66,8 +67,11 @@ class Server final : public CoordinatorServer {
     }
     // gRPC makes the socket with the umask's mode: only this user may connect.
     if (is_unix && ::chmod(listen.c_str() + 5, 0600) != 0) {
+      const int error = errno;
       server_->Shutdown();
       server_.reset();
+      ::unlink(listen.c_str() + 5);  // so that the launcher can remove the private directory
+      errno = error;
       return unavailable("coordinator: cannot make " + listen.substr(5) + " private (chmod 0600: " +
                          std::strerror(errno) + ")");
     }

@@ -15,16 +15,18 @@ from hvrun.exceptions import STATUS_NAMES, HvrunError, TensorNameError
 
 _lock = threading.Lock()
 _worker = None
+_error_before_init = None  # sys.last_exc/last_value when init() ran: it ends nothing of ours
 _op_timeout_s = 300.0
 _counters = {}
 
 
 def init():
     """Joins the job hvrun started (HVRUN_* environment). Idempotent while initialized."""
-    global _worker, _op_timeout_s
+    global _worker, _op_timeout_s, _error_before_init
     with _lock:
         if _worker is not None:
             return
+        _error_before_init = _last_error()
         worker, code, message = _core.Worker.init()
         if worker is None:
             raise HvrunError("hvrun init failed: " + message, STATUS_NAMES.get(code, str(code)))
@@ -80,16 +82,21 @@ def op_name(kind, name):
     return "%s.%s" % (kind, name)
 
 
+def _last_error():
+    return getattr(sys, "last_exc", None) or getattr(sys, "last_value", None)
+
+
 def _uncaught_exception():
     """The exception ending the interpreter, as text, or None.
 
     Python stores an uncaught exception in sys.last_exc / sys.last_value before it runs the
     atexit handlers; a clean exit, sys.exit() and os._exit() leave none. An interactive session
-    keeps the last error it printed, which ends nothing, so it does not count."""
+    keeps the last error it printed, which ends nothing, so it does not count; nor does an error
+    that was already there at init() (a notebook's, or one an extension printed and handled)."""
     if hasattr(sys, "ps1"):
         return None
-    exc = getattr(sys, "last_exc", None) or getattr(sys, "last_value", None)
-    if exc is None or isinstance(exc, SystemExit):
+    exc = _last_error()
+    if exc is None or exc is _error_before_init or isinstance(exc, SystemExit):
         return None
     text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
     frames = traceback.extract_tb(exc.__traceback__) if exc.__traceback__ else []

@@ -253,6 +253,10 @@ PYBIND11_MODULE(_core, m) {
       .def("grouped_allreduce_async",
            [](Worker& w, const py::sequence& name_objects, const std::vector<TensorRef>& tensors,
               int op, double prescale, double postscale) {
+             // A str is a sequence too: split into one-character names it would run silently.
+             if (py::isinstance<py::str>(name_objects) || py::isinstance<py::bytes>(name_objects))
+               throw py::type_error("grouped_allreduce_async: names must be a list of str, not one "
+                                    "string");
              std::vector<std::string> names;
              for (py::handle n : name_objects) names.push_back(tensor_name(w, n));
              std::vector<TensorView> views;

@@ -85,15 +85,22 @@ TEST(LaunchOptionsTest, HostfileTakesTheMinusHFormAndRefusesAmbiguousLines) {
   std::string path = ::testing::TempDir() + "/hosts-forms.txt";
   {
     std::ofstream f(path);
-    f << "localhost:2\nnode2 slots=3\n";
+    f << "localhost:2\nnode2 slots=3\nfe80::1 slots=2\n::1\n[fd00::7]:4\n";
   }
   auto hosts = read_hostfile(path);
   ASSERT_TRUE(hosts.is_ok()) << hosts.status().message();
-  ASSERT_EQ(hosts->size(), 2u);
+  ASSERT_EQ(hosts->size(), 5u);
   EXPECT_EQ((*hosts)[0].host, "localhost");
   EXPECT_EQ((*hosts)[0].slots, 2);
   EXPECT_EQ((*hosts)[1].host, "node2");
   EXPECT_EQ((*hosts)[1].slots, 3);
+  // IPv6 addresses keep their colons: slots come from "slots=N" or "[address]:N".
+  EXPECT_EQ((*hosts)[2].host, "fe80::1");
+  EXPECT_EQ((*hosts)[2].slots, 2);
+  EXPECT_EQ((*hosts)[3].host, "::1");
+  EXPECT_EQ((*hosts)[3].slots, 1);
+  EXPECT_EQ((*hosts)[4].host, "fd00::7");
+  EXPECT_EQ((*hosts)[4].slots, 4);
   for (const char* bad : {"node0 slots=1 slots=3", "localhost:2 slots=3", "localhost:x", ":2",
                           "localhost:0", "localhost slots=", "localhost slots=2x"}) {
     {

@@ -197,7 +197,19 @@ class MultiHostTest : public ::testing::Test {
 
   void TearDown() override {
     // Nothing of this test may survive it, in any namespace.
-    for (pid_t pid : processes_running(train_exe())) ::kill(pid, SIGKILL);
+    for (pid_t pid : our_trainers()) ::kill(pid, SIGKILL);
+  }
+
+  // The trainers this test's hosts run: `train` processes in hostA's or hostB's namespace (other
+  // tests on this machine run `train` too, in the machine's own namespace).
+  static std::vector<pid_t> our_trainers() {
+    const std::string a = netns_of_name(env_["NS_A"]), b = netns_of_name(env_["NS_B"]);
+    std::vector<pid_t> out;
+    for (pid_t pid : processes_running(train_exe())) {
+      const std::string ns = netns_of_pid(pid);
+      if (ns == a || ns == b) out.push_back(pid);
+    }
+    return out;
   }
 
   static std::string train_exe() {
@@ -313,7 +325,7 @@ TEST_F(MultiHostTest, TrainingAcrossTwoHostsConvergesOverTheVethNotTheDecoy) {
   EXPECT_NE(r.err.find("GLOO_SOCKET_IFNAME=" + env_["IFACE_B"]), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("HVRUN_DATA_ADDR=" + env_["ADDR_B"]), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("HVRUN_SECRET=<hidden>"), std::string::npos);
-  EXPECT_TRUE(processes_running(train_exe()).empty());
+  EXPECT_TRUE(our_trainers().empty());
 }
 
 TEST_F(MultiHostTest, NamedInterfacesEnvironmentAndMinusXReachRemoteRanks) {
@@ -375,17 +387,17 @@ std::unique_ptr<Started> MultiHostTest::start_training(const char* name) {
   EXPECT_FALSE(epoch_losses(read_file(job->out_path)).empty())
       << "no epoch within 60 s\n"
       << read_file(job->out_path) << read_file(job->err_path);
-  EXPECT_EQ(processes_running(train_exe()).size(), 4u);
+  EXPECT_EQ(our_trainers().size(), 4u);
   return job;
 }
 
 void MultiHostTest::expect_nothing_left(const std::string& context) {
   // No worker survives, in either namespace (agents kill theirs; a lost host's die with it).
   auto gone_by = Clock::now() + seconds(5);
-  while (Clock::now() < gone_by && (!processes_running(train_exe()).empty() ||
+  while (Clock::now() < gone_by && (!our_trainers().empty() ||
                                     agent_in(env_["NS_A"]) > 0 || agent_in(env_["NS_B"]) > 0))
     ::usleep(50000);
-  EXPECT_TRUE(processes_running(train_exe()).empty()) << context;
+  EXPECT_TRUE(our_trainers().empty()) << context;
   EXPECT_EQ(agent_in(env_["NS_A"]), -1) << context;
   EXPECT_EQ(agent_in(env_["NS_B"]), -1) << context;
 }

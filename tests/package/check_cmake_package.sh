@@ -26,7 +26,9 @@ cmake --build "$work/consumer" >/dev/null
 status=0
 for program in consumer_cpp consumer_c; do
   exe="$work/consumer/$program"
-  if ! ldd "$exe" | grep -q "libhvrun.so.0 => $prefix/lib/libhvrun.so.0"; then
+  # A here-string, not a pipe: grep -q stops reading early, which pipefail would count as
+  # ldd failing (SIGPIPE).
+  if ! grep -q "libhvrun.so.0 => $prefix/lib/libhvrun.so.0" <<<"$(ldd "$exe")"; then
     echo "FAIL: $program does not link the installed libhvrun.so:"; ldd "$exe"; exit 1
   fi
   out="$(HVRUN_DEVICE=cpu timeout 60 "$prefix/bin/hvrun" -np 2 "$exe" 2>&1)" || status=$?

@@ -8,8 +8,12 @@ cd "$1"
 if ! git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
   echo "SKIP: $1 is not a git checkout (nothing to list)"; exit 77
 fi
-hits="$(git ls-files -z -- . ':!bench/RESULTS.md' ':!tests/package/check_self_contained.sh' |
-        xargs -0 grep -nIE '\.\./shared|/work/(main|shared)' -- || true)"
+status=0
+hits="$(git grep -nIE '\.\./shared|/work/(main|shared)' -- . ':!bench/RESULTS.md' \
+          ':!tests/package/check_self_contained.sh')" || status=$?
+if [ "$status" -gt 1 ]; then  # 1 is "nothing found"
+  echo "FAIL: git grep could not search the tracked files (exit $status)"; exit 1
+fi
 if [ -n "$hits" ]; then
   echo "FAIL: paths outside the repository:"; echo "$hits"; exit 1
 fi

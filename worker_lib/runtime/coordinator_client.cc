@@ -38,7 +38,13 @@ void keep_grpc_initialized() {
 
 Status NegotiationStream::finish() {
   std::lock_guard<std::mutex> lock(finish_mutex_);
-  if (!final_status_) final_status_ = stream_->Finish();  // gRPC allows one Finish per call
+  if (!final_status_) {
+    // gRPC allows one Finish per call and no Write beside or after it: writers (the heartbeat,
+    // the background loop, shutdown) find the stream closed from here on.
+    std::lock_guard<std::mutex> writes(write_mutex_);
+    closed_ = true;
+    final_status_ = stream_->Finish();
+  }
   const grpc::Status& status = *final_status_;
   if (status.ok() || status.error_code() == grpc::StatusCode::CANCELLED) return Status::ok();
   return Status(static_cast<StatusCode>(static_cast<int>(status.error_code())),

@@ -46,14 +46,14 @@ class NegotiationStream {
   void cancel() { context_.TryCancel(); }
   // The stream's final status, as the coordinator (or gRPC, for a broken connection) ended it:
   // OK or CANCELLED after a clean end. Call once read() returned false; later calls return the
-  // same status.
+  // same status. Closes the stream for writing (write() returns false afterwards).
   Status finish();
 
  private:
   friend class CoordinatorClient;
   std::mutex write_mutex_;
   bool closed_ = false;  // guarded by write_mutex_
-  std::mutex finish_mutex_;
+  std::mutex finish_mutex_;  // taken before write_mutex_
   std::optional<grpc::Status> final_status_;  // guarded by finish_mutex_
   grpc::ClientContext context_;
   std::unique_ptr<grpc::ClientReaderWriter<v1::WorkerMessage, v1::CoordinatorMessage>> stream_;
