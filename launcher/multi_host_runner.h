@@ -7,8 +7,10 @@
 //    teardown: the coordinator aborts the job, every agent gets SIGNAL (SIGTERM or the forwarded
 //    signal), then KILL after the grace period; remote shells still running 5 s after that are
 //    killed, which makes their agents kill their workers. The summary names the host.
-//  - the failure reported is the first cause, decided as JobRunner decides it
-//    (launcher/job_verdict.h).
+//  - the failure reported is the first cause, by the same rules as JobRunner's
+//    (launcher/job_verdict.h's first_cause), judged once the first failure has waited
+//    kExplainDelay for the frames that explain it (JobRunner waits only while the rank the
+//    coordinator named still runs).
 //
 // One Boost.Asio loop on the calling thread owns everything; post_* are the thread-safe members.
 #pragma once

@@ -25,18 +25,24 @@ using launcher::FrameReader;
 using launcher::join_list;
 using Clock = std::chrono::steady_clock;
 
-bool alive(pid_t pid) {
-  if (::kill(pid, 0) != 0) return false;
+// The state letter of /proc/<pid>/stat ('R', 'S', 'T' stopped, 'Z' zombie), '?' when gone.
+char process_state(pid_t pid) {
   char path[64];
   std::snprintf(path, sizeof path, "/proc/%d/stat", pid);
   FILE* f = std::fopen(path, "r");
-  if (f == nullptr) return false;
+  if (f == nullptr) return '?';
   char buf[512] = {};
   size_t n = std::fread(buf, 1, sizeof buf - 1, f);
   std::fclose(f);
   std::string stat(buf, n);
   size_t paren = stat.rfind(')');
-  return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] != 'Z';
+  return paren != std::string::npos && paren + 2 < stat.size() ? stat[paren + 2] : '?';
+}
+
+bool alive(pid_t pid) {
+  if (::kill(pid, 0) != 0) return false;
+  const char state = process_state(pid);
+  return state != '?' && state != 'Z';
 }
 
 class AgentProcess {
@@ -202,18 +208,7 @@ TEST(AgentTest, AStoppedWorkerEndsOnTheForwardedSignal) {
   ASSERT_TRUE(agent.until("OUT", std::chrono::seconds(10)));
   ASSERT_EQ(agent.workers().size(), 1u);
   // Bounded wait until the worker shows as stopped ('T' in /proc/<pid>/stat).
-  auto stopped = [&] {
-    char path[64];
-    std::snprintf(path, sizeof path, "/proc/%d/stat", agent.workers()[0]);
-    FILE* f = std::fopen(path, "r");
-    if (f == nullptr) return false;
-    char buf[512] = {};
-    size_t n = std::fread(buf, 1, sizeof buf - 1, f);
-    std::fclose(f);
-    std::string stat(buf, n);
-    size_t paren = stat.rfind(')');
-    return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] == 'T';
-  };
+  auto stopped = [&] { return process_state(agent.workers()[0]) == 'T'; };
   const auto deadline = Clock::now() + std::chrono::seconds(5);
   while (!stopped() && Clock::now() < deadline) ::usleep(5000);
   ASSERT_TRUE(stopped());
