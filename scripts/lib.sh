@@ -30,7 +30,7 @@ hvrun_setup() {
     hvrun_say "configuring $BUILD_DIR (Release, CUDA=${HVRUN_WITH_CUDA:-AUTO}, Werror=$werror, Python=$HVRUN_VENV/bin/python)"
     cmake -S "$HVRUN_ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release \
       -DHVRUN_WITH_CUDA="${HVRUN_WITH_CUDA:-AUTO}" -DHVRUN_WERROR="$werror" \
-      -DPython_EXECUTABLE="$HVRUN_VENV/bin/python" "${launcher[@]}" >/dev/null
+      -DPython_EXECUTABLE="$HVRUN_VENV/bin/python" -Upybind11_DIR "${launcher[@]}" >/dev/null
   fi
   hvrun_say "building ${*:-everything} in $BUILD_DIR"
   cmake --build "$BUILD_DIR" --parallel "${JOBS:-$(nproc)}" ${1:+--target "$@"}
