@@ -58,24 +58,27 @@ TEST(LaunchOptionsTest, EnvironmentSettingErrorNamesTheVariable) {
   EXPECT_NE(r.status().message().find("HVRUN_FUSION_THRESHOLD"), std::string::npos);
 }
 
-TEST(LaunchOptionsTest, ReadsHostfile) {
-  std::string path = ::testing::TempDir() + "/hosts.txt";
+// Writes `text` to the hostfile at `path` and reads it back.
+Result<std::vector<HostSlots>> read_hostfile_text(const std::string& path,
+                                                  const std::string& text) {
   {
     std::ofstream f(path);
-    f << "# cluster\nnode1 slots=4\n\nnode2 slots=2  # spare\nnode3\n";
+    f << text;
   }
-  auto hosts = read_hostfile(path);
+  return read_hostfile(path);
+}
+
+TEST(LaunchOptionsTest, ReadsHostfile) {
+  std::string path = ::testing::TempDir() + "/hosts.txt";
+  auto hosts =
+      read_hostfile_text(path, "# cluster\nnode1 slots=4\n\nnode2 slots=2  # spare\nnode3\n");
   ASSERT_TRUE(hosts.is_ok()) << hosts.status().message();
   ASSERT_EQ(hosts->size(), 3u);
   EXPECT_EQ((*hosts)[0].host, "node1");
   EXPECT_EQ((*hosts)[0].slots, 4);
   EXPECT_EQ((*hosts)[1].slots, 2);
   EXPECT_EQ((*hosts)[2].slots, 1);
-  {
-    std::ofstream f(path);
-    f << "node1 cpus=4\n";
-  }
-  EXPECT_FALSE(read_hostfile(path).is_ok());
+  EXPECT_FALSE(read_hostfile_text(path, "node1 cpus=4\n").is_ok());
   EXPECT_FALSE(read_hostfile(path + ".missing").is_ok());
 }
 
@@ -83,11 +86,8 @@ TEST(LaunchOptionsTest, ReadsHostfile) {
 // names the file's line, never a silent choice of one of them or a host name with a colon.
 TEST(LaunchOptionsTest, HostfileTakesTheMinusHFormAndRefusesAmbiguousLines) {
   std::string path = ::testing::TempDir() + "/hosts-forms.txt";
-  {
-    std::ofstream f(path);
-    f << "localhost:2\nnode2 slots=3\nfe80::1 slots=2\n::1\n[fd00::7]:4\n";
-  }
-  auto hosts = read_hostfile(path);
+  auto hosts = read_hostfile_text(
+      path, "localhost:2\nnode2 slots=3\nfe80::1 slots=2\n::1\n[fd00::7]:4\n");
   ASSERT_TRUE(hosts.is_ok()) << hosts.status().message();
   ASSERT_EQ(hosts->size(), 5u);
   EXPECT_EQ((*hosts)[0].host, "localhost");
@@ -103,11 +103,7 @@ TEST(LaunchOptionsTest, HostfileTakesTheMinusHFormAndRefusesAmbiguousLines) {
   EXPECT_EQ((*hosts)[4].slots, 4);
   for (const char* bad : {"node0 slots=1 slots=3", "localhost:2 slots=3", "localhost:x", ":2",
                           "localhost:0", "localhost slots=", "localhost slots=2x"}) {
-    {
-      std::ofstream f(path);
-      f << "# first line\nnode1 slots=1\n" << bad << "\n";
-    }
-    auto r = read_hostfile(path);
+    auto r = read_hostfile_text(path, "# first line\nnode1 slots=1\n" + std::string(bad) + "\n");
     ASSERT_FALSE(r.is_ok()) << "'" << bad << "' was accepted";
     EXPECT_NE(r.status().message().find("line 3"), std::string::npos) << r.status().message();
   }

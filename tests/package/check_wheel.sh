@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `pip install .` as a user does it: build hvrun's wheel, install it into a new virtual
 # environment, and run from there (outside the source tree) the launcher, a PyTorch trainer and a
-# C++ trainer built with find_package(hvrun) against the wheel's CMake package.
+# C++ and a C trainer built with find_package(hvrun) against the wheel's CMake package.
 #   check_wheel.sh SOURCE_DIR DEV_PYTHON [CMAKE_DEFINE=VALUE...]
 # DEV_PYTHON is the project's environment (.venv). The new environment sees its packages through
 # a .pth file (PyTorch, NumPy and the build backend, instead of downloading gigabytes again) but
@@ -57,9 +57,5 @@ grep "Total img/sec on 2 rank" <<<"$out" || { echo "$out"; fail "no img/sec tota
 
 echo "==> find_package(hvrun) from the wheel (hvrun.cmake_prefix_path)"
 prefix="$(python -c 'import hvrun; print(hvrun.cmake_prefix_path)')"
-cmake -S "$src/tests/package/consumer" -B "$work/consumer" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" \
-  >/dev/null
-cmake --build "$work/consumer" >/dev/null
-out="$(timeout 60 hvrun -np 2 "$work/consumer/consumer_cpp" 2>&1)" || { echo "$out"; fail "consumer"; }
-grep -c "of 2: allreduce ok" <<<"$out" | grep -qx 2 || { echo "$out"; fail "consumer output"; }
+"$src/tests/package/run_consumer.sh" "$prefix" "$venv/bin/hvrun" "$work" || fail "the consumer trainers"
 echo "PASS: the wheel installs hvrun, hvrun-coordinator, libhvrun.so, headers, CMake package and hvrun.torch"

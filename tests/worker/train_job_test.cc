@@ -12,7 +12,7 @@ void expect_trained(const JobResult& job, int epochs) {
   std::vector<double> losses = epoch_losses(job.ranks[0].out);
   ASSERT_EQ(losses.size(), static_cast<size_t>(epochs)) << job.ranks[0].out;
   EXPECT_LT(losses.back(), 0.8 * losses.front()) << job.ranks[0].out;
-  for (const auto& r : job.ranks) EXPECT_NE(r.out.find("weights identical"), std::string::npos) << r.out;
+  EXPECT_TRUE(job.printed("weights identical")) << job.describe();
 }
 
 TEST(WorkerTrain, TwoRanksConvergeWithIdenticalWeights) {

@@ -13,6 +13,21 @@ bool JobResult::all_succeeded() const {
   return true;
 }
 
+bool JobResult::printed(const std::string& text) const {
+  if (ranks.empty()) return false;
+  for (const auto& r : ranks)
+    if (r.out.find(text) == std::string::npos) return false;
+  return true;
+}
+
+bool JobResult::printed(const std::string& text, std::initializer_list<int> which) const {
+  for (int rank : which)
+    if (rank < 0 || static_cast<size_t>(rank) >= ranks.size() ||
+        ranks[static_cast<size_t>(rank)].out.find(text) == std::string::npos)
+      return false;
+  return which.size() > 0;
+}
+
 std::string JobResult::describe() const {
   std::string text;
   if (!coordinator_started) text += "coordinator failed to start: " + coordinator_error + "\n";

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <initializer_list>
 #include <map>
 #include <string>
 #include <vector>
@@ -30,6 +31,9 @@ struct JobResult {
   std::vector<uint64_t> fast_path_collectives;
 
   bool all_succeeded() const;
+  // Whether every rank (or each of `ranks`) has `text` in its stdout; false without ranks.
+  bool printed(const std::string& text) const;
+  bool printed(const std::string& text, std::initializer_list<int> ranks) const;
   // Every rank's exit code, stdout and stderr, for assertion messages.
   std::string describe() const;
 };
