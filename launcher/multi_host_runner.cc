@@ -1,6 +1,7 @@
 #include "launcher/multi_host_runner.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/wait.h>
@@ -73,6 +74,12 @@ class MultiHostRunner::Impl {
   void say(const std::string& text) { err_.write_message("hvrun: " + text + "\n"); }
   int open_copy_file(int rank, const char* which);
   void read_frames(size_t index);
+  // Feeds `n` bytes of a link's frame stream to its reader and acts on each whole frame; false
+  // when the stream is malformed (said).
+  bool feed_frames(size_t index, const char* data, size_t n);
+  void close_frames(size_t index);
+  // Reads, without waiting, what the link's frame stream still holds.
+  void drain_frames(size_t index);
   void read_shell_err(size_t index);
   void on_frame(size_t index, const Frame& f);
   void wait_signals();
@@ -186,33 +193,56 @@ int MultiHostRunner::Impl::open_copy_file(int rank, const char* which) {
   return fd;
 }
 
+bool MultiHostRunner::Impl::feed_frames(size_t index, const char* data, size_t n) {
+  Link& l = *links_[index];
+  l.agent.reader.feed(std::string_view(data, n));
+  while (true) {
+    auto frame = l.agent.reader.next();
+    if (!frame.is_ok()) {
+      say("host " + l.agent.host + ": " + frame.status().message());
+      return false;
+    }
+    if (!frame->has_value()) return true;
+    on_frame(index, **frame);
+  }
+}
+
+void MultiHostRunner::Impl::close_frames(size_t index) {
+  Link& l = *links_[index];
+  if (!l.out_open) return;
+  l.out_open = false;
+  error_code ignored;
+  l.out->close(ignored);
+}
+
 void MultiHostRunner::Impl::read_frames(size_t index) {
   Link& link = *links_[index];
   link.out->async_read_some(asio::buffer(link.out_buffer), [this, index](error_code ec, size_t n) {
     Link& l = *links_[index];
-    if (n > 0) {
-      l.agent.reader.feed(std::string_view(l.out_buffer.data(), n));
-      while (true) {
-        auto frame = l.agent.reader.next();
-        if (!frame.is_ok()) {
-          ec = boost::asio::error::invalid_argument;
-          say("host " + l.agent.host + ": " + frame.status().message());
-          break;
-        }
-        if (!frame->has_value()) break;
-        on_frame(index, **frame);
-      }
-    }
+    if (n > 0 && !feed_frames(index, l.out_buffer.data(), n))
+      ec = boost::asio::error::invalid_argument;
     if (ec || n == 0) {
       if (!l.out_open) return;
-      l.out_open = false;
-      error_code ignored;
-      l.out->close(ignored);
+      close_frames(index);
       check_progress();
       return;
     }
     read_frames(index);
   });
+}
+
+void MultiHostRunner::Impl::drain_frames(size_t index) {
+  Link& l = *links_[index];
+  while (l.out_open) {
+    pollfd p{l.out->native_handle(), POLLIN, 0};
+    if (::poll(&p, 1, 0) <= 0) return;  // nothing more buffered
+    ssize_t n = ::read(p.fd, l.out_buffer.data(), l.out_buffer.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0 || !feed_frames(index, l.out_buffer.data(), static_cast<size_t>(n))) {
+      close_frames(index);
+      return;
+    }
+  }
 }
 
 void MultiHostRunner::Impl::read_shell_err(size_t index) {
@@ -335,6 +365,9 @@ void MultiHostRunner::Impl::reap_links() {
 
 void MultiHostRunner::Impl::on_link_exit(size_t index) {
   Link& link = *links_[index];
+  // The remote shell's last frames (its agent's BYE among them) may still sit in the pipe when
+  // its exit is reaped first: read them before judging the link lost.
+  drain_frames(index);
   if (link.bye) return;
   // The agent is gone before saying BYE: its workers were killed by it (or by their
   // PR_SET_PDEATHSIG); nobody can tell how each ended.
