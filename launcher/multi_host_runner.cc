@@ -1,7 +1,6 @@
 #include "launcher/multi_host_runner.h"
 
 #include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/wait.h>
@@ -68,6 +67,8 @@ class MultiHostRunner::Impl {
     std::array<char, 65536> out_buffer{}, err_buffer{};
     bool out_open = false, err_open = false;
     bool bye = false;
+    bool judged = false;  // its end has been weighed (on_link_end)
+    std::unique_ptr<asio::steady_timer> eof_wait;
     std::string err_line;  // partial stderr line of the remote shell
   };
 
@@ -78,14 +79,16 @@ class MultiHostRunner::Impl {
   // when the stream is malformed (said).
   bool feed_frames(size_t index, const char* data, size_t n);
   void close_frames(size_t index);
-  // Reads, without waiting, what the link's frame stream still holds.
-  void drain_frames(size_t index);
   void read_shell_err(size_t index);
   void on_frame(size_t index, const Frame& f);
   void wait_signals();
   void wait_children();
   void reap_links();
+  // The remote shell was reaped. Its last frames (its agent's BYE among them) may still be in
+  // the pipe, or read but not yet handled: the link is weighed once its frame stream ends, or
+  // kDrainLimit later if something else still holds the pipe open.
   void on_link_exit(size_t index);
+  void on_link_end(size_t index);
   void on_worker_exit(int rank, int wait_status);
   // The first failure of a rank or of the control plane ends the job kExplainDelay later,
   // unless an agent is found lost meanwhile: a lost agent explains everything else (the
@@ -224,25 +227,12 @@ void MultiHostRunner::Impl::read_frames(size_t index) {
     if (ec || n == 0) {
       if (!l.out_open) return;
       close_frames(index);
+      if (l.agent.exited) on_link_end(index);
       check_progress();
       return;
     }
     read_frames(index);
   });
-}
-
-void MultiHostRunner::Impl::drain_frames(size_t index) {
-  Link& l = *links_[index];
-  while (l.out_open) {
-    pollfd p{l.out->native_handle(), POLLIN, 0};
-    if (::poll(&p, 1, 0) <= 0) return;  // nothing more buffered
-    ssize_t n = ::read(p.fd, l.out_buffer.data(), l.out_buffer.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0 || !feed_frames(index, l.out_buffer.data(), static_cast<size_t>(n))) {
-      close_frames(index);
-      return;
-    }
-  }
 }
 
 void MultiHostRunner::Impl::read_shell_err(size_t index) {
@@ -365,9 +355,24 @@ void MultiHostRunner::Impl::reap_links() {
 
 void MultiHostRunner::Impl::on_link_exit(size_t index) {
   Link& link = *links_[index];
-  // The remote shell's last frames (its agent's BYE among them) may still sit in the pipe when
-  // its exit is reaped first: read them before judging the link lost.
-  drain_frames(index);
+  if (!link.out_open) {
+    on_link_end(index);
+    return;
+  }
+  link.eof_wait = std::make_unique<asio::steady_timer>(io_, kDrainLimit);
+  link.eof_wait->async_wait([this, index](error_code ec) {
+    if (ec) return;
+    close_frames(index);
+    on_link_end(index);
+    check_progress();
+  });
+}
+
+void MultiHostRunner::Impl::on_link_end(size_t index) {
+  Link& link = *links_[index];
+  if (link.judged) return;
+  link.judged = true;
+  if (link.eof_wait) link.eof_wait->cancel();
   if (link.bye) return;
   // The agent is gone before saying BYE: its workers were killed by it (or by their
   // PR_SET_PDEATHSIG); nobody can tell how each ended.
@@ -442,6 +447,10 @@ void MultiHostRunner::Impl::check_progress() {
 
 void MultiHostRunner::Impl::close_all() {
   if (closed_) return;
+  // Links still waiting for their frame stream's end are weighed on what they said.
+  for (size_t i = 0; i < links_.size(); ++i)
+    if (links_[i]->agent.exited) on_link_end(i);
+  if (closed_) return;
   closed_ = true;
   for (auto& link : links_) {
     error_code ignored;
@@ -453,6 +462,8 @@ void MultiHostRunner::Impl::close_all() {
     for (auto& s : pair) s->finish();
   drain_timer_.cancel();
   explain_timer_.cancel();
+  for (auto& link : links_)
+    if (link->eof_wait) link->eof_wait->cancel();
   job_signals_.cancel();
   child_signal_.cancel();
   io_.stop();
