@@ -1,5 +1,5 @@
-// Every tunable of hvrun, once. Keep README.md's settings table in step with this list
-// (tests/common/settings_readme_test.cc checks that every flag and variable is documented).
+// Every tunable of hvrun, once. Keep docs/settings.md's settings table in step with this list
+// (tests/common/settings_doc_test.cc checks that every flag and variable is documented).
 #include <array>
 
 #include "common/settings.h"

@@ -4,7 +4,8 @@
 //
 // Threads: not thread-safe; one owner thread calls everything (the service's negotiation loop).
 //
-// The protocol, step by step (the worker side is in proto/hvrun.proto and the shared brief):
+// The protocol, step by step (the worker side is in proto/hvrun.proto and in
+// docs/ARCHITECTURE.md, "Life of an allreduce"):
 //  1. A rank submits a RequestBatch: full TensorRequests (cache_id 0: name, op, dtype, shape, ...)
 //     and/or cache ids (TensorRequest{cache_id} or RequestBatch.cached_ids) for tensors whose
 //     metadata is unchanged since the coordinator assigned the id. A cache id stands for exactly

@@ -1,7 +1,7 @@
 // The coordinator's negotiation loop: owns the NegotiationEngine. Streams hand it their
 // workers' batches (submit) and every plan goes, in seq order, to every attached stream.
 //
-// Latency (issue 11): a batch is negotiated on the thread that received it (a gRPC thread),
+// Latency: a batch is negotiated on the thread that received it (a gRPC thread),
 // under engine_mutex_, and the plans it makes due are sent at once, so a tensor made ready by
 // the last rank's batch is answered without a hop to another thread. Plans are serialized
 // under engine_mutex_ in seq order and queued; one thread at a time (the "sender") writes the
@@ -51,7 +51,7 @@ class NegotiationLoop {
     std::function<void(int rank, std::chrono::milliseconds silent)> silent;
     // "host H, pid P" for a rank, for reports; may be empty.
     std::function<std::string(int rank)> rank_label;
-    // Telemetry (issue 13): told about requests, plans and stall warnings; may be null.
+    // Telemetry: told about requests, plans and stall warnings; may be null.
     telemetry::NegotiationObserver* observer = nullptr;
   };
 

@@ -1,4 +1,4 @@
-// The coordinator's telemetry for one job (issue 13): takes every worker's TelemetryReport
+// The coordinator's telemetry for one job: takes every worker's TelemetryReport
 // (cumulative data-plane counters, steps, GPU samples, timeline events) and the negotiation
 // loop's requests, plans and stalls (NegotiationObserver), and
 //  * keeps the per-rank / per-job numbers that snapshot() copies into a JobTelemetry (read by

@@ -1,4 +1,4 @@
-// What the coordinator's negotiation loop tells telemetry (issue 13): every rank's request
+// What the coordinator's negotiation loop tells telemetry: every rank's request
 // batches as they are negotiated, every plan as it is sent, and every stall warning. The
 // telemetry aggregator (aggregator.h) turns these into per-rank negotiation / wait times,
 // cache hits, stall counts and the timeline's "negotiated" slices.

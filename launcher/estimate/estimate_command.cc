@@ -139,7 +139,7 @@ std::string estimate_usage() {
          "         [--zero 0|1|2|3] [--activation-per-sample SIZE] [--gpu-memory SIZE]\n"
          "         [--cuda-context SIZE] [--nccl-buffers SIZE] [--fusion-threshold-mb MB]\n"
          "         [--allocator-slack F] [--json] [--list-models]\n"
-         "Per-GPU training memory as a breakdown (formulas and sources in README.md).\n"
+         "Per-GPU training memory as a breakdown (formulas and sources: docs/estimate-memory.md).\n"
          "--batch is the micro-batch of each data-parallel rank; --gpu-memory (e.g. 24GB, 80GiB)\n"
          "adds the largest batch per GPU that fits. Presets: " + presets + "\n";
 }

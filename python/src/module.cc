@@ -287,7 +287,7 @@ PYBIND11_MODULE(_core, m) {
            py::arg("postscale") = 1.0)
       .def("barrier_async", &Worker::barrier_async)
       .def("join_async", &Worker::join_async)
-      // Telemetry (README "Timeline"): step counter and the job's timeline at run time.
+      // Telemetry (docs/timeline.md): step counter and the job's timeline at run time.
       .def("mark_step", &Worker::mark_step)
       .def("start_timeline",
            [](Worker& w, const std::string& path) {

@@ -1,5 +1,6 @@
 // The negotiation loop negotiates each batch on the gRPC thread that received it and sends the
-// plans it makes due at once (issue 11's latency); the loop thread keeps the clock (cycle time).
+// plans it makes due at once (no hop to another thread on the latency path); the loop thread
+// keeps the clock (cycle time).
 // These pin both halves down through the real service.
 #include <chrono>
 #include <thread>

@@ -54,7 +54,7 @@ TEST(Dashboard, ValidAndEveryQueryNamesExportedSeries) {
   }
   EXPECT_GE(panels, 10u);
   EXPECT_GE(exprs, panels);
-  // The panels the issue asks for.
+  // The panels an operator looks at first: GPUs, bandwidth, negotiation, stalls, step rate, ranks.
   for (const char* title :
        {"GPU utilization", "GPU memory used", "Bandwidth per rank (bytes / time in collectives)",
         "Negotiation latency per tensor", "Stalls", "Step rate per rank", "Ranks alive"})

@@ -356,9 +356,9 @@ TEST_P(RanksTest, AbortWakesRanksWaitingInJoinAndFailsLaterRounds) {
 
 // A round in progress when abort() lands must not end agreed on one rank and aborted on another
 // (header: abort "fails every round in progress"). The last rank opened before the abort and
-// joins after its peers returned kAborted. (It agreed before 10:30 UTC: wait() ended on the
-// abort before the state words settled, and the late joiner found them complete; join() now
-// refuses the missing peers on an abort as at the deadline.)
+// joins after its peers returned kAborted. (A wait() that ends on the abort before the state
+// words settle would let the late joiner find them complete and agree alone; join() therefore
+// refuses the missing peers on an abort as it does at the deadline.)
 TEST_P(RanksTest, AnAbortNeverSplitsARoundInProgress) {
   const int ranks = GetParam();
   ThreadBoard board(ranks);

@@ -1,6 +1,7 @@
-// The submitting thread sends its own RequestBatch (issue 11's latency work, runtime.cc
-// flush_outbox): many threads at once, cache hits and metadata changes, through real jobs
-// (worker_harness.h: in-process coordinator, worker processes, shm data plane on one host).
+// The submitting thread sends its own RequestBatch (runtime.cc flush_outbox, which saves a hop
+// to the background thread): many threads at once, cache hits and metadata changes, through
+// real jobs (worker_harness.h: in-process coordinator, worker processes, shm data plane on one
+// host).
 #include <gtest/gtest.h>
 
 #include "tests/worker/worker_harness.h"

@@ -1,6 +1,7 @@
 // hvrun_submit_path_worker: one rank of the submission-path tests (submit_path_test.cc). The
-// submitting thread writes its RequestBatch itself (runtime.cc flush_outbox, issue 11), reading
-// the request cache the background thread fills; these modes hit that from many threads at once.
+// submitting thread writes its RequestBatch itself (runtime.cc flush_outbox, saving a hop to
+// the background thread), reading the request cache the background thread fills; these modes
+// hit that from many threads at once.
 //
 //   cached-threads   4 threads x 3 rounds x 25 allreduces under the same names (rounds 2-3 go
 //                    by cache id), each checked; then 4 threads submit async and wait afterwards
