@@ -40,7 +40,7 @@ RestartPolicy::Decision RestartPolicy::after_attempt(const AttemptOutcome& outco
   attempts_.push_back(outcome);
   if (outcome.exit_code == 0) return {};
   const std::string cause = describe_cause(outcome.end);
-  if (max_restarts_ == 0) return {};  // today's behaviour: the failure summary says it all
+  if (max_restarts_ == 0) return {};  // restarts are off: the failure summary says it all
   if (outcome.end.kind == JobEndKind::kSignal)
     return {false, "hvrun was stopped (" + signal_name(outcome.end.signal) + "); not restarting"};
   if (restarts_ >= max_restarts_)

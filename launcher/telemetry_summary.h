@@ -1,4 +1,4 @@
-// hvrun's end-of-job telemetry summary (issue 13): one compact table, per rank time in
+// hvrun's end-of-job telemetry summary: one compact table, per rank time in
 // collectives, bytes moved and the bandwidth that makes, negotiation and waiting; then the
 // slowest rank and the tensor that waited longest. Printed after the job, success or failure,
 // when the workers reported anything (--summary, on by default).
