@@ -1,28 +1,12 @@
 // libcuda (the driver API), loaded at run time: peer access per ordered pair of GPUs, matched to
 // NVML's numbering by PCI bus id (the two orders need not agree), and the GPU list itself when
 // NVML is missing.
-#include <dlfcn.h>
-
-#include <memory>
-
+#include "common/nvidia/cuda_driver_api.h"
+#include "common/nvidia/dynamic_library.h"
 #include "launcher/doctor/probe.h"
 
 namespace hvrun::doctor {
 namespace {
-
-struct DlCloser {
-  void operator()(void* h) const {
-    if (h != nullptr) dlclose(h);
-  }
-};
-
-template <typename Fn>
-Fn sym(void* lib, const char* name) {
-  return reinterpret_cast<Fn>(dlsym(lib, name));
-}
-
-constexpr int kAttrCcMajor = 75;  // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
-constexpr int kAttrCcMinor = 76;  // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR
 
 void add_reason(MachineDescription& m, const std::string& why) {
   if (m.driver.present) return;
@@ -32,28 +16,28 @@ void add_reason(MachineDescription& m, const std::string& why) {
 }  // namespace
 
 void probe_cuda_driver(MachineDescription& m) {
-  std::unique_ptr<void, DlCloser> lib(dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL));
+  nvidia::DynamicLibrary lib(nvidia::kCudaDriverLibrary);
   if (!lib) {
     add_reason(m, "libcuda.so.1 not found");
     return;
   }
-  void* h = lib.get();
-  auto init = sym<int (*)(unsigned)>(h, "cuInit");
-  auto driver_version = sym<int (*)(int*)>(h, "cuDriverGetVersion");
-  auto count = sym<int (*)(int*)>(h, "cuDeviceGetCount");
-  auto get = sym<int (*)(int*, int)>(h, "cuDeviceGet");
-  auto bus_id = sym<int (*)(char*, int, int)>(h, "cuDeviceGetPCIBusId");
-  auto name = sym<int (*)(char*, int, int)>(h, "cuDeviceGetName");
-  auto total_mem = sym<int (*)(size_t*, int)>(h, "cuDeviceTotalMem_v2");
-  auto attribute = sym<int (*)(int*, int, int)>(h, "cuDeviceGetAttribute");
-  auto can_access = sym<int (*)(int*, int, int)>(h, "cuDeviceCanAccessPeer");
+  const nvidia::CudaDriverApi cuda = nvidia::CudaDriverApi::resolve(lib.handle());
+  const auto init = cuda.init;
+  const auto driver_version = cuda.driver_version;
+  const auto count = cuda.device_count;
+  const auto get = cuda.device_get;
+  const auto bus_id = cuda.pci_bus_id;
+  const auto name = cuda.device_name;
+  const auto total_mem = cuda.total_memory;
+  const auto attribute = cuda.attribute;
+  const auto can_access = cuda.can_access_peer;
   if (init == nullptr || count == nullptr || get == nullptr || can_access == nullptr) {
     add_reason(m, "libcuda.so.1 lacks cuInit/cuDeviceCanAccessPeer");
     return;
   }
   if (int rc = init(0); rc != 0) {
     add_reason(m, "cuInit failed (CUDA error " + std::to_string(rc) +
-                      (rc == 100 ? ": no CUDA-capable device" : "") + ")");
+                      (rc == nvidia::kCuErrorNoDevice ? ": no CUDA-capable device" : "") + ")");
     return;
   }
   const bool nvml_listed = m.driver.present;
@@ -85,8 +69,8 @@ void probe_cuda_driver(MachineDescription& m) {
     size_t bytes = 0;
     if (total_mem != nullptr && total_mem(&bytes, dev) == 0) g.memory_total = static_cast<int64_t>(bytes);
     if (attribute != nullptr) {
-      attribute(&g.cc_major, kAttrCcMajor, dev);
-      attribute(&g.cc_minor, kAttrCcMinor, dev);
+      attribute(&g.cc_major, nvidia::kCuAttributeComputeCapabilityMajor, dev);
+      attribute(&g.cc_minor, nvidia::kCuAttributeComputeCapabilityMinor, dev);
     }
     m.gpus.push_back(g);
     index_of[static_cast<size_t>(i)] = i;

@@ -1,62 +1,42 @@
 #include "launcher/plan/gpu_probe.h"
 
-#include <dlfcn.h>
-
 #include <algorithm>
 #include <memory>
 #include <sstream>
 
+#include "common/nvidia/cuda_driver_api.h"
+#include "common/nvidia/dynamic_library.h"
+#include "common/nvidia/nvml_api.h"
+
 namespace hvrun::launcher {
 namespace {
 
-// The few driver entry points hvrun needs, with the C signatures of nvml.h and cuda.h
-// (all handles are opaque pointers or ints there, results are ints with 0 = success).
-using NvmlInit = int (*)();
-using NvmlDeviceGetCount = int (*)(unsigned int*);
-using NvmlShutdown = int (*)();
-using CuInit = int (*)(unsigned int);
-using CuDeviceGetCount = int (*)(int*);
-using CuDeviceGet = int (*)(int*, int);
-using CuDeviceCanAccessPeer = int (*)(int*, int, int);
+using nvidia::CudaDriverApi;
+using nvidia::DynamicLibrary;
+using nvidia::NvmlApi;
 
-struct DlCloser {
-  void operator()(void* handle) const {
-    if (handle != nullptr) dlclose(handle);
-  }
-};
-using Library = std::unique_ptr<void, DlCloser>;
-
-Library open_library(const char* name, std::string* why) {
-  Library lib(dlopen(name, RTLD_NOW | RTLD_LOCAL));
-  if (!lib) {
-    // dlerror() repeats the name and adds little; "no driver" is what the user needs to know.
-    *why = std::string(name) + " not found";
-  }
+DynamicLibrary open_driver_library(const char* name, std::string* why) {
+  DynamicLibrary lib(name);
+  // dlerror() repeats the name and adds little; "no driver" is what the user needs to know.
+  if (!lib) *why = std::string(name) + " not found";
   return lib;
 }
 
-template <typename Fn>
-Fn symbol(const Library& lib, const char* name) {
-  return reinterpret_cast<Fn>(dlsym(lib.get(), name));
-}
-
 std::optional<int> nvml_count(std::string* why) {
-  Library lib = open_library("libnvidia-ml.so.1", why);
+  DynamicLibrary lib = open_driver_library(nvidia::kNvmlLibrary, why);
   if (!lib) return std::nullopt;
-  auto init = symbol<NvmlInit>(lib, "nvmlInit_v2");
-  auto count = symbol<NvmlDeviceGetCount>(lib, "nvmlDeviceGetCount_v2");
-  auto shutdown = symbol<NvmlShutdown>(lib, "nvmlShutdown");
-  if (init == nullptr || count == nullptr || shutdown == nullptr) {
+  const NvmlApi nvml = NvmlApi::resolve(lib.handle());
+  if (nvml.init == nullptr || nvml.count == nullptr || nvml.shutdown == nullptr) {
     *why = "libnvidia-ml.so.1 lacks nvmlInit_v2/nvmlDeviceGetCount_v2";
     return std::nullopt;
   }
-  if (int rc = init(); rc != 0) {
+  if (int rc = nvml.init(); rc != 0) {
     *why = "nvmlInit_v2 failed (NVML error " + std::to_string(rc) + ")";
     return std::nullopt;
   }
   unsigned int n = 0;
-  int rc = count(&n);
-  shutdown();
+  int rc = nvml.count(&n);
+  nvml.shutdown();
   if (rc != 0) {
     *why = "nvmlDeviceGetCount_v2 failed (NVML error " + std::to_string(rc) + ")";
     return std::nullopt;
@@ -65,20 +45,19 @@ std::optional<int> nvml_count(std::string* why) {
 }
 
 std::optional<int> cuda_count(std::string* why) {
-  Library lib = open_library("libcuda.so.1", why);
+  DynamicLibrary lib = open_driver_library(nvidia::kCudaDriverLibrary, why);
   if (!lib) return std::nullopt;
-  auto init = symbol<CuInit>(lib, "cuInit");
-  auto count = symbol<CuDeviceGetCount>(lib, "cuDeviceGetCount");
-  if (init == nullptr || count == nullptr) {
+  const CudaDriverApi cuda = CudaDriverApi::resolve(lib.handle());
+  if (cuda.init == nullptr || cuda.device_count == nullptr) {
     *why = "libcuda.so.1 lacks cuInit/cuDeviceGetCount";
     return std::nullopt;
   }
-  if (int rc = init(0); rc != 0) {
+  if (int rc = cuda.init(0); rc != 0) {
     *why = "cuInit failed (CUDA error " + std::to_string(rc) + ")";
     return std::nullopt;
   }
   int n = 0;
-  if (int rc = count(&n); rc != 0) {
+  if (int rc = cuda.device_count(&n); rc != 0) {
     *why = "cuDeviceGetCount failed (CUDA error " + std::to_string(rc) + ")";
     return std::nullopt;
   }
@@ -129,26 +108,24 @@ GpuInventory probe_gpus(const std::function<const char*(const char*)>& getenv) {
 
 PeerAccessProbe driver_peer_access_probe() {
   // The library stays loaded for the probe's lifetime: cuInit is process-wide anyway.
-  auto lib = std::make_shared<Library>();
+  auto lib = std::make_shared<DynamicLibrary>();
   auto load_error = std::make_shared<std::string>();
   return PeerAccessProbe{[lib, load_error](int a, int b, std::string* why) -> std::optional<bool> {
     if (!*lib) {
-      *lib = open_library("libcuda.so.1", load_error.get());
+      *lib = open_driver_library(nvidia::kCudaDriverLibrary, load_error.get());
       if (!*lib) {
         *why = *load_error;
         return std::nullopt;
       }
     }
-    auto init = symbol<CuInit>(*lib, "cuInit");
-    auto get = symbol<CuDeviceGet>(*lib, "cuDeviceGet");
-    auto can = symbol<CuDeviceCanAccessPeer>(*lib, "cuDeviceCanAccessPeer");
-    if (init == nullptr || get == nullptr || can == nullptr) {
+    const CudaDriverApi cuda = CudaDriverApi::resolve(lib->handle());
+    if (cuda.init == nullptr || cuda.device_get == nullptr || cuda.can_access_peer == nullptr) {
       *why = "libcuda.so.1 lacks cuDeviceCanAccessPeer";
       return std::nullopt;
     }
     int dev_a = 0, dev_b = 0, ok = 0;
-    if (init(0) != 0 || get(&dev_a, a) != 0 || get(&dev_b, b) != 0 ||
-        can(&ok, dev_a, dev_b) != 0) {
+    if (cuda.init(0) != 0 || cuda.device_get(&dev_a, a) != 0 || cuda.device_get(&dev_b, b) != 0 ||
+        cuda.can_access_peer(&ok, dev_a, dev_b) != 0) {
       *why = "cuDeviceCanAccessPeer(" + std::to_string(a) + ", " + std::to_string(b) + ") failed";
       return std::nullopt;
     }
