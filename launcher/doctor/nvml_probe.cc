@@ -50,27 +50,15 @@ void probe_nvidia_driver(MachineDescription& m) {
     return;
   }
   const nvidia::NvmlApi nvml = nvidia::NvmlApi::resolve(lib.handle());
-  const auto init = nvml.init, shutdown = nvml.shutdown;
-  const auto driver_version = nvml.driver_version;
   const auto cuda_version =
       nvml.cuda_driver_version_v2 != nullptr ? nvml.cuda_driver_version_v2 : nvml.cuda_driver_version;
-  const auto count = nvml.count;
-  const auto by_index = nvml.by_index;
-  const auto name = nvml.name, uuid = nvml.uuid;
-  const auto pci = nvml.pci_info_v3;
-  const auto memory = nvml.memory;
-  const auto cc = nvml.compute_capability;
-  const auto util = nvml.utilization;
-  const auto ancestor = nvml.common_ancestor;
-  const auto p2p = nvml.p2p_status;
-  const auto link_state = nvml.nvlink_state;
-  const auto link_remote = nvml.nvlink_remote_pci_info_v2;
-  if (init == nullptr || count == nullptr || by_index == nullptr || shutdown == nullptr) {
+  if (nvml.init == nullptr || nvml.count == nullptr || nvml.by_index == nullptr ||
+      nvml.shutdown == nullptr) {
     m.driver.why_absent = "libnvidia-ml.so.1 lacks nvmlInit_v2/nvmlDeviceGetCount_v2";
     probe_cuda_driver(m);
     return;
   }
-  if (int rc = init(); rc != 0) {
+  if (int rc = nvml.init(); rc != 0) {
     m.driver.why_absent = "nvmlInit_v2 failed (NVML error " + std::to_string(rc) +
                           "; is the kernel module loaded?)";
     probe_cuda_driver(m);
@@ -78,38 +66,38 @@ void probe_nvidia_driver(MachineDescription& m) {
   }
   m.driver.present = true;
   char text[96] = {};
-  if (driver_version != nullptr && driver_version(text, sizeof text) == 0) m.driver.version = text;
+  if (nvml.driver_version != nullptr && nvml.driver_version(text, sizeof text) == 0) m.driver.version = text;
   if (cuda_version != nullptr) cuda_version(&m.driver.cuda_driver_version);
   unsigned n = 0;
-  count(&n);
+  nvml.count(&n);
   std::vector<Device> devices;
   for (unsigned i = 0; i < n; ++i) {
     Device d = nullptr;
-    if (by_index(i, &d) != 0) continue;
+    if (nvml.by_index(i, &d) != 0) continue;
     devices.push_back(d);
     GpuInfo g;
     g.index = static_cast<int>(i);
-    if (name != nullptr && name(d, text, sizeof text) == 0) g.name = text;
-    if (uuid != nullptr && uuid(d, text, sizeof text) == 0) g.uuid = text;
+    if (nvml.name != nullptr && nvml.name(d, text, sizeof text) == 0) g.name = text;
+    if (nvml.uuid != nullptr && nvml.uuid(d, text, sizeof text) == 0) g.uuid = text;
     nvidia::NvmlPciInfo info{};
-    if (pci != nullptr && pci(d, &info) == 0) g.pci_bus_id = info.bus_id;
+    if (nvml.pci_info_v3 != nullptr && nvml.pci_info_v3(d, &info) == 0) g.pci_bus_id = info.bus_id;
     nvidia::NvmlMemory mem{};
-    if (memory != nullptr && memory(d, &mem) == 0) {
+    if (nvml.memory != nullptr && nvml.memory(d, &mem) == 0) {
       g.memory_total = static_cast<int64_t>(mem.total);
       g.memory_free = static_cast<int64_t>(mem.free);
     }
-    if (cc != nullptr) cc(d, &g.cc_major, &g.cc_minor);
+    if (nvml.compute_capability != nullptr) nvml.compute_capability(d, &g.cc_major, &g.cc_minor);
     nvidia::NvmlUtilization u{};
-    if (util != nullptr && util(d, &u) == 0) {
+    if (nvml.utilization != nullptr && nvml.utilization(d, &u) == 0) {
       g.utilization_gpu = static_cast<int>(u.gpu);
       g.utilization_memory = static_cast<int>(u.memory);
     }
     if (!g.pci_bus_id.empty()) g.numa_node = read_numa_node(g.pci_bus_id);
-    if (link_state != nullptr) {
+    if (nvml.nvlink_state != nullptr) {
       g.active_nvlinks = 0;
       for (unsigned link = 0; link < kNvmlNvlinkMaxLinks; ++link) {
         int state = 0;
-        if (link_state(d, link, &state) == 0 && state == kNvmlFeatureEnabled) ++g.active_nvlinks;
+        if (nvml.nvlink_state(d, link, &state) == 0 && state == kNvmlFeatureEnabled) ++g.active_nvlinks;
       }
     }
     m.gpus.push_back(g);
@@ -121,16 +109,16 @@ void probe_nvidia_driver(MachineDescription& m) {
       pair.a = m.gpus[a].index;
       pair.b = m.gpus[b].index;
       int level = -1, status = -1;
-      if (ancestor != nullptr && ancestor(devices[a], devices[b], &level) == 0) pair.common_ancestor = level;
-      if (p2p != nullptr && p2p(devices[a], devices[b], nvidia::kNvmlP2pCapsRead, &status) == 0)
+      if (nvml.common_ancestor != nullptr && nvml.common_ancestor(devices[a], devices[b], &level) == 0) pair.common_ancestor = level;
+      if (nvml.p2p_status != nullptr && nvml.p2p_status(devices[a], devices[b], nvidia::kNvmlP2pCapsRead, &status) == 0)
         pair.nvml_p2p_read = p2p_status_name(status);
       // Links of a whose far end is b (an NVSwitch in between shows as no direct link).
-      if (link_state != nullptr && link_remote != nullptr) {
+      if (nvml.nvlink_state != nullptr && nvml.nvlink_remote_pci_info_v2 != nullptr) {
         for (unsigned link = 0; link < kNvmlNvlinkMaxLinks; ++link) {
           int state = 0;
           nvidia::NvmlPciInfo remote{};
-          if (link_state(devices[a], link, &state) != 0 || state != kNvmlFeatureEnabled) continue;
-          if (link_remote(devices[a], link, &remote) == 0 &&
+          if (nvml.nvlink_state(devices[a], link, &state) != 0 || state != kNvmlFeatureEnabled) continue;
+          if (nvml.nvlink_remote_pci_info_v2(devices[a], link, &remote) == 0 &&
               normalise_bus_id(remote.bus_id) == normalise_bus_id(m.gpus[b].pci_bus_id))
             ++pair.nvlinks;
         }
@@ -138,7 +126,7 @@ void probe_nvidia_driver(MachineDescription& m) {
       m.pairs.push_back(pair);
     }
   }
-  shutdown();
+  nvml.shutdown();
   probe_cuda_driver(m);
 }
 

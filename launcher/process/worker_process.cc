@@ -169,4 +169,15 @@ Result<SpawnedWorker> spawn_worker(const std::string& path, const std::vector<st
   return SpawnedWorker{pid, out[0], err[0], in[1]};
 }
 
+bool reap_if_exited(pid_t pid, int* wait_status) {
+  int status = 0;
+  pid_t got;
+  do {
+    got = ::waitpid(pid, &status, WNOHANG);
+  } while (got < 0 && errno == EINTR);
+  if (got != pid) return false;
+  *wait_status = status;
+  return true;
+}
+
 }  // namespace hvrun::launcher

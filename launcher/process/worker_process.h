@@ -33,4 +33,8 @@ Result<SpawnedWorker> spawn_worker(const std::string& path, const std::vector<st
                                    const std::vector<std::string>& envp, bool pipe_stdin = false,
                                    const std::vector<int>& cpus = {});
 
+// Reaps `pid` if it has exited, without waiting: true with its wait status in `*wait_status`,
+// false while it runs.
+bool reap_if_exited(pid_t pid, int* wait_status);
+
 }  // namespace hvrun::launcher

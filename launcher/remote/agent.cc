@@ -1,13 +1,11 @@
 #include "launcher/remote/agent.h"
 
 #include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
-#include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <cerrno>
 #include <chrono>
@@ -17,15 +15,16 @@
 #include <optional>
 
 #include "common/build_info.h"
-#include "launcher/remote/agent_protocol.h"
 #include "launcher/plan/cpu_binding.h"
 #include "launcher/plan/network_interfaces.h"
-#include "launcher/process/orphan_guard.h"
-#include "launcher/process/process_group.h"
 #include "launcher/plan/rank_environment.h"
-#include "launcher/remote/reach_probe.h"
+#include "launcher/process/orphan_guard.h"
 #include "launcher/process/shm_cleanup.h"
 #include "launcher/process/worker_process.h"
+#include "launcher/remote/agent_protocol.h"
+#include "launcher/remote/reach_probe.h"
+#include "launcher/supervisor/local_workers.h"
+#include "launcher/supervisor/supervisor_loop.h"
 
 namespace hvrun::launcher {
 namespace {
@@ -37,18 +36,28 @@ constexpr std::chrono::milliseconds kProbeTimeout{2000};
 // The coordinator is checked this often; this many failures in a row end the workers.
 constexpr std::chrono::milliseconds kCoordinatorCheck{2000};
 constexpr int kCoordinatorFailures = 3;
-constexpr std::chrono::milliseconds kDrainLimit{1000};
 
-struct AgentWorker {
-  int rank = 0;
-  std::vector<std::string> envp;
-  pid_t pid = -1;
-  bool exited = false;
-};
-
-class Agent {
+// The agent's side of its workers' output and exits: frames to hvrun, nothing decided here
+// (hvrun's supervisor judges the job; see supervisor/job_supervisor.h).
+class Agent final : public RankOutput, public ChildrenEvents {
  public:
   int run();
+
+  void begin(WorkerRecord&) override {}
+  void write(int rank, int stream, std::string_view bytes) override {
+    send(encode_frame("OUT", {std::to_string(rank), std::to_string(stream)}, bytes));
+  }
+  void end(int, int) override {}
+
+  void exit_recorded(const WorkerRecord& w) override {
+    send(encode_frame("EXIT", {std::to_string(w.rank), std::to_string(w.wait_status)}));
+  }
+  // Failures, start failures and losses are hvrun's to weigh, from the frames it gets.
+  void rank_failed(const WorkerRecord&) override {}
+  void start_failed(JobEnd) override {}
+  void child_lost(JobEnd) override {}
+  void say(const std::string& text) override { send(encode_frame("NOTE", {}, text)); }
+  void progress() override { loop_->check_progress(); }
 
  private:
   bool send(const std::string& bytes);
@@ -56,42 +65,27 @@ class Agent {
   void start_workers();
   void sweep_shared_memory_on_exit();
   void read_stdin();
-  void read_pipe(size_t index);
-  void wait_children();
-  void wait_signals();
   void check_coordinator();
-  void reap();
   void connection_lost(const std::string& why);
-  void kill_all(int sig);
-  void check_done();
   void finish();
 
   std::optional<OrphanGuard> guard_;
-  std::vector<AgentWorker> workers_;
+  std::vector<WorkerRecord> workers_;
+  std::vector<std::vector<std::string>> envps_;  // what hvrun sent for each worker
   std::vector<std::string> argv_;
   std::string cwd_;
   std::string coordinator_;
   bool lost_ = false;  // hvrun is gone: nothing more can be sent
-  bool leftovers_done_ = false;
   bool finished_ = false;
   int coordinator_failures_ = 0;
 
   asio::io_context io_;
-  struct Pipe {
-    int rank = 0;
-    int stream = 1;  // 1 stdout, 2 stderr
-    std::unique_ptr<asio::posix::stream_descriptor> fd;
-    std::array<char, 65536> buffer{};
-    bool open = false;
-  };
-  std::vector<std::unique_ptr<Pipe>> pipes_;
+  std::optional<SupervisorLoop> loop_;
+  std::optional<LocalWorkers> local_;
   std::unique_ptr<asio::posix::stream_descriptor> stdin_;
   std::array<char, 65536> stdin_buffer_{};
   FrameReader reader_;
-  std::unique_ptr<asio::signal_set> child_signal_;
-  std::unique_ptr<asio::signal_set> stop_signals_;
   std::unique_ptr<asio::steady_timer> coordinator_timer_;
-  std::unique_ptr<asio::steady_timer> drain_timer_;
 };
 
 bool Agent::send(const std::string& bytes) {
@@ -157,7 +151,10 @@ bool Agent::receive_job() {
     } else if (f.type == "ARGV") {
       argv_ = split_list(f.payload);
     } else if (f.type == "WORKER") {
-      workers_.push_back(AgentWorker{static_cast<int>(f.int_arg(0)), split_list(f.payload)});
+      WorkerRecord w;
+      w.rank = static_cast<int>(f.int_arg(0));
+      workers_.push_back(w);
+      envps_.push_back(split_list(f.payload));
     } else if (f.type == "START") {
       coordinator_ = f.payload;
       return !argv_.empty();
@@ -174,7 +171,7 @@ bool Agent::receive_job() {
 void Agent::sweep_shared_memory_on_exit() {
   if (!guard_ || workers_.empty()) return;
   std::string job_id, host;
-  for (const std::string& kv : workers_.front().envp) {
+  for (const std::string& kv : envps_.front()) {
     if (kv.rfind("HVRUN_JOB_ID=", 0) == 0) job_id = kv.substr(13);
     if (kv.rfind("HVRUN_HOST=", 0) == 0) host = kv.substr(11);
   }
@@ -190,13 +187,19 @@ void Agent::sweep_shared_memory_on_exit() {
 }
 
 void Agent::start_workers() {
-  child_signal_ = std::make_unique<asio::signal_set>(io_, SIGCHLD);
-  stop_signals_ = std::make_unique<asio::signal_set>(io_, SIGHUP, SIGTERM, SIGINT);
+  loop_.emplace(io_, std::initializer_list<int>{SIGHUP, SIGTERM, SIGINT},
+                SupervisorLoop::Hooks{
+                    [this](int sig) {
+                      connection_lost("the agent received signal " + std::to_string(sig));
+                    },
+                    [this] { local_->reap(); },
+                    [] { return false; },  // an agent kills what its workers left at once
+                    [this] { coordinator_timer_->cancel(); },
+                    [this] { finish(); }});
+  local_.emplace(io_, workers_, *this, *this, guard_ ? &*guard_ : nullptr);
   coordinator_timer_ = std::make_unique<asio::steady_timer>(io_);
-  drain_timer_ = std::make_unique<asio::steady_timer>(io_);
   stdin_ = std::make_unique<asio::posix::stream_descriptor>(io_, ::dup(0));
-  wait_children();
-  wait_signals();
+  loop_->start(*local_);
   read_stdin();
 
   if (!cwd_.empty() && ::chdir(cwd_.c_str()) != 0)
@@ -204,42 +207,30 @@ void Agent::start_workers() {
                       "cannot enter " + cwd_ + " (" + std::strerror(errno) +
                           "); workers start in the agent's directory"));
   const Environment own = current_process_environment();
-  for (AgentWorker& w : workers_) {
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    WorkerRecord& w = workers_[i];
     // The remote session's variables, overridden by what hvrun sends (which already left out
     // the launch host's HOSTNAME, SSH_*, ...).
     Environment env = own;
-    for (const std::string& kv : w.envp) {
+    for (const std::string& kv : envps_[i]) {
       size_t eq = kv.find('=');
       if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
     }
     auto path_it = env.find("PATH");
     auto path = resolve_command(argv_[0], path_it == env.end() ? nullptr : path_it->second.c_str());
     const std::vector<std::string> envp = to_envp(env);
-    Result<SpawnedWorker> spawned =
-        path.is_ok() ? spawn_worker(*path, argv_, envp, false, binding_for_worker(envp))
-                     : Result<SpawnedWorker>(path.status());
-    if (!spawned.is_ok()) {
-      send(encode_frame("START_FAILED", {std::to_string(w.rank)}, spawned.status().message()));
+    Status started = path.is_ok() ? local_->start(i, *path, argv_, envp, binding_for_worker(envp))
+                                  : path.status();
+    if (!started.is_ok()) {
+      send(encode_frame("START_FAILED", {std::to_string(w.rank)}, started.message()));
       w.exited = true;
       continue;
     }
-    w.pid = spawned->pid;
-    if (guard_) guard_->watch(w.pid);
     send(encode_frame("STARTED", {std::to_string(w.rank), std::to_string(w.pid)}));
-    int fds[2] = {spawned->stdout_fd, spawned->stderr_fd};
-    for (int k = 0; k < 2; ++k) {
-      auto pipe = std::make_unique<Pipe>();
-      pipe->rank = w.rank;
-      pipe->stream = k + 1;
-      pipe->fd = std::make_unique<asio::posix::stream_descriptor>(io_, fds[k]);
-      pipe->open = true;
-      pipes_.push_back(std::move(pipe));
-      read_pipe(pipes_.size() - 1);
-    }
   }
-  reap();
+  local_->reap();
   check_coordinator();
-  check_done();
+  loop_->check_progress();
 }
 
 void Agent::read_stdin() {
@@ -254,51 +245,15 @@ void Agent::read_stdin() {
       if (!frame->has_value()) break;
       const Frame& f = **frame;
       if (f.type == "SIGNAL")
-        kill_all(static_cast<int>(f.int_arg(0, SIGTERM)));
+        local_->signal_all(static_cast<int>(f.int_arg(0, SIGTERM)));
       else if (f.type == "KILL")
-        kill_all(SIGKILL);
+        local_->signal_all(SIGKILL);
     }
     if (ec || n == 0) {
       connection_lost("the connection to hvrun closed");
       return;
     }
     read_stdin();
-  });
-}
-
-void Agent::read_pipe(size_t index) {
-  Pipe& pipe = *pipes_[index];
-  pipe.fd->async_read_some(asio::buffer(pipe.buffer), [this, index](error_code ec, size_t n) {
-    Pipe& p = *pipes_[index];
-    if (n > 0)
-      send(encode_frame("OUT", {std::to_string(p.rank), std::to_string(p.stream)},
-                        std::string_view(p.buffer.data(), n)));
-    if (ec || n == 0) {
-      if (!p.open) return;
-      p.open = false;
-      error_code ignored;
-      p.fd->close(ignored);
-      check_done();
-      return;
-    }
-    read_pipe(index);
-  });
-}
-
-void Agent::wait_children() {
-  child_signal_->async_wait([this](error_code ec, int) {
-    if (ec) return;
-    reap();
-    check_done();
-    wait_children();
-  });
-}
-
-void Agent::wait_signals() {
-  stop_signals_->async_wait([this](error_code ec, int sig) {
-    if (ec) return;
-    connection_lost("the agent received signal " + std::to_string(sig));
-    wait_signals();
   });
 }
 
@@ -315,70 +270,27 @@ void Agent::check_coordinator() {
       send(encode_frame("NOTE", {},
                         "the coordinator at " + coordinator_ + " stopped answering (" +
                             result.at(0).error + "): killing this host's workers"));
-      kill_all(SIGKILL);
+      local_->signal_all(SIGKILL);
       return;
     }
     check_coordinator();
   });
 }
 
-void Agent::reap() {
-  for (AgentWorker& w : workers_) {
-    if (w.pid <= 0 || w.exited) continue;
-    int status = 0;
-    pid_t got;
-    do {
-      got = ::waitpid(w.pid, &status, WNOHANG);
-    } while (got < 0 && errno == EINTR);
-    if (got != w.pid) continue;
-    w.exited = true;
-    send(encode_frame("EXIT", {std::to_string(w.rank), std::to_string(status)}));
-  }
-}
-
 void Agent::connection_lost(const std::string& why) {
   if (!lost_ && !finished_)  // stderr reaches hvrun (through ssh) only if it is still there
     std::fprintf(stderr, "hvrun agent: %s: killing this host's workers\n", why.c_str());
   lost_ = true;
-  kill_all(SIGKILL);
-  check_done();
-}
-
-void Agent::kill_all(int sig) {
-  for (const AgentWorker& w : workers_)
-    if (w.pid > 0) signal_group(w.pid, sig);
-}
-
-void Agent::check_done() {
-  for (const AgentWorker& w : workers_)
-    if (w.pid > 0 && !w.exited) return;
-  if (!leftovers_done_) {
-    leftovers_done_ = true;
-    // Whatever the workers left running in their groups would outlive the job.
-    for (const AgentWorker& w : workers_)
-      if (w.pid > 0 && group_has_live_members(w.pid)) ::kill(-w.pid, SIGKILL);
-    coordinator_timer_->cancel();
-    drain_timer_->expires_after(kDrainLimit);
-    drain_timer_->async_wait([this](error_code ec) {
-      if (!ec) finish();
-    });
-  }
-  for (const auto& p : pipes_)
-    if (p->open) return;
-  finish();
+  local_->signal_all(SIGKILL);
+  loop_->check_progress();
 }
 
 void Agent::finish() {
-  if (finished_) return;
   finished_ = true;
-  drain_timer_->cancel();
   coordinator_timer_->cancel();
-  child_signal_->cancel();
-  stop_signals_->cancel();
   error_code ignored;
   stdin_->close(ignored);
   send(encode_frame("BYE"));
-  io_.stop();
 }
 
 }  // namespace

@@ -10,7 +10,9 @@
 //  4. kills its workers' process groups at once when its stdin closes (the ssh connection or
 //     hvrun went away) or when the coordinator stops answering, and on SIGHUP/SIGTERM/SIGINT.
 //
-// Single-threaded: one Boost.Asio loop owns the pipes, signals and timers once workers run.
+// Single-threaded: once workers run, the launcher's event loop (supervisor/supervisor_loop.h)
+// owns the pipes, signals and timers, over the same local workers a single-host job has
+// (supervisor/local_workers.h).
 #pragma once
 
 #include <string>

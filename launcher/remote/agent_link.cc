@@ -42,15 +42,7 @@ void handle_frame(AgentLink& link, const Frame& f) {
 
 void reap(AgentLink& link) {
   if (link.exited || link.pid <= 0) return;
-  int status = 0;
-  pid_t got;
-  do {
-    got = ::waitpid(link.pid, &status, WNOHANG);
-  } while (got < 0 && errno == EINTR);
-  if (got == link.pid) {
-    link.exited = true;
-    link.wait_status = status;
-  }
+  if (reap_if_exited(link.pid, &link.wait_status)) link.exited = true;
 }
 
 }  // namespace

@@ -2,7 +2,7 @@
 // process) with its stdin/stdout/stderr, and what the agent reported before the job started.
 //
 // Before the workers start, hvrun talks to every agent at once through pump_until() (blocking,
-// poll-based, bounded by a deadline); afterwards multi_host_runner.h takes the descriptors over.
+// poll-based, bounded by a deadline); afterwards agent_links.h takes the descriptors over.
 #pragma once
 
 #include <sys/types.h>

@@ -35,7 +35,7 @@ struct JobEnd {
 // "exited with code 3", "was killed by SIGSEGV".
 std::string describe_wait_status(int wait_status);
 
-// "SIGTERM", "SIGSEGV", ... or "signal N" (declared in job_runner.h too).
+// "SIGTERM", "SIGSEGV", ... or "signal N".
 std::string signal_name(int sig);
 
 void print_summary(OutputSink& err, const JobEnd& end, const std::vector<WorkerRecord>& workers);

@@ -7,7 +7,8 @@
 // record already there when hvrun looks: the rank it names is the cause, the exit a
 // consequence. Without a record, the first rank hvrun saw fail is the cause.
 //
-// Shared by the single-host JobRunner and the MultiHostRunner. Pure: no I/O, no clock.
+// Used by the job supervisor (job_supervisor.h) for single-host and multi-host jobs alike.
+// Pure: no I/O, no clock.
 #pragma once
 
 #include <functional>
