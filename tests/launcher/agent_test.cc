@@ -1,4 +1,4 @@
-// `hvrun agent` driven directly through its protocol (launcher/agent_protocol.h), as hvrun drives
+// `hvrun agent` driven directly through its protocol (launcher/remote/agent_protocol.h), as hvrun drives
 // it over ssh: it reports itself and its interfaces, runs the workers it is given, streams their
 // output and exits, and kills them when its connection closes or the coordinator goes away.
 #include <fcntl.h>
@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "launcher/agent_protocol.h"
+#include "launcher/remote/agent_protocol.h"
 #include "tests/support/subprocess.h"
 
 namespace hvrun::test {

@@ -1,6 +1,6 @@
-// --bind-to (launcher/cpu_binding.h): the CPU share of each local rank, and workers really
+// --bind-to (launcher/plan/cpu_binding.h): the CPU share of each local rank, and workers really
 // started with it (a plain command under hvrun reads its own affinity).
-#include "launcher/cpu_binding.h"
+#include "launcher/plan/cpu_binding.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "launcher/job_plan.h"
+#include "launcher/plan/job_plan.h"
 
 #include <gtest/gtest.h>
 

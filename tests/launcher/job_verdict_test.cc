@@ -1,6 +1,6 @@
-// Which failure a job's end is told by (launcher/job_verdict.h): the coordinator's verdict
+// Which failure a job's end is told by (launcher/supervisor/job_verdict.h): the coordinator's verdict
 // names the cause; a rank that failed after it is a consequence.
-#include "launcher/job_verdict.h"
+#include "launcher/supervisor/job_verdict.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>

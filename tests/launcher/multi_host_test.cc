@@ -3,13 +3,13 @@
 // and its error messages.
 #include <gtest/gtest.h>
 
-#include "launcher/agent_protocol.h"
-#include "launcher/env_forwarding.h"
-#include "launcher/network_choice.h"
-#include "launcher/network_interfaces.h"
-#include "launcher/options.h"
-#include "launcher/reach_probe.h"
-#include "launcher/remote_shell.h"
+#include "launcher/remote/agent_protocol.h"
+#include "launcher/plan/env_forwarding.h"
+#include "launcher/plan/network_choice.h"
+#include "launcher/plan/network_interfaces.h"
+#include "launcher/cli/options.h"
+#include "launcher/remote/reach_probe.h"
+#include "launcher/remote/remote_shell.h"
 
 namespace hvrun::launcher {
 namespace {

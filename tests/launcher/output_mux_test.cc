@@ -1,4 +1,4 @@
-#include "launcher/output_mux.h"
+#include "launcher/process/output_mux.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

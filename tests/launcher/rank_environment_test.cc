@@ -1,4 +1,4 @@
-#include "launcher/rank_environment.h"
+#include "launcher/plan/rank_environment.h"
 
 #include <gtest/gtest.h>
 

@@ -3,7 +3,7 @@
 
 #include <csignal>
 
-#include "launcher/restart_policy.h"
+#include "launcher/cli/restart_policy.h"
 
 namespace hvrun::launcher {
 namespace {

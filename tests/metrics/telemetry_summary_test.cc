@@ -1,9 +1,9 @@
 // hvrun's end-of-job telemetry summary and the hub that keeps snapshots across attempts.
-#include "launcher/telemetry_summary.h"
+#include "launcher/telemetry/telemetry_summary.h"
 
 #include <gtest/gtest.h>
 
-#include "launcher/telemetry_hub.h"
+#include "launcher/telemetry/telemetry_hub.h"
 #include "tests/metrics/sample_telemetry.h"
 
 namespace hvrun::launcher {

@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "launcher/shm_cleanup.h"
+#include "launcher/process/shm_cleanup.h"
 #include "tests/launcher/hvrun_process.h"
 #include "tests/worker/shm_files.h"
 #include "tests/worker/worker_harness.h"

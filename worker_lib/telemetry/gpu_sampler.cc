@@ -1,34 +1,20 @@
 #include "worker_lib/telemetry/gpu_sampler.h"
 
-#include <dlfcn.h>
-
 #include <cstdlib>
 #include <optional>
+
+#include "common/nvidia/dynamic_library.h"
+#include "common/nvidia/nvml_api.h"
 
 namespace hvrun::detail::telemetry {
 namespace {
 
-// The few NVML types read here, with nvml.h's layouts (as launcher/doctor/nvml_probe.cc).
-using Device = void*;  // nvmlDevice_t
-struct PciInfo {       // nvmlPciInfo_t (v2 and v3 share it): 68 bytes
-  char bus_id_legacy[16];
-  unsigned domain, bus, device, pci_device_id, pci_subsystem_id;
-  char bus_id[32];
-};
-static_assert(sizeof(PciInfo) == 68, "nvmlPciInfo_t layout");
-struct Memory {  // nvmlMemory_t (v1)
-  unsigned long long total, free, used;
-};
-struct Utilization {  // nvmlUtilization_t
-  unsigned gpu, memory;
-};
-constexpr int kSuccess = 0;         // NVML_SUCCESS
-constexpr int kTemperatureGpu = 0;  // NVML_TEMPERATURE_GPU
-
-template <typename Fn>
-Fn symbol(void* lib, const char* name) {
-  return reinterpret_cast<Fn>(dlsym(lib, name));
-}
+using Device = nvidia::NvmlDevice;
+using PciInfo = nvidia::NvmlPciInfo;
+using Memory = nvidia::NvmlMemory;
+using Utilization = nvidia::NvmlUtilization;
+constexpr int kSuccess = nvidia::kNvmlSuccess;
+constexpr int kTemperatureGpu = nvidia::kNvmlTemperatureGpu;
 
 std::vector<std::string> split_commas(const std::string& text) {
   std::vector<std::string> parts;
@@ -47,41 +33,19 @@ std::vector<std::string> split_commas(const std::string& text) {
 
 }  // namespace
 
-struct NvmlSampler::Api {
-  int (*init)() = nullptr;
-  int (*shutdown)() = nullptr;
-  int (*count)(unsigned*) = nullptr;
-  int (*by_index)(unsigned, Device*) = nullptr;
-  int (*name)(Device, char*, unsigned) = nullptr;
-  int (*uuid)(Device, char*, unsigned) = nullptr;
-  int (*pci)(Device, PciInfo*) = nullptr;
-  int (*utilization)(Device, Utilization*) = nullptr;
-  int (*memory)(Device, Memory*) = nullptr;
-  int (*temperature)(Device, int, unsigned*) = nullptr;
-  int (*power)(Device, unsigned*) = nullptr;  // milliwatts
+struct NvmlSampler::Api : nvidia::NvmlApi {
+  int (*pci)(Device, PciInfo*) = nullptr;  // v3, or v2 (the same layout) on older drivers
 };
 
 NvmlSampler::NvmlSampler(const std::string& library) {
-  library_ = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
+  library_ = nvidia::open_library(library);
   if (library_ == nullptr) {
     why_not_ = library + " not found (no NVIDIA driver)";
     return;
   }
   auto api = std::make_unique<Api>();
-  api->init = symbol<int (*)()>(library_, "nvmlInit_v2");
-  api->shutdown = symbol<int (*)()>(library_, "nvmlShutdown");
-  api->count = symbol<int (*)(unsigned*)>(library_, "nvmlDeviceGetCount_v2");
-  api->by_index = symbol<int (*)(unsigned, Device*)>(library_, "nvmlDeviceGetHandleByIndex_v2");
-  api->name = symbol<int (*)(Device, char*, unsigned)>(library_, "nvmlDeviceGetName");
-  api->uuid = symbol<int (*)(Device, char*, unsigned)>(library_, "nvmlDeviceGetUUID");
-  api->pci = symbol<int (*)(Device, PciInfo*)>(library_, "nvmlDeviceGetPciInfo_v3");
-  if (api->pci == nullptr)
-    api->pci = symbol<int (*)(Device, PciInfo*)>(library_, "nvmlDeviceGetPciInfo_v2");
-  api->utilization =
-      symbol<int (*)(Device, Utilization*)>(library_, "nvmlDeviceGetUtilizationRates");
-  api->memory = symbol<int (*)(Device, Memory*)>(library_, "nvmlDeviceGetMemoryInfo");
-  api->temperature = symbol<int (*)(Device, int, unsigned*)>(library_, "nvmlDeviceGetTemperature");
-  api->power = symbol<int (*)(Device, unsigned*)>(library_, "nvmlDeviceGetPowerUsage");
+  static_cast<nvidia::NvmlApi&>(*api) = nvidia::NvmlApi::resolve(library_);
+  api->pci = api->pci_info_v3 != nullptr ? api->pci_info_v3 : api->pci_info_v2;
   if (api->init == nullptr || api->count == nullptr || api->by_index == nullptr) {
     why_not_ = library + " lacks nvmlInit_v2/nvmlDeviceGetCount_v2/nvmlDeviceGetHandleByIndex_v2";
     return;
@@ -95,7 +59,7 @@ NvmlSampler::NvmlSampler(const std::string& library) {
 
 NvmlSampler::~NvmlSampler() {
   if (api_ && api_->shutdown != nullptr) api_->shutdown();
-  if (library_ != nullptr) dlclose(library_);
+  nvidia::close_library(library_);
 }
 
 std::vector<v1::GpuSample> NvmlSampler::sample(const char* cuda_visible_devices) const {

@@ -1,0 +1,298 @@
+// hvrun: the launcher command. `hvrun [options] COMMAND [ARGS...]`; see README.md.
+#include <signal.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/build_info.h"
+#include "common/logging.h"
+#include "common/setting_keys.h"
+#include "coordinator/metrics/metrics_server.h"
+#include "coordinator/telemetry/timeline_reader.h"
+#include "launcher/cli/control_plane.h"
+#include "launcher/doctor/doctor_command.h"
+#include "launcher/plan/env_forwarding.h"
+#include "launcher/estimate/estimate_command.h"
+#include "launcher/plan/gpu_probe.h"
+#include "launcher/plan/job_plan.h"
+#include "launcher/supervisor/job_runner.h"
+#include "launcher/remote/agent.h"
+#include "launcher/remote/multi_host_job.h"
+#include "launcher/cli/options.h"
+#include "launcher/process/orphan_guard.h"
+#include "launcher/process/output_mux.h"
+#include "launcher/plan/rank_environment.h"
+#include "launcher/cli/restart_policy.h"
+#include "launcher/plan/secret.h"
+#include "launcher/process/shm_cleanup.h"
+#include "launcher/telemetry/telemetry_hub.h"
+#include "launcher/telemetry/telemetry_summary.h"
+#include "launcher/process/worker_process.h"
+
+namespace hvrun::launcher {
+namespace {
+
+constexpr int kUsageError = 2;
+
+int fail(const std::string& message) {
+  std::cerr << "hvrun: " << message << "\n";
+  return kUsageError;
+}
+
+void print_verbose_plan(OutputSink& err, const JobPlan& plan, const NcclTuning& nccl,
+                        const std::string& coordinator_address, const std::string& job_id,
+                        const std::vector<Environment>& envs, const Environment& inherited) {
+  std::string text = "hvrun: job " + job_id + ": " + std::to_string(plan.size) + " rank" +
+                     (plan.size == 1 ? "" : "s") + " on " + plan.ranks.at(0).host + ", " +
+                     (plan.gpu_job ? "GPU job (" + plan.gpus.source + ")" : "CPU job") +
+                     ", coordinator " +
+                     (coordinator_address.empty() ? "not available" : coordinator_address) + "\n";
+  for (const std::string& reason : nccl.reasons) text += "hvrun: NCCL: " + reason + "\n";
+  for (size_t r = 0; r < envs.size(); ++r) {
+    text += "hvrun: rank " + std::to_string(r) + " environment:";
+    for (const auto& [key, value] : describe_additions(envs[r], inherited))
+      text += " " + key + "=" + value;
+    text += "\n";
+  }
+  err.write_message(text);
+}
+
+// One attempt of a single-host job: a fresh coordinator, secret and job id, the workers, their
+// end. How it ended goes to `end` when it failed.
+int run_single_host_attempt(const LaunchOptions& opts, const JobPlan& plan,
+                            const std::string& command_path, OrphanGuard& guard, JobEnd* end,
+                            TelemetryHub* telemetry) {
+  const Settings& settings = opts.settings;
+  const Environment session = current_process_environment();
+  std::vector<std::string> export_notes;
+  // What every rank starts from: hvrun's environment with the -x variables applied.
+  const Environment inherited = with_exports(session, session, opts.exports, &export_notes);
+  NcclTuning nccl = decide_nccl(plan, settings.get(setting::kNcclP2p), inherited,
+                                driver_peer_access_probe());
+
+  auto secret = random_hex(32);
+  if (!secret.is_ok()) return fail(secret.status().message());
+  auto job_suffix = random_hex(4);
+  if (!job_suffix.is_ok()) return fail(job_suffix.status().message());
+  const std::string job_id = "hvrun-" + *job_suffix;
+  guard.sweep_on_exit(kShmDirectory, shm_segment_prefix(job_id));  // shared-memory data plane
+
+  spdlog::debug("job planned");
+
+  OpenLine terminal_line;  // one cursor when stdout and stderr are the same terminal or file
+  const bool one_file = same_file(1, 2);
+  OutputSink out = one_file ? OutputSink(1, terminal_line) : OutputSink(1);
+  OutputSink err = one_file ? OutputSink(2, terminal_line) : OutputSink(2);
+  for (const std::string& note : export_notes) err.write_message("hvrun: " + note + "\n");
+  // The coordinator; set by whichever thread starts it, read by the runner's abort hook.
+  std::mutex control_mutex;
+  std::unique_ptr<ControlPlane> control;
+  JobRunnerConfig config;
+  config.command_path = command_path;
+  config.argv = opts.command;
+  config.grace_period = std::chrono::milliseconds(
+      static_cast<int64_t>(settings.get(setting::kGracePeriodSeconds) * 1000.0));
+  config.output_dir = settings.get(setting::kOutputFilename);
+  config.verbose = settings.get(setting::kVerbose);
+  config.tag_output = settings.get(setting::kTagOutput);
+  EarlyExits early_exits;  // guarded by control_mutex
+  config.coordinator = coordinator_hooks(&control, &control_mutex, &early_exits);
+  JobRunner runner(std::move(config), out, err, &guard);
+  // /metrics and the end-of-job summary read this attempt's coordinator (null until it started).
+  ScopedTelemetrySource telemetry_source(telemetry, [&control, &control_mutex] {
+    std::lock_guard<std::mutex> lock(control_mutex);
+    return control ? control->telemetry() : JobTelemetry{};
+  });
+
+  ControlPlaneEvents events;
+  events.on_failure = [&runner](const std::string& message, int rank) {
+    runner.post_control_plane_failure(message, rank);
+  };
+  events.on_note = [&runner](const std::string& message) { runner.post_note(message); };
+
+  // With a unix socket its address is known now: the coordinator starts on a thread of its own
+  // while the workers start (about a tenth of a short job's launch time); otherwise first.
+  std::string address = predictable_unix_address(settings, job_id);
+  std::thread starter;
+  auto start = [&, events = std::move(events)]() mutable -> Status {
+    auto started = start_control_plane(settings, plan, *secret, job_id, std::move(events), address);
+    if (started.is_ok() && !address.empty() && (*started)->address() != address)
+      started = internal_error("the coordinator listens on " + (*started)->address() +
+                               ", not on " + address + " where the workers were sent");
+    if (!started.is_ok()) return started.status();
+    spdlog::debug("coordinator started on {}", (*started)->address());
+    std::lock_guard<std::mutex> lock(control_mutex);
+    control = std::move(started).value();
+    replay_early_exits(*control, early_exits);
+    return Status::ok();
+  };
+  if (address.empty()) {
+    if (Status s = start(); !s.is_ok()) {
+      std::cerr << "hvrun: " << s.message() << "\n";
+      *end = JobEnd{JobEndKind::kControlPlane, -1, 1, 0, s.message()};
+      return 1;
+    }
+    address = control->address();
+  } else {
+    starter = std::thread([&runner, start = std::move(start)]() mutable {
+      if (Status s = start(); !s.is_ok())
+        runner.post_control_plane_failure("the coordinator did not start: " + s.message(), -1);
+    });
+  }
+  if (address.rfind("unix:", 0) == 0) {  // the socket, then its private directory
+    const std::filesystem::path socket = address.substr(5);
+    guard.remove_on_exit(socket.string());
+    guard.remove_on_exit(socket.parent_path().string());
+  }
+
+  JobIdentity identity;
+  identity.coordinator_address = address;
+  identity.secret = *secret;
+  identity.job_id = job_id;
+  std::vector<Environment> envs;
+  std::vector<WorkerLaunch> launches;
+  for (const RankSlot& slot : plan.ranks) {
+    envs.push_back(rank_environment(plan, slot.rank, identity, settings, nccl, inherited));
+    launches.push_back(WorkerLaunch{slot.rank, slot.host, to_envp(envs.back())});
+  }
+  if (settings.get(setting::kVerbose))
+    print_verbose_plan(err, plan, nccl, identity.coordinator_address, job_id, envs, session);
+
+  int code = runner.run(launches);
+  if (starter.joinable()) starter.join();
+  spdlog::debug("job over (exit code {}); stopping the coordinator", code);
+  std::optional<Status> final_status;
+  std::optional<CoordinatorVerdict> cause;
+  {
+    std::lock_guard<std::mutex> lock(control_mutex);
+    if (control) {
+      final_status = control->final_status();
+      cause = control->verdict();
+      control->shutdown();
+    }
+  }
+  if (auto e = runner.end()) *end = *e;
+  // The runner's loop ends with the last rank's exit: when every rank exits 0 right after the
+  // coordinator aborted the job, its report may not have reached the loop. The coordinator's
+  // word stands.
+  if (code == 0 && final_status && !final_status->is_ok() &&
+      final_status->code() != StatusCode::kCancelled) {
+    const std::string message =
+        (final_status->code() == StatusCode::kAborted ? "job aborted: " : "coordinator: ") +
+        final_status->message();
+    err.write_message("hvrun: job failed: " + message + "\n");
+    *end = JobEnd{JobEndKind::kControlPlane, cause ? cause->rank : -1, 1, 0, message};
+    code = 1;
+  }
+  return code;
+}
+
+int run_job(const LaunchOptions& opts) {
+  const Settings& settings = opts.settings;
+  auto getenv_fn = [](const char* name) { return std::getenv(name); };
+  if (Status s = logging::init("hvrun", settings.get(setting::kLogLevel)); !s.is_ok())
+    return fail(s.message());
+
+  spdlog::debug("hvrun started");
+  auto path = resolve_command(opts.command[0], std::getenv("PATH"));
+  if (!path.is_ok()) return fail(path.status().message());
+
+  // Forked while hvrun still has one thread: before the GPU driver (whose initialisation may
+  // start threads) and the coordinator (gRPC's threads) are loaded.
+  auto guard = OrphanGuard::start();
+  if (!guard.is_ok()) return fail(guard.status().message());
+  spdlog::debug("orphan guard started (pid {})", guard->pid());
+
+  const std::string device = settings.get(setting::kDevice);
+  GpuInventory gpus;
+  if (device == "cpu") gpus.source = "--device cpu";
+  else gpus = probe_gpus(getenv_fn);
+
+  auto plan = plan_job(opts, gpus, device, LocalHostNames::of_this_machine());
+  if (!plan.is_ok()) return fail(plan.status().message());
+  for (const std::string& note : plan->notes) std::cerr << "hvrun: " << note << "\n";
+  // One /metrics endpoint for the whole run, across restart attempts (off unless --metrics-port).
+  TelemetryHub telemetry;
+  std::unique_ptr<coordinator::metrics::MetricsServer> metrics;
+  if (const int64_t port = settings.get(setting::kMetricsPort); port >= 0) {
+    auto started = coordinator::metrics::MetricsServer::start(
+        {settings.get(setting::kMetricsAddress), static_cast<int>(port)},
+        [&telemetry] { return telemetry.snapshot(); });
+    if (!started.is_ok()) return fail(started.status().message());
+    metrics = std::move(started).value();
+    std::cerr << "hvrun: metrics at " << metrics->url() << "\n";
+  }
+  RestartPolicy restarts(static_cast<int>(settings.get(setting::kMaxRestarts)));
+  for (int attempt = 0;; ++attempt) {
+    // Workers (local, and remote through the forwarded environment) see which attempt this is.
+    ::setenv("HVRUN_RESTART_COUNT", std::to_string(attempt).c_str(), 1);
+    const auto started_at = std::chrono::steady_clock::now();
+    AttemptOutcome outcome;
+    outcome.exit_code =
+        plan->multi_host  // agents on every host (launcher/remote/multi_host_job.h)
+            ? run_multi_host_job(opts, *plan, &*guard, &outcome.end, &telemetry)
+            : run_single_host_attempt(opts, *plan, *path, *guard, &outcome.end, &telemetry);
+    outcome.ran_for = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::chrono::steady_clock::now() - started_at);
+    RestartPolicy::Decision decision = restarts.after_attempt(outcome);
+    if (!decision.message.empty()) std::cerr << "hvrun: " << decision.message << "\n";
+    telemetry.set_restarts(restarts.restarts_done());
+    if (decision.restart) continue;
+    if (restarts.restarts_done() > 0) {
+      std::cerr << "hvrun: the job " << (outcome.exit_code == 0 ? "succeeded" : "failed")
+                << " after " << restarts.restarts_done() << " restart(s):\n";
+      for (const std::string& line : restarts.restart_log()) std::cerr << "hvrun:   " << line << "\n";
+    }
+    if (settings.get(setting::kSummary)) std::cerr << format_telemetry_summary(telemetry.snapshot());
+    if (metrics) metrics->stop();
+    guard->release();
+    spdlog::debug("done");
+    return outcome.exit_code;
+  }
+}
+
+}  // namespace
+}  // namespace hvrun::launcher
+
+int main(int argc, char** argv) {
+  using namespace hvrun::launcher;
+  ::signal(SIGPIPE, SIG_IGN);  // a closed terminal or pipe must not kill the job's supervisor
+  std::vector<std::string> args(argv + 1, argv + argc);
+  // Subcommands with their own options: `hvrun doctor ...`, `hvrun estimate-memory ...`.
+  if (!args.empty() && args[0] == "doctor")
+    return hvrun::doctor::run_doctor_main({args.begin() + 1, args.end()});
+  if (!args.empty() && args[0] == "estimate-memory")
+    return hvrun::estimate::run_estimate_memory({args.begin() + 1, args.end()}, std::cout, std::cerr);
+  if (!args.empty() && args[0] == "timeline-check")  // reads a --timeline-filename file
+    return hvrun::coordinator::telemetry::run_timeline_check({args.begin() + 1, args.end()},
+                                                             std::cout, std::cerr);
+  if (!args.empty() && args[0] == "agent")  // started by hvrun on each host of a multi-host job
+    return run_agent(std::vector<std::string>(args.begin() + 1, args.end()));
+  auto parsed = parse_command_line(args, [](const char* name) { return std::getenv(name); });
+  if (!parsed.is_ok()) return fail(parsed.status().message());
+  const LaunchOptions& opts = *parsed;
+  if (opts.show_help) {
+    std::cout << usage_text();
+    return 0;
+  }
+  if (opts.show_version) {
+    std::cout << "hvrun " << hvrun::build_info().version << "\n";
+    return 0;
+  }
+  if (opts.check_build) {
+    std::cout << hvrun::describe_build();
+    return 0;
+  }
+  if (opts.print_config) {
+    opts.settings.print(std::cout);
+    return 0;
+  }
+  if (opts.command.empty()) return fail("no command given (usage: hvrun [options] COMMAND [ARGS...])");
+  return run_job(opts);
+}

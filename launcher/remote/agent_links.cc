@@ -1,0 +1,274 @@
+#include "launcher/remote/agent_links.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <sstream>
+
+#include "launcher/process/worker_process.h"
+#include "launcher/supervisor/job_verdict.h"
+
+namespace hvrun::launcher {
+
+namespace asio = boost::asio;
+using boost::system::error_code;
+
+namespace {
+constexpr std::chrono::milliseconds kShellKillAfterGrace{5000};
+constexpr size_t kShellErrKept = 4096;
+}  // namespace
+
+AgentLinks::AgentLinks(asio::io_context& io, std::vector<WorkerRecord>& records,
+                       std::vector<size_t> link_of_rank, RankOutput& output,
+                       ChildrenEvents& events, bool verbose)
+    : io_(io), records_(records), link_of_rank_(std::move(link_of_rank)), output_(output),
+      events_(events), verbose_(verbose), shell_timer_(io) {}
+
+AgentLinks::~AgentLinks() {
+  for (auto& link : links_)
+    if (link->agent.in_fd >= 0) ::close(link->agent.in_fd);
+}
+
+WorkerRecord* AgentLinks::record(long long rank) {
+  if (rank < 0 || static_cast<size_t>(rank) >= records_.size()) return nullptr;
+  return &records_[static_cast<size_t>(rank)];
+}
+
+void AgentLinks::start(std::vector<AgentLink> links) {
+  for (AgentLink& agent : links) {
+    auto link = std::make_unique<Link>();
+    link->agent = std::move(agent);
+    link->out = std::make_unique<asio::posix::stream_descriptor>(io_, link->agent.out_fd);
+    link->out_open = true;
+    if (link->agent.err_fd >= 0) {
+      link->err = std::make_unique<asio::posix::stream_descriptor>(io_, link->agent.err_fd);
+      link->err_open = true;
+    }
+    links_.push_back(std::move(link));
+  }
+  for (size_t i = 0; i < links_.size(); ++i) {
+    // Frames that arrived with the last pre-start read are already in the reader.
+    while (true) {
+      auto frame = links_[i]->agent.reader.next();
+      if (!frame.is_ok() || !frame->has_value()) break;
+      on_frame(i, **frame);
+    }
+    read_frames(i);
+    if (links_[i]->err_open) read_shell_err(i);
+  }
+}
+
+bool AgentLinks::feed_frames(size_t index, const char* data, size_t n) {
+  Link& l = *links_[index];
+  l.agent.reader.feed(std::string_view(data, n));
+  while (true) {
+    auto frame = l.agent.reader.next();
+    if (!frame.is_ok()) {
+      events_.say("host " + l.agent.host + ": " + frame.status().message());
+      return false;
+    }
+    if (!frame->has_value()) return true;
+    on_frame(index, **frame);
+  }
+}
+
+void AgentLinks::close_frames(size_t index) {
+  Link& l = *links_[index];
+  if (!l.out_open) return;
+  l.out_open = false;
+  error_code ignored;
+  l.out->close(ignored);
+}
+
+void AgentLinks::read_frames(size_t index) {
+  Link& link = *links_[index];
+  link.out->async_read_some(asio::buffer(link.out_buffer), [this, index](error_code ec, size_t n) {
+    Link& l = *links_[index];
+    if (n > 0 && !feed_frames(index, l.out_buffer.data(), n))
+      ec = boost::asio::error::invalid_argument;
+    if (ec || n == 0) {
+      if (!l.out_open) return;
+      close_frames(index);
+      if (l.agent.exited) on_link_end(index);
+      events_.progress();
+      return;
+    }
+    read_frames(index);
+  });
+}
+
+void AgentLinks::read_shell_err(size_t index) {
+  Link& link = *links_[index];
+  link.err->async_read_some(asio::buffer(link.err_buffer), [this, index](error_code ec, size_t n) {
+    Link& l = *links_[index];
+    if (n > 0) {
+      l.agent.err_text.append(l.err_buffer.data(), n);
+      if (l.agent.err_text.size() > kShellErrKept)
+        l.agent.err_text.erase(0, l.agent.err_text.size() - kShellErrKept);
+      if (verbose_) {
+        l.err_line.append(l.err_buffer.data(), n);
+        for (size_t nl; (nl = l.err_line.find('\n')) != std::string::npos;) {
+          events_.say(l.agent.host + " (" + l.agent.program + "): " + l.err_line.substr(0, nl));
+          l.err_line.erase(0, nl + 1);
+        }
+      }
+    }
+    if (ec || n == 0) {
+      if (!l.err_open) return;
+      l.err_open = false;
+      error_code ignored;
+      l.err->close(ignored);
+      events_.progress();
+      return;
+    }
+    read_shell_err(index);
+  });
+}
+
+void AgentLinks::on_frame(size_t index, const Frame& f) {
+  Link& link = *links_[index];
+  if (f.type == "OUT") {
+    long long rank = f.int_arg(0), stream = f.int_arg(1);
+    if (record(rank) != nullptr)
+      output_.write(static_cast<int>(rank), static_cast<int>(stream), f.payload);
+  } else if (f.type == "STARTED") {
+    if (WorkerRecord* w = record(f.int_arg(0))) w->pid = static_cast<pid_t>(f.int_arg(1));
+  } else if (f.type == "START_FAILED") {
+    long long rank = f.int_arg(0);
+    events_.start_failed(JobEnd{JobEndKind::kStartFailed, static_cast<int>(rank), 2, 0,
+                                "rank " + std::to_string(rank) + " on " + link.agent.host +
+                                    " could not be started: " + f.payload});
+  } else if (f.type == "EXIT") {
+    on_worker_exit(static_cast<int>(f.int_arg(0)), static_cast<int>(f.int_arg(1, 0)));
+  } else if (f.type == "NOTE") {
+    events_.say(link.agent.host + ": " + f.payload);
+  } else if (f.type == "BYE") {
+    link.bye = true;
+  }
+}
+
+void AgentLinks::on_worker_exit(int rank, int wait_status) {
+  WorkerRecord* w = record(rank);
+  if (w == nullptr) return;
+  w->exited = true;
+  w->wait_status = wait_status;
+  events_.exit_recorded(*w);
+  if (is_failure(wait_status)) events_.rank_failed(*w);
+}
+
+WorkerRecord* AgentLinks::reap() {
+  for (size_t i = 0; i < links_.size(); ++i) {
+    AgentLink& a = links_[i]->agent;
+    if (a.exited || a.pid <= 0) continue;
+    if (!reap_if_exited(a.pid, &a.wait_status)) continue;
+    a.exited = true;
+    on_link_exit(i);
+  }
+  return nullptr;
+}
+
+void AgentLinks::on_link_exit(size_t index) {
+  Link& link = *links_[index];
+  if (!link.out_open) {
+    on_link_end(index);
+    return;
+  }
+  link.eof_wait = std::make_unique<asio::steady_timer>(io_, kOutputDrainLimit);
+  link.eof_wait->async_wait([this, index](error_code ec) {
+    if (ec) return;
+    close_frames(index);
+    on_link_end(index);
+    events_.progress();
+  });
+}
+
+void AgentLinks::on_link_end(size_t index) {
+  Link& link = *links_[index];
+  if (link.judged) return;
+  link.judged = true;
+  if (link.eof_wait) link.eof_wait->cancel();
+  if (link.bye) return;
+  // The agent is gone before saying BYE: its workers were killed by it (or by their
+  // PR_SET_PDEATHSIG); nobody can tell how each ended.
+  for (size_t r = 0; r < records_.size(); ++r)
+    if (link_of_rank_[r] == index && !records_[r].exited)
+      records_[r].lost = "lost with the agent on " + link.agent.host;
+  std::string said;
+  std::istringstream lines(link.agent.err_text);
+  for (std::string line; std::getline(lines, line);)
+    if (!line.empty()) said += (said.empty() ? "" : " / ") + line;
+  events_.child_lost(JobEnd{JobEndKind::kControlPlane, -1, 1, 0,
+                            "lost the agent on host " + link.agent.host + " (" +
+                                link.agent.program + " " +
+                                describe_wait_status(link.agent.wait_status) +
+                                (said.empty() ? "" : ": " + said) + ")"});
+}
+
+bool AgentLinks::awaits_explanation(const JobEnd&) const { return true; }
+
+void AgentLinks::signal_all(int sig) {
+  send_all(encode_frame("SIGNAL", {std::to_string(sig)}));
+  for (WorkerRecord& w : records_)
+    if (w.pid > 0 && !w.exited) w.signalled_by_hvrun = true;
+}
+
+void AgentLinks::grace_over() {
+  send_all(encode_frame("KILL"));
+  shell_timer_.expires_after(kShellKillAfterGrace);
+  shell_timer_.async_wait([this](error_code ec) {
+    if (ec) return;
+    // Agents that did not finish: cut their connection; they kill their workers on EOF.
+    for (auto& link : links_)
+      if (!link->agent.exited && link->agent.pid > 0) ::kill(-link->agent.pid, SIGKILL);
+  });
+}
+
+void AgentLinks::kill_now(int sig) {
+  events_.say("received " + signal_name(sig) + " again: killing every rank now");
+  send_all(encode_frame("KILL"));
+}
+
+void AgentLinks::send_all(const std::string& frame) {
+  for (auto& link : links_)
+    if (!link->agent.exited) link->agent.send(frame);
+}
+
+bool AgentLinks::running() const {
+  for (const auto& link : links_)
+    if (!link->agent.exited) return true;
+  return false;
+}
+
+bool AgentLinks::settle_leftovers(bool) {
+  // What the workers left behind is each agent's to kill; only the shell timer is left here.
+  shell_timer_.cancel();
+  return true;
+}
+
+bool AgentLinks::output_open() const {
+  for (const auto& link : links_)
+    if (link->out_open || link->err_open) return true;
+  return false;
+}
+
+void AgentLinks::close_output() {
+  if (closed_) return;
+  // Links still waiting for their frame stream's end are weighed on what they said.
+  for (size_t i = 0; i < links_.size(); ++i)
+    if (links_[i]->agent.exited) on_link_end(i);
+  if (closed_) return;
+  closed_ = true;
+  for (auto& link : links_) {
+    error_code ignored;
+    if (link->out_open) link->out->close(ignored);
+    if (link->err_open) link->err->close(ignored);
+    link->out_open = link->err_open = false;
+    if (link->eof_wait) link->eof_wait->cancel();
+  }
+  for (const WorkerRecord& w : records_) {
+    output_.end(w.rank, 1);
+    output_.end(w.rank, 2);
+  }
+}
+
+}  // namespace hvrun::launcher

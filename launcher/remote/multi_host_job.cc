@@ -1,0 +1,373 @@
+#include "launcher/remote/multi_host_job.h"
+
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstdlib>
+#include <filesystem>
+#include <functional>
+#include <iostream>
+#include <optional>
+
+#include "common/build_info.h"
+#include "common/setting_keys.h"
+#include "launcher/remote/agent_link.h"
+#include "launcher/cli/control_plane.h"
+#include "launcher/plan/env_forwarding.h"
+#include "launcher/remote/multi_host_runner.h"
+#include "launcher/plan/network_choice.h"
+#include "launcher/plan/rank_environment.h"
+#include "launcher/remote/reach_probe.h"
+#include "launcher/remote/remote_shell.h"
+#include "launcher/plan/secret.h"
+
+namespace hvrun::launcher {
+namespace {
+
+constexpr std::chrono::milliseconds kProbeWindow{5000};  // agents give each probe 2 s
+
+std::string this_executable() {
+  std::error_code ec;
+  std::filesystem::path p = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string("hvrun") : p.string();
+}
+
+// Ends every agent that was started (closing stdin is enough for a healthy one).
+void stop_links(std::vector<AgentLink>& links) {
+  for (AgentLink& link : links) {
+    if (link.in_fd >= 0) ::close(link.in_fd);
+    link.in_fd = -1;
+    if (link.pid > 0 && !link.exited) {
+      ::kill(-link.pid, SIGKILL);
+      ::waitpid(link.pid, nullptr, 0);
+      link.exited = true;
+    }
+    for (int* fd : {&link.out_fd, &link.err_fd})
+      if (*fd >= 0) {
+        ::close(*fd);
+        *fd = -1;
+      }
+  }
+}
+
+void report_failures(const std::vector<AgentLink>& links, const std::string& what) {
+  std::cerr << "hvrun: " << what << ":\n";
+  for (const AgentLink& link : links)
+    if (!link.failure.empty()) std::cerr << "hvrun:   " << link.failure << "\n";
+}
+
+std::string exit_code_of(int wait_status) {
+  return std::to_string(WIFEXITED(wait_status) ? WEXITSTATUS(wait_status)
+                                               : 128 + WTERMSIG(wait_status));
+}
+
+// The launch in phases; each returns false (after telling the user) when the job cannot start.
+class MultiHostLaunch {
+ public:
+  MultiHostLaunch(const LaunchOptions& opts, const JobPlan& plan, OrphanGuard* guard)
+      : opts_(opts),
+        settings_(opts.settings),
+        plan_(plan),
+        guard_(guard),
+        verbose_(settings_.get(setting::kVerbose)),
+        hvrun_path_(this_executable()),
+        forced_(split_names(settings_.get(setting::kNetworkInterface))) {}
+  ~MultiHostLaunch() {
+    close_listeners(own_listeners_);
+    stop_links(links_);  // nothing left once run() handed them over
+  }
+
+  int run();
+  const std::optional<JobEnd>& end() const { return end_; }
+  void set_telemetry(TelemetryHub* hub) { telemetry_ = hub; }  // /metrics and the summary
+
+ private:
+  bool start_agents();
+  bool preflight();
+  bool probe_network();
+  bool choose_network();
+  std::string network_summary(const std::string& job_id, const std::string& coordinator) const;
+  std::string network_details() const;
+  // CWD, ARGV, a WORKER per rank (the secret inside its environment) and START to every agent.
+  std::vector<RemoteRank> send_job(const JobIdentity& job, const NcclTuning& nccl,
+                                   const Environment& launch_env, const Environment& forwarded,
+                                   OutputSink& err);
+
+  std::string describe_exit(const AgentLink& link) const {
+    return describe_remote_failure(link.host, link.program,
+                                   std::atoi(exit_code_of(link.wait_status).c_str()), link.err_text,
+                                   hvrun_path_);
+  }
+  std::string late(const AgentLink& link) const {
+    std::string said = link.err_text;
+    while (!said.empty() && said.back() == '\n') said.pop_back();
+    return "host " + link.host + ": hvrun agent did not answer within --start-timeout (" +
+           settings_.text(setting::kStartTimeoutSeconds.name) + " s)" +
+           (said.empty() ? "" : "; " + link.program + " said: " + said);
+  }
+  void pump(std::chrono::steady_clock::time_point deadline,
+            const std::function<bool(const AgentLink&)>& done) {
+    pump_until(
+        links_, deadline, done, [this](const AgentLink& l) { return describe_exit(l); },
+        [this](const AgentLink& l) { return late(l); });
+  }
+  bool any_failed() const {
+    for (const AgentLink& link : links_)
+      if (!link.failure.empty()) return true;
+    return false;
+  }
+
+  const LaunchOptions& opts_;
+  const Settings& settings_;
+  const JobPlan& plan_;
+  OrphanGuard* guard_;
+  TelemetryHub* telemetry_ = nullptr;
+  const bool verbose_;
+  const std::string hvrun_path_;
+  const std::vector<std::string> forced_;  // --network-interface
+  std::vector<AgentLink> links_;           // one per host, in plan_.hosts order
+  std::vector<NetInterface> own_;          // the launch host's interfaces (the coordinator's)
+  std::vector<int> own_listeners_;
+  std::chrono::steady_clock::time_point deadline_;
+  std::vector<InterfaceChoice> choices_;  // per link
+  InterfaceChoice coordinator_;
+  std::optional<JobEnd> end_;  // how the job ended, when it failed after starting
+};
+
+bool MultiHostLaunch::start_agents() {
+  const RemoteShellOptions rsh = RemoteShellOptions::from_settings(settings_);
+  const LocalHostNames local = LocalHostNames::of_this_machine();
+  for (const HostSlots& h : plan_.hosts) {
+    std::vector<std::string> argv = local.is_local(h.host)
+                                        ? std::vector<std::string>{hvrun_path_, "agent"}
+                                        : remote_agent_command(rsh, h.host, hvrun_path_);
+    if (verbose_) {
+      std::string line;
+      for (const std::string& a : argv) line += " " + a;
+      std::cerr << "hvrun: " << h.host << ":" << line << "\n";
+    }
+    auto link = start_agent_link(h.host, argv, guard_);
+    if (!link.is_ok()) {
+      std::cerr << "hvrun: cannot start the agent of " << h.host << ": " << link.status().message()
+                << "\n";
+      return false;
+    }
+    links_.push_back(std::move(link).value());
+  }
+  own_ = list_local_interfaces();
+  own_listeners_ = open_probe_listeners(own_);
+  return true;
+}
+
+bool MultiHostLaunch::preflight() {
+  deadline_ = std::chrono::steady_clock::now() +
+              std::chrono::milliseconds(
+                  static_cast<int64_t>(settings_.get(setting::kStartTimeoutSeconds) * 1000.0));
+  pump(deadline_, [](const AgentLink& l) { return l.hello && l.interfaces_done; });
+  const std::string version(build_info().version);
+  for (AgentLink& link : links_)
+    if (link.failure.empty() && link.version != version)
+      link.failure = "host " + link.host + " runs hvrun " + link.version + " at " + hvrun_path_ +
+                     ", this is hvrun " + version + ": install the same version on every host";
+  if (any_failed()) {
+    report_failures(links_, "pre-flight check of the hosts failed");
+    return false;
+  }
+  return true;
+}
+
+bool MultiHostLaunch::probe_network() {
+  // Each agent tries the other hosts' candidates (unless --network-interface decided them) and
+  // the launch host's (for the coordinator).
+  auto targets_of = [](const std::vector<NetInterface>& ifaces) {
+    std::vector<std::string> out;
+    for (const NetInterface& i : rank_candidates(ifaces, nullptr))
+      if (i.probe_port > 0) out.push_back(i.address + ":" + std::to_string(i.probe_port));
+    return out;
+  };
+  for (size_t i = 0; i < links_.size(); ++i) {
+    std::vector<std::string> targets = targets_of(own_);
+    if (forced_.empty())
+      for (size_t j = 0; j < links_.size(); ++j)
+        if (j != i)
+          for (const std::string& t : targets_of(links_[j].interfaces)) targets.push_back(t);
+    links_[i].send(encode_frame("PROBE", {}, join_list(targets)));
+  }
+  pump(std::max(deadline_, std::chrono::steady_clock::now() + kProbeWindow),
+       [](const AgentLink& l) { return l.probes_done; });
+  close_listeners(own_listeners_);
+  if (any_failed()) {
+    report_failures(links_, "probing the network failed");
+    return false;
+  }
+  return true;
+}
+
+bool MultiHostLaunch::choose_network() {
+  std::vector<ProbeOutcome> probes;
+  std::vector<std::string> all_hosts;
+  for (const AgentLink& link : links_) {
+    probes.insert(probes.end(), link.probes.begin(), link.probes.end());
+    all_hosts.push_back(link.host);
+  }
+  std::vector<std::string> errors;
+  for (const AgentLink& link : links_) {
+    std::vector<std::string> peers;
+    for (const std::string& h : all_hosts)
+      if (h != link.host) peers.push_back(h);
+    auto choice =
+        choose_interface(HostInterfaces{link.host, link.interfaces}, peers, probes, forced_);
+    if (choice.is_ok())
+      choices_.push_back(*choice);
+    else
+      errors.push_back(choice.status().message());
+  }
+  auto coordinator = choose_interface(HostInterfaces{"", own_}, all_hosts, probes, {});
+  if (coordinator.is_ok())
+    coordinator_ = *coordinator;
+  else
+    errors.push_back("coordinator: " + coordinator.status().message());
+  if (errors.empty()) return true;
+  std::cerr << "hvrun: no usable network between the hosts:\n";
+  for (const std::string& e : errors) std::cerr << "hvrun:   " << e << "\n";
+  return false;
+}
+
+std::string MultiHostLaunch::network_summary(const std::string& job_id,
+                                             const std::string& coordinator) const {
+  std::string text = "hvrun: job " + job_id + ": " + std::to_string(plan_.size) + " ranks on " +
+                     std::to_string(links_.size()) + " hosts; coordinator " + coordinator + " (" +
+                     coordinator_.interface + ")";
+  for (const InterfaceChoice& c : choices_)
+    text += "; " + c.host + " uses " + c.interface + " " + c.address;
+  return text + "\n";
+}
+
+std::string MultiHostLaunch::network_details() const {
+  std::string text;
+  for (const std::string& r : coordinator_.reasons)
+    text += "hvrun: network: launch host: " + r + "\n";
+  for (const InterfaceChoice& c : choices_)
+    for (const std::string& r : c.reasons) text += "hvrun: network: " + c.host + ": " + r + "\n";
+  return text;
+}
+
+std::vector<RemoteRank> MultiHostLaunch::send_job(const JobIdentity& job, const NcclTuning& nccl,
+                                                  const Environment& launch_env,
+                                                  const Environment& forwarded, OutputSink& err) {
+  std::error_code ec;
+  const std::string cwd = std::filesystem::current_path(ec).string();
+  std::vector<RemoteRank> ranks;
+  for (size_t i = 0; i < links_.size(); ++i) {
+    AgentLink& link = links_[i];
+    const InterfaceChoice& choice = choices_[i];
+    std::vector<std::string> reasons;
+    NcclTuning host_tuning = nccl;
+    for (const auto& [k, v] :
+         host_network_environment(choice, settings_.get(setting::kNetwork), launch_env, &reasons))
+      host_tuning.set[k] = v;
+    if (verbose_)
+      for (const std::string& r : reasons)
+        err.write_message("hvrun: NCCL: " + choice.host + ": " + r + "\n");
+    JobIdentity identity = job;
+    identity.data_address = choice.address;
+    link.send(encode_frame("CWD", {}, cwd));
+    link.send(encode_frame("ARGV", {}, join_list(opts_.command)));
+    for (const RankSlot& slot : plan_.ranks) {
+      if (slot.host != link.host) continue;
+      Environment env =
+          rank_environment(plan_, slot.rank, identity, settings_, host_tuning, forwarded);
+      if (verbose_) {
+        std::string line = "hvrun: rank " + std::to_string(slot.rank) + " environment:";
+        for (const auto& [k, v] : describe_additions(env, forwarded)) line += " " + k + "=" + v;
+        err.write_message(line + "\n");
+      }
+      link.send(encode_frame("WORKER", {std::to_string(slot.rank)}, join_list(to_envp(env))));
+      ranks.push_back(RemoteRank{slot.rank, slot.host, i});
+    }
+    link.send(encode_frame("START", {}, job.coordinator_address));
+  }
+  return ranks;
+}
+
+int MultiHostLaunch::run() {
+  if (!start_agents()) return 2;
+  if (!preflight() || !probe_network() || !choose_network()) return 1;
+
+  auto secret = random_hex(32);
+  auto job_suffix = random_hex(4);
+  if (!secret.is_ok() || !job_suffix.is_ok()) {
+    std::cerr << "hvrun: cannot make the job secret\n";
+    return 1;
+  }
+  const std::string job_id = "hvrun-" + *job_suffix;
+
+  OpenLine terminal_line;
+  const bool one_file = same_file(1, 2);
+  OutputSink out = one_file ? OutputSink(1, terminal_line) : OutputSink(1);
+  OutputSink err = one_file ? OutputSink(2, terminal_line) : OutputSink(2);
+  std::unique_ptr<ControlPlane> control;
+  MultiHostRunnerConfig config;
+  config.grace_period = std::chrono::milliseconds(
+      static_cast<int64_t>(settings_.get(setting::kGracePeriodSeconds) * 1000.0));
+  config.output_dir = settings_.get(setting::kOutputFilename);
+  config.verbose = verbose_;
+  config.tag_output = settings_.get(setting::kTagOutput);
+  config.coordinator = coordinator_hooks(&control, nullptr);
+  MultiHostRunner runner(std::move(config), out, err);
+  ControlPlaneEvents events;
+  events.on_failure = [&runner](const std::string& m, int rank) {
+    runner.post_control_plane_failure(m, rank);
+  };
+  events.on_note = [&runner](const std::string& m) { runner.post_note(m); };
+  const std::string listen =
+      coordinator_.address + ":" + std::to_string(settings_.get(setting::kCoordinatorPort));
+  auto started = start_control_plane(settings_, plan_, *secret, job_id, std::move(events), listen);
+  if (!started.is_ok()) {
+    std::cerr << "hvrun: " << started.status().message() << "\n";
+    return 1;
+  }
+  control = std::move(started).value();
+  ScopedTelemetrySource telemetry_source(telemetry_, [&control] { return control->telemetry(); });
+
+  const Environment session = current_process_environment();
+  std::vector<std::string> notes;
+  // As on a single host: the -x variables are part of what the ranks start from, so they also
+  // win over hvrun's NCCL choices.
+  const Environment launch_env = with_exports(session, session, opts_.exports, &notes);
+  const Environment forwarded = forwarded_environment(launch_env, opts_.exports, nullptr);
+  // GPU pairs of other hosts cannot be asked from here: --nccl-p2p auto leaves P2P to NCCL.
+  NcclTuning nccl =
+      decide_nccl(plan_, settings_.get(setting::kNcclP2p), launch_env, PeerAccessProbe{});
+  err.write_message(network_summary(job_id, control->address()));
+  for (const std::string& n : notes) err.write_message("hvrun: " + n + "\n");
+  if (verbose_) {
+    std::string text = network_details();
+    for (const std::string& r : nccl.reasons) text += "hvrun: NCCL: " + r + "\n";
+    err.write_message(text);
+  }
+  JobIdentity job{control->address(), *secret, job_id, ""};
+  std::vector<RemoteRank> ranks = send_job(job, nccl, launch_env, forwarded, err);
+
+  int code = runner.run(std::move(links_), ranks);
+  if (auto e = runner.end()) end_ = *e;
+  links_.clear();
+  control->shutdown();
+  return code;
+}
+
+}  // namespace
+
+int run_multi_host_job(const LaunchOptions& opts, const JobPlan& plan, OrphanGuard* guard,
+                       JobEnd* end, TelemetryHub* telemetry) {
+  MultiHostLaunch launch(opts, plan, guard);
+  launch.set_telemetry(telemetry);
+  int code = launch.run();
+  if (end != nullptr) *end = launch.end().value_or(JobEnd{JobEndKind::kStartFailed, -1, code, 0, ""});
+  return code;
+}
+
+}  // namespace hvrun::launcher

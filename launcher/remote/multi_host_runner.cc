@@ -1,0 +1,35 @@
+#include "launcher/remote/multi_host_runner.h"
+
+#include <filesystem>
+
+#include "launcher/remote/agent_links.h"
+#include "launcher/supervisor/job_supervisor.h"
+#include "launcher/supervisor/rank_streams.h"
+
+namespace hvrun::launcher {
+
+MultiHostRunner::MultiHostRunner(const MultiHostRunnerConfig& config, OutputSink& out,
+                                 OutputSink& err)
+    : SupervisedJob(config, out, err), config_(config) {}
+
+int MultiHostRunner::run(std::vector<AgentLink> links, const std::vector<RemoteRank>& ranks) {
+  if (!config_.output_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(config_.output_dir, ec);
+  }
+  std::vector<WorkerRecord>& workers = supervisor().workers();
+  workers.resize(ranks.size());
+  std::vector<size_t> link_of_rank(ranks.size());
+  for (const RemoteRank& r : ranks) {
+    WorkerRecord& w = workers.at(static_cast<size_t>(r.rank));
+    w.rank = r.rank;
+    w.host = r.host;
+    link_of_rank[static_cast<size_t>(r.rank)] = r.link;
+    streams().begin(w);  // output may come from any rank once the agents run
+  }
+  AgentLinks agents(supervisor().io(), workers, std::move(link_of_rank), streams(), supervisor(),
+                    config_.verbose);
+  return supervisor().run(agents, [&] { agents.start(std::move(links)); });
+}
+
+}  // namespace hvrun::launcher

@@ -1,0 +1,136 @@
+#include "launcher/supervisor/job_supervisor.h"
+
+#include <signal.h>
+
+#include <sstream>
+
+#include <boost/asio/post.hpp>
+
+namespace hvrun::launcher {
+
+namespace asio = boost::asio;
+using boost::system::error_code;
+
+JobSupervisor::JobSupervisor(SupervisorConfig config, OutputSink& err)
+    : config_(std::move(config)),
+      err_(err),
+      loop_(io_, {SIGINT, SIGTERM},
+            SupervisorLoop::Hooks{
+                [this](int sig) { on_stop_signal(sig); },
+                [this] {
+                  if (WorkerRecord* failed = children_->reap()) decide(worker_failure(*failed));
+                },
+                [this] { return tearing_down_; },
+                [this] { grace_timer_.cancel(); },
+                [this] { explain_timer_.cancel(); }}),
+      grace_timer_(io_),
+      explain_timer_(io_) {}
+
+int JobSupervisor::run(Children& children, const std::function<void()>& start) {
+  children_ = &children;
+  loop_.start(children);
+  start();
+  // A child may have exited before SIGCHLD was being watched.
+  if (WorkerRecord* failed = children.reap()) decide(worker_failure(*failed));
+  loop_.check_progress();
+  io_.run();
+
+  // Everyone exited while a verdict still waited for its explanation: the verdict stands.
+  if (!end_ && first_seen_)
+    end_ = first_cause(*first_seen_, config_.coordinator.read_verdict(), workers_);
+  if (end_)
+    print_summary(err_, *end_, workers_);
+  else if (config_.verbose)
+    say("all " + std::to_string(workers_.size()) + " ranks exited 0");
+  return end_ ? end_->exit_code : 0;
+}
+
+void JobSupervisor::post_control_plane_failure(std::string message, int rank) {
+  asio::post(io_, [this, message = std::move(message), rank] {
+    decide(JobEnd{JobEndKind::kControlPlane, rank, 1, 0, message});
+  });
+}
+
+void JobSupervisor::post_note(std::string message) {
+  asio::post(io_, [this, message = std::move(message)] {
+    if (config_.verbose) say(message);
+  });
+}
+
+void JobSupervisor::exit_recorded(const WorkerRecord& record) {
+  if (config_.coordinator.worker_exited)
+    config_.coordinator.worker_exited(record.rank, describe_wait_status(record.wait_status));
+}
+
+void JobSupervisor::rank_failed(const WorkerRecord& record) { decide(worker_failure(record)); }
+
+void JobSupervisor::start_failed(JobEnd end) { begin_teardown(std::move(end), SIGTERM); }
+
+void JobSupervisor::child_lost(JobEnd end) { begin_teardown(std::move(end), SIGTERM); }
+
+void JobSupervisor::say(const std::string& text) { err_.write_message("hvrun: " + text + "\n"); }
+
+void JobSupervisor::progress() { loop_.check_progress(); }
+
+void JobSupervisor::on_stop_signal(int sig) {
+  if (!tearing_down_) {
+    begin_teardown(
+        JobEnd{JobEndKind::kSignal, -1, 128 + sig, sig, "hvrun received " + signal_name(sig)},
+        sig);
+    return;
+  }
+  children_->kill_now(sig);
+  loop_.check_progress();
+}
+
+void JobSupervisor::decide(JobEnd seen) {
+  if (tearing_down_) return;
+  // Exits waiting to be read are the better account of a control-plane failure (a crash the
+  // coordinator saw as a lost stream, for instance), and a child found lost explains
+  // everything (it begins the teardown itself).
+  WorkerRecord* failed = children_->reap();
+  if (tearing_down_) return;
+  if (failed != nullptr && seen.kind == JobEndKind::kControlPlane) seen = worker_failure(*failed);
+  if (!first_seen_) first_seen_ = seen;
+  JobEnd end = first_cause(*first_seen_, config_.coordinator.read_verdict(), workers_);
+  if (!explained_ && children_->awaits_explanation(end)) {
+    if (!explaining_) {
+      explaining_ = true;
+      explain_timer_.expires_after(kExplainDelay);
+      explain_timer_.async_wait([this](error_code ec) {
+        if (ec) return;
+        explained_ = true;
+        decide(*first_seen_);
+      });
+    }
+    return;
+  }
+  begin_teardown(end, SIGTERM);
+}
+
+void JobSupervisor::begin_teardown(JobEnd end, int sig) {
+  if (tearing_down_) return;
+  explain_timer_.cancel();
+  tearing_down_ = true;
+  end_ = end;
+  std::ostringstream grace;
+  grace << std::chrono::duration<double>(config_.grace_period).count();
+  say(end.message + "; stopping the job (" + signal_name(sig) + " to every rank, SIGKILL after " +
+      grace.str() + " s)");
+  if (config_.coordinator.abort) {
+    std::string host = end.rank >= 0 && static_cast<size_t>(end.rank) < workers_.size()
+                           ? workers_[static_cast<size_t>(end.rank)].host
+                           : "";
+    config_.coordinator.abort(end.message, end.rank, host);
+  }
+  children_->signal_all(sig);
+  grace_timer_.expires_after(config_.grace_period);
+  grace_timer_.async_wait([this](error_code ec) {
+    if (ec) return;
+    children_->grace_over();
+    loop_.check_progress();
+  });
+  loop_.check_progress();
+}
+
+}  // namespace hvrun::launcher

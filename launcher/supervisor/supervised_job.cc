@@ -1,0 +1,32 @@
+#include "launcher/supervisor/supervised_job.h"
+
+#include "launcher/supervisor/job_supervisor.h"
+#include "launcher/supervisor/rank_streams.h"
+
+namespace hvrun::launcher {
+
+struct SupervisedJob::Parts {
+  Parts(const SupervisedJobConfig& config, OutputSink& out, OutputSink& err)
+      : supervisor({config.grace_period, config.verbose, config.coordinator}, err),
+        streams({config.output_dir, config.tag_output}, out, err,
+                [this](const std::string& text) { supervisor.say(text); }) {}
+
+  JobSupervisor supervisor;
+  RankStreams streams;
+};
+
+SupervisedJob::SupervisedJob(const SupervisedJobConfig& config, OutputSink& out, OutputSink& err)
+    : parts_(std::make_unique<Parts>(config, out, err)) {}
+SupervisedJob::~SupervisedJob() = default;
+
+std::optional<JobEnd> SupervisedJob::end() const { return parts_->supervisor.end(); }
+void SupervisedJob::post_control_plane_failure(std::string message, int rank) {
+  parts_->supervisor.post_control_plane_failure(std::move(message), rank);
+}
+void SupervisedJob::post_note(std::string message) {
+  parts_->supervisor.post_note(std::move(message));
+}
+JobSupervisor& SupervisedJob::supervisor() { return parts_->supervisor; }
+RankStreams& SupervisedJob::streams() { return parts_->streams; }
+
+}  // namespace hvrun::launcher

@@ -1,0 +1,52 @@
+// What single-host jobs (job_runner.h) and multi-host jobs (remote/multi_host_runner.h) share
+// around the job supervisor (job_supervisor.h): its settings, the ranks' rank-tagged output
+// (rank_streams.h), and the entry points other threads call.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "launcher/process/output_mux.h"
+#include "launcher/supervisor/job_summary.h"
+#include "launcher/supervisor/job_verdict.h"
+
+namespace hvrun::launcher {
+
+class JobSupervisor;
+class RankStreams;
+
+struct SupervisedJobConfig {
+  std::chrono::milliseconds grace_period{5000};
+  std::string output_dir;  // --output-filename; empty: no files
+  bool tag_output = true;
+  bool verbose = false;
+  CoordinatorHooks coordinator;  // the job's coordinator (empty members: none)
+};
+
+class SupervisedJob {
+ public:
+  SupervisedJob(const SupervisedJobConfig& config, OutputSink& out, OutputSink& err);
+  ~SupervisedJob();
+  SupervisedJob(const SupervisedJob&) = delete;
+  SupervisedJob& operator=(const SupervisedJob&) = delete;
+
+  // After the run: how the job ended (none when it succeeded).
+  std::optional<JobEnd> end() const;
+
+  // Thread-safe: the control plane failed (message for the user; rank it concerns or -1).
+  void post_control_plane_failure(std::string message, int rank);
+  // Thread-safe: a line worth printing with --verbose.
+  void post_note(std::string message);
+
+ protected:
+  JobSupervisor& supervisor();
+  RankStreams& streams();
+
+ private:
+  struct Parts;
+  std::unique_ptr<Parts> parts_;
+};
+
+}  // namespace hvrun::launcher
