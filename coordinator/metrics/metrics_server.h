@@ -3,7 +3,7 @@
 // each scrape, and 404 for any other path.
 //
 // The provider outlives coordinators: hvrun keeps one server across restart attempts and points
-// the provider at whichever coordinator runs (launcher/telemetry_hub.h); the daemon
+// the provider at whichever coordinator runs (launcher/telemetry/telemetry_hub.h); the daemon
 // hvrun-coordinator serves its one coordinator. The provider runs on the server's thread and must
 // not block for long (JobTelemetry snapshots are copies).
 #pragma once

@@ -1,4 +1,4 @@
-// hvrun: the launcher command. `hvrun [options] COMMAND [ARGS...]`; see README.md.
+// hvrun: the launcher command. `hvrun [options] COMMAND [ARGS...]`; see docs/launcher.md.
 #include <signal.h>
 
 #include <chrono>

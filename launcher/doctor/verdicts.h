@@ -1,6 +1,6 @@
 // The doctor's judgements: pure functions of a MachineDescription and the build, each with the
 // reason and what to do. Sources for every rule: docs/gpu-facts.md (driver floors, P2P
-// failure modes, NCCL's interface rules, compute capabilities); README.md "hvrun doctor".
+// failure modes, NCCL's interface rules, compute capabilities); docs/doctor.md.
 #pragma once
 
 #include <string>

@@ -1,5 +1,5 @@
 // `hvrun estimate-memory [options]`: per-GPU training memory as a breakdown table (or --json),
-// and with --gpu-memory the largest batch per GPU that fits. See README.md for the options.
+// and with --gpu-memory the largest batch per GPU that fits. See docs/estimate-memory.md for the options.
 #pragma once
 
 #include <iosfwd>

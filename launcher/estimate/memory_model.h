@@ -1,6 +1,6 @@
 // Per-GPU memory of a training job, as a breakdown: what `hvrun estimate-memory` computes.
 //
-// Formulas and their sources (README.md "hvrun estimate-memory", docs/gpu-facts.md):
+// Formulas and their sources (docs/estimate-memory.md, docs/gpu-facts.md):
 //   model states: ZeRO paper (Rajbhandari et al., arXiv:1910.02054): bytes per parameter for
 //     weights, gradients and optimizer state; ZeRO stage 1/2/3 divides optimizer state /
 //     +gradients / +weights by the data-parallel degree.

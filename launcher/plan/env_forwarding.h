@@ -2,9 +2,9 @@
 //
 // Everything is forwarded except what describes the launch host's own session (its name, its
 // ssh connection, its display, its shell's state; the list is kIgnoredForRemote below and in
-// README.md); on the remote host those keep the remote session's values. `-x NAME=VALUE` sets a
-// variable for every rank, on every host including the launch host; `-x NAME` forwards NAME
-// even when it is on the ignore list.
+// docs/multi-host.md); on the remote host those keep the remote session's values.
+// `-x NAME=VALUE` sets a variable for every rank, on every host including the launch host;
+// `-x NAME` forwards NAME even when it is on the ignore list.
 #pragma once
 
 #include <optional>
@@ -22,7 +22,7 @@ Result<ExportSpec> parse_export(const std::string& text);
 // True for variables that stay behind (HOSTNAME, SSH_*, DISPLAY, ...).
 bool ignored_for_remote(const std::string& name);
 
-// The documented ignore list ("SSH_*" for a prefix), for --help and the README.
+// The documented ignore list ("SSH_*" for a prefix), for --help and docs/multi-host.md.
 const std::vector<std::string>& ignored_for_remote_list();
 
 // `env` with the -x variables applied: NAME=VALUE sets NAME; NAME takes the launch host's value.

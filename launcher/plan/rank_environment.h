@@ -1,6 +1,7 @@
 // The environment each worker starts with: hvrun's own environment, plus the job's identity
 // (HVRUN_RANK ..., the coordinator's address, the job secret), the names trainers already read
-// (RANK, WORLD_SIZE, HOROVOD_RANK, ...), GPU pinning and NCCL tuning. README.md lists it all.
+// (RANK, WORLD_SIZE, HOROVOD_RANK, ...), GPU pinning and NCCL tuning.
+// docs/launcher.md lists it all.
 #pragma once
 
 #include <map>
