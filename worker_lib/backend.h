@@ -57,7 +57,7 @@ class RoundBoard;
 // allreduce_pieces' default: packs every piece (prescaled; float16/bfloat16 widened to float32)
 // into `staging`, one allreduce, then scales each result out into its piece's output. A single
 // native-typed piece is reduced in its output buffer instead (no staging copy).
-// Defined in runtime/reduction_math.cc.
+// Defined in reduction/packed_allreduce.cc.
 Status allreduce_pieces_packed(Backend& backend, std::span<const ReducePiece> pieces,
                                DataType dtype, ReduceOp op, const ReduceScaling& scaling,
                                std::vector<std::byte>& staging, PiecePhases* phases);

@@ -4,7 +4,7 @@
 #include "common/setting_keys.h"
 #include "common/settings.h"
 #include "worker_lib/backends/shm/reduce_kernels.h"
-#include "worker_lib/runtime/reduction_math.h"
+#include "worker_lib/reduction/reduction_math.h"
 
 namespace hvrun::detail {
 

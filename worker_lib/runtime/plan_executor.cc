@@ -5,7 +5,7 @@
 #include <numeric>
 
 #include "common/logging.h"
-#include "worker_lib/runtime/reduction_math.h"
+#include "worker_lib/reduction/reduction_math.h"
 #include "worker_lib/runtime/response_shape.h"
 
 namespace hvrun::detail {

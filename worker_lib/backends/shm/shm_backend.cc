@@ -14,7 +14,7 @@
 #include "worker_lib/backends/shm/reduce_kernels.h"
 #include "worker_lib/backends/shm/round_board.h"
 #include "worker_lib/backends/shm/shm_segment.h"
-#include "worker_lib/runtime/reduction_math.h"
+#include "worker_lib/reduction/reduction_math.h"
 
 namespace hvrun::detail {
 namespace {
