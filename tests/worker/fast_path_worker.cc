@@ -1,6 +1,6 @@
 // hvrun_fast_path_worker: one rank of the fast-path tests (fast_path_test.cc). Blocking
 // allreduces of negotiated tensors run without the coordinator (worker_lib/runtime/
-// runtime_fast_path.cc) when every rank is idle and calls the same one; everything else must go
+// fast_path.h) when every rank is idle and calls the same one; everything else must go
 // through the coordinator with the same results. Every result is checked against a reference.
 //
 //   dtypes          every dtype x op x size class (inline <= 16 B, spilled, over 16 KiB through

@@ -23,6 +23,7 @@
 #include "hvrun/hvrun.h"
 #include "worker_lib/backend.h"
 #include "worker_lib/kv_store.h"
+#include "worker_lib/round_agreement.h"
 
 namespace hvrun::detail {
 
@@ -51,15 +52,22 @@ struct CpuBackendContext {
 Result<CpuBackendKind> choose_cpu_backend(const CpuBackendSettings& settings,
                                           const std::vector<std::string>& hosts);
 
+// The connected backend, and the round agreement its ranks can run small collectives through
+// without the coordinator (the shm segment's, on a single host; null otherwise). The agreement
+// lives as long as the backend.
+struct CpuDataPlane {
+  std::unique_ptr<Backend> backend;
+  RoundAgreement* rounds = nullptr;
+};
+
 // Connects the chosen backend (blocks until the peers did, bounded by connect_timeout).
-Result<std::unique_ptr<Backend>> make_cpu_backend(const CpuBackendContext& context,
-                                                  const CpuBackendSettings& settings,
-                                                  KeyValueStore& store);
+Result<CpuDataPlane> make_cpu_backend(const CpuBackendContext& context,
+                                      const CpuBackendSettings& settings, KeyValueStore& store);
 
 // What the runtime calls after registration: settings from the environment, hosts from the
 // coordinator's answer.
-Result<std::unique_ptr<Backend>> make_cpu_backend_for_job(const Config& config,
-                                                          const v1::RegisterResponse& registered,
-                                                          KeyValueStore& store);
+Result<CpuDataPlane> make_cpu_backend_for_job(const Config& config,
+                                              const v1::RegisterResponse& registered,
+                                              KeyValueStore& store);
 
 }  // namespace hvrun::detail

@@ -2,14 +2,14 @@
 // plan) and an API thread (a fast collective): whoever holds `mutex` runs the next event, so a
 // fast collective falls between the same two plans on every rank. `events` counts plans
 // executed plus fast collectives run; idle ranks have counted the same events, which is how
-// they meet in the same round of the round board.
+// they meet in the same round of the job's round agreement (round_agreement.h).
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <mutex>
 
-#include "worker_lib/backends/shm/round_board.h"
+#include "worker_lib/round_agreement.h"
 #include "worker_lib/runtime/work_state.h"
 
 namespace hvrun::detail {
@@ -21,9 +21,9 @@ class ExecutionLane {
   // Outermost lock of runtime.h's order; held while an event (plan or fast collective) runs.
   std::mutex mutex;
 
-  // Set once before the runtime's threads start: the job's round board, or null.
-  void set_board(shm::RoundBoard* board) { board_ = board; }
-  shm::RoundBoard* board() const { return board_; }
+  // Set once before the runtime's threads start: the job's round agreement, or null.
+  void set_rounds(RoundAgreement* rounds) { rounds_ = rounds; }
+  RoundAgreement* rounds() const { return rounds_; }
 
   uint64_t events() const { return events_.load(); }
   // `mutex` held: counts an event and returns the round this rank moves past.
@@ -33,7 +33,7 @@ class ExecutionLane {
   // coordinator something, or shuts down): peers waiting in it need not wait for it.
   void refuse_current_round() { refuse(events_.load()); }
   void refuse(uint64_t round) {
-    if (board_) board_->refuse(static_cast<uint32_t>(round));
+    if (rounds_) rounds_->refuse(static_cast<uint32_t>(round));
   }
   // After an event: refuses the new round when this rank still waits for the coordinator (a
   // join, an op another thread submitted). `state_.mutex` not held.
@@ -48,7 +48,7 @@ class ExecutionLane {
 
  private:
   WorkState& state_;
-  shm::RoundBoard* board_ = nullptr;
+  RoundAgreement* rounds_ = nullptr;
   std::atomic<uint64_t> events_{0};
 };
 

@@ -3,13 +3,13 @@
 #include "common/logging.h"
 #include "common/setting_keys.h"
 #include "common/settings.h"
-#include "worker_lib/backends/shm/reduce_kernels.h"
 #include "worker_lib/reduction/reduction_math.h"
 
 namespace hvrun::detail {
 
-FastPath::FastPath(Context context, shm::RoundBoard* board) : c_(std::move(context)), board_(board) {
-  if (board_ == nullptr || c_.world_size < 2) return;
+FastPath::FastPath(Context context, RoundAgreement* rounds)
+    : c_(std::move(context)), rounds_(rounds) {
+  if (rounds_ == nullptr || c_.world_size < 2) return;
   Settings settings;
   if (Status s = settings.apply_process_environment(); !s.is_ok()) {
     SPDLOG_WARN("fast path off: {}", s.message());
@@ -30,7 +30,6 @@ FastPath::FastPath(Context context, shm::RoundBoard* board) : c_(std::move(conte
                 std::chrono::duration_cast<std::chrono::milliseconds>(longest).count());
     wait_ = longest;
   }
-  sources_.resize(static_cast<size_t>(c_.world_size));
   enabled_ = true;
 }
 
@@ -66,62 +65,56 @@ std::optional<Status> FastPath::try_allreduce(const FastAllreduce& call) {
   const uint64_t events = c_.lane.events();
   const auto gen = static_cast<uint32_t>(events);
   const size_t payload_bytes = count * dtype_size(work_dtype(call.dtype));
-  const bool inline_payload = payload_bytes <= shm::RoundBoard::kPayloadBytes;
-  const auto start = std::chrono::steady_clock::now();
+  const bool inline_payload = payload_bytes <= rounds_->payload_capacity();
+  const auto start = telemetry::PhaseClock::now();
   const auto deadline = start + wait_;
   const AllreduceOptions& o = call.options;
 
-  std::byte* mine = board_->open(gen, inline_payload ? payload_bytes : 0, deadline);
+  std::byte* mine = rounds_->open(gen, inline_payload ? payload_bytes : 0, deadline);
   if (mine == nullptr) {
-    board_->release();
+    rounds_->release();
     return std::nullopt;
   }
   if (inline_payload) pack_scaled(mine, call.input, count, call.dtype, o.prescale);
-  shm::RoundKey key;
+  RoundKey key;
   key.words[0] = cached->id | (inline_payload ? 1ull << 32 : 0);
   key.words[1] = cached->fast.signature_hash;
   key.words[2] = events;
   key.words[3] = count;
   key.words[4] = static_cast<uint64_t>(c_.world_size);
-  const shm::RoundOutcome outcome = board_->join(gen, key, deadline);
-  if (outcome != shm::RoundOutcome::kAgreed) {
-    board_->release();
+  const RoundOutcome outcome = rounds_->join(gen, key, deadline);
+  if (outcome != RoundOutcome::kAgreed) {
+    rounds_->release();
     SPDLOG_DEBUG("fast path: allreduce '{}' goes through the coordinator (round {} {})",
-                 call.name, gen, shm::round_outcome_name(outcome));
+                 call.name, gen, round_outcome_name(outcome));
     return std::nullopt;
   }
+  const int divisor = o.op == ReduceOp::kAverage ? c_.world_size : 1;
   if (!inline_payload) {
-    board_->release();
+    rounds_->release();
     c_.lane.advance();
     c_.lane.refuse_if_busy();
-    auto op = std::make_shared<PendingOp>();
-    op->op = v1::COLLECTIVE_OP_ALLREDUCE;
-    op->dtype = call.dtype;
-    op->shape = call.shape;
-    op->reduce_op = o.op;
-    op->prescale = o.prescale;
-    op->postscale = o.postscale;
-    op->input = call.input;
-    op->output = call.output;
-    op->handle = std::make_shared<HandleState>(call.name);
-    const std::string backend = c_.executor.backend_name();
-    c_.executor.set_backend_name("shm-fast");
-    c_.executor.execute(*cached->fast.response, {op});  // completes the handle
-    c_.executor.set_backend_name(backend);
-    std::lock_guard<std::mutex> lock(op->handle->mutex);
-    return op->handle->status;
+    // Scale factors as a planned response carries them (0 = unset = 1).
+    Status status = c_.executor.fast_allreduce(TensorAllreduce{
+        .input = call.input,
+        .output = call.output,
+        .count = count,
+        .dtype = call.dtype,
+        .op = o.op,
+        .scaling = {.prescale = o.prescale == 0 ? 1.0 : o.prescale,
+                    .postscale = o.postscale == 0 ? 1.0 : o.postscale,
+                    .divisor = divisor}});
+    if (status.is_ok()) return status;
+    status = c_.state.explain_failure(std::move(status));
+    SPDLOG_ERROR("{}", status.message());
+    return status;
   }
-  const int size = c_.world_size;
-  for (int k = 0; k < size; ++k) sources_[static_cast<size_t>(k)] = board_->payload(k);
-  shm::reduce_sources_finished(call.output, nullptr, sources_.data(), size, count, call.dtype,
-                               o.op, o.op == ReduceOp::kAverage ? size : 1, o.postscale);
-  board_->release();
+  rounds_->reduce_payloads(call.output, count, call.dtype, o.op, divisor, o.postscale);
+  rounds_->release();
   c_.lane.advance();
   c_.lane.refuse_if_busy();
-  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-      std::chrono::steady_clock::now() - start);
-  c_.telemetry.add_fast_allreduce(static_cast<uint64_t>(ns.count()),
-                                  count * dtype_size(call.dtype));
+  c_.telemetry.on_fast_collective(v1::COLLECTIVE_OP_ALLREDUCE, start,
+                                  telemetry::PhaseClock::now(), count * dtype_size(call.dtype));
   return Status::ok();
 }
 

@@ -1,8 +1,8 @@
 // The fast path: a blocking allreduce of a tensor the coordinator already negotiated (cached,
 // metadata unchanged) on a single-host shared-memory job runs on the caller's thread when every
-// rank is idle and calls the same one. The ranks agree through the segment's round board
-// (backends/shm/round_board.h) and reduce there, with no message to the coordinator. Why it is
-// safe, step by step:
+// rank is idle and calls the same one. The ranks agree through the job's round agreement
+// (round_agreement.h: the shm segment's round board) and reduce there, with no message to the
+// coordinator. Why it is safe, step by step:
 //  - Only when this rank is idle: nothing in flight or unsent, every received plan executed,
 //    checked under the executor's lock (held until the collective ran). Idle ranks have
 //    executed the same plans, because every plan holds an op of every rank; so their event
@@ -14,10 +14,11 @@
 //  - Otherwise every rank sees the same failed or disagreeing round and submits the call to the
 //    coordinator, which handles it as before (errors, joins, stalls). A rank that submits
 //    anything refuses its current round, so peers waiting in it fall back at once.
-// Small tensors (up to RoundBoard::kPayloadBytes in their work type) travel inside the round:
-// one synchronisation in all, reduced with the shm backend's kernels in the same order as its
-// latency path, so the bits equal the coordinator path's. Larger ones run through the executor
-// (the shm backend's allreduce) once agreed.
+// Small tensors (up to the agreement's payload capacity in their work type) travel inside the
+// round: one synchronisation in all, reduced by the agreement (RoundAgreement::reduce_payloads)
+// to the same bits as the coordinator path's. Larger ones run through the CPU executor
+// (CpuExecutor::fast_allreduce: the backend's allreduce) once agreed. Telemetry counts both
+// as the fast path's (PhaseObserver::on_fast_collective).
 #pragma once
 
 #include <chrono>
@@ -26,9 +27,9 @@
 #include <vector>
 
 #include "hvrun/hvrun.h"
-#include "worker_lib/backends/shm/round_board.h"
 #include "worker_lib/runtime/execution_lane.h"
-#include "worker_lib/runtime/plan_executor.h"
+#include "worker_lib/execution/cpu_executor.h"
+#include "worker_lib/round_agreement.h"
 #include "worker_lib/runtime/submitter.h"
 #include "worker_lib/runtime/work_state.h"
 #include "worker_lib/telemetry/worker_telemetry.h"
@@ -52,13 +53,13 @@ class FastPath {
     WorkState& state;
     ExecutionLane& lane;
     const Submitter& submitter;  // its request cache
-    PlanExecutor& executor;
+    CpuExecutor& executor;
     telemetry::WorkerTelemetry& telemetry;
     int world_size = 1;
     std::chrono::milliseconds op_timeout{300000};
   };
-  // `board`: the job's round board, or null (then the fast path is off).
-  FastPath(Context context, shm::RoundBoard* board);
+  // `rounds`: the job's round agreement, or null (then the fast path is off).
+  FastPath(Context context, RoundAgreement* rounds);
 
   // Runs `call` when every rank agrees and returns its status; nullopt when it did not run
   // (submit it as usual). Any thread.
@@ -70,10 +71,9 @@ class FastPath {
   bool idle();
 
   Context c_;
-  shm::RoundBoard* board_ = nullptr;
-  bool enabled_ = false;  // board_ and --fast-path
+  RoundAgreement* rounds_ = nullptr;
+  bool enabled_ = false;  // rounds_ and --fast-path
   std::chrono::nanoseconds wait_{std::chrono::milliseconds(50)};
-  std::vector<const void*> sources_;  // the executor's lock: the round's payloads
 };
 
 }  // namespace hvrun::detail

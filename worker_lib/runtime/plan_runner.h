@@ -12,7 +12,7 @@
 #include "hvrun.pb.h"
 #include "worker_lib/runtime/coordinator_client.h"
 #include "worker_lib/runtime/execution_lane.h"
-#include "worker_lib/runtime/plan_executor.h"
+#include "worker_lib/execution/plan_executor.h"
 #include "worker_lib/runtime/submitter.h"
 #include "worker_lib/runtime/work_state.h"
 #include "worker_lib/telemetry/worker_telemetry.h"

@@ -51,11 +51,24 @@ Status Runtime::connect() {
   SPDLOG_DEBUG("registered as rank {} of {} (job {})", topology_.rank, topology_.size, job_id_);
 
   // Shared memory within a host, Gloo across hosts (see cpu_backend_factory.h).
-  HVRUN_ASSIGN_OR_RETURN(backend_, make_cpu_backend_for_job(config_, registered.response, *client_));
+  HVRUN_ASSIGN_OR_RETURN(CpuDataPlane plane,
+                         make_cpu_backend_for_job(config_, registered.response, *client_));
+  backend_ = std::move(plane.backend);
   executor_ = std::make_unique<PlanExecutor>(*backend_, topology_.rank, topology_.size);
   executor_->set_failure_explainer([this](Status failed) {
     return state_.explain_failure(std::move(failed));
   });
+  // CUDA tensors: NCCL, set up by the first CUDA response (backends/nccl/gpu_executor.h).
+  auto gpu = std::make_unique<GpuExecutor>(GpuJob{.rank = topology_.rank,
+                                                  .size = topology_.size,
+                                                  .local_rank = topology_.local_rank,
+                                                  .host = config_.host,
+                                                  .op_timeout = config_.op_timeout,
+                                                  .setup_timeout = config_.start_timeout,
+                                                  .store = client_.get(),
+                                                  .allocator = config_.device_allocator});
+  gpu_ = gpu.get();
+  executor_->set_gpu_executor(std::move(gpu));
   // Telemetry counts CPU responses under the backend's short name ("hierarchical(shm+gloo)"
   // -> "hierarchical"); a one-rank job moves nothing ("local").
   std::string backend_name = topology_.size == 1 ? "local" : backend_->name();
@@ -71,19 +84,10 @@ Status Runtime::connect() {
   reporter_ = std::make_unique<telemetry::ReportSender>(
       *telemetry_, [this](const v1::WorkerMessage& m) { return stream_->write(m); },
       kReportInterval, [] { return telemetry::sample_gpus(); });
-  // Refusals go to the board even with the fast path off here: a peer whose setting differs
-  // then falls back at once instead of at its deadline.
-  shm::RoundBoard* board = topology_.size < 2 ? nullptr : backend_->round_board();
-  lane_.set_board(board);
-  // CUDA tensors: NCCL, set up by the first CUDA response (backends/nccl/gpu_executor.h).
-  executor_->enable_gpu(GpuJob{.rank = topology_.rank,
-                               .size = topology_.size,
-                               .local_rank = topology_.local_rank,
-                               .host = config_.host,
-                               .op_timeout = config_.op_timeout,
-                               .setup_timeout = config_.start_timeout,
-                               .store = client_.get(),
-                               .allocator = config_.device_allocator});
+  // Refusals go to the agreement even with the fast path off here: a peer whose setting
+  // differs then falls back at once instead of at its deadline.
+  RoundAgreement* rounds = topology_.size < 2 ? nullptr : plane.rounds;
+  lane_.set_rounds(rounds);
 
   stream_ = client_->open_stream();
   v1::WorkerMessage hello;
@@ -97,9 +101,9 @@ Status Runtime::connect() {
   submitter_ = std::make_unique<Submitter>(state_, lane_, *stream_, *telemetry_, topology_.rank,
                                            topology_.size);
   fast_path_ = std::make_unique<FastPath>(
-      FastPath::Context{state_, lane_, *submitter_, *executor_, *telemetry_, topology_.size,
-                        config_.op_timeout},
-      board);
+      FastPath::Context{state_, lane_, *submitter_, executor_->cpu(), *telemetry_,
+                        topology_.size, config_.op_timeout},
+      rounds);
   plan_runner_ = std::make_unique<PlanRunner>(
       PlanRunner::Context{state_, lane_, *submitter_, *executor_, *telemetry_, *stream_, *client_,
                           topology_.rank, config_.host, config_.coordinator_address});
@@ -120,8 +124,7 @@ Status Runtime::connect() {
 }
 
 void Runtime::tear_down(const std::string& reason) {
-  if (backend_) backend_->abort(reason);
-  if (executor_) executor_->abort_gpu(reason);
+  if (executor_) executor_->abort(reason);
 }
 
 void Runtime::start_telemetry() {
@@ -194,7 +197,7 @@ Status Runtime::shutdown(const std::optional<std::string>& failure) {
   // Before anything else: the peers must learn this rank's failure before its data plane
   // goes away under them, so that the job's abort names the cause, not a consequence.
   const bool reported_failure = failure && report_failure(*failure);
-  if (lane_.board()) lane_.board()->leave();  // peers in a fast round, now or later, fall back
+  if (lane_.rounds()) lane_.rounds()->leave();  // peers in a fast round, now or later, fall back
   state_.terminate(cancelled("hvrun worker rank " + std::to_string(topology_.rank) +
                              " shut down before this collective completed"));
   {

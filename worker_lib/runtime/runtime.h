@@ -5,9 +5,10 @@
 //   submitter.h        submissions, the outbox and its RequestBatches, the request cache.
 //   stream_reader.h    the reader thread: coordinator messages in, JobAbort, a lost stream.
 //   heartbeat.h        the heartbeat thread.
-//   plan_runner.h      the background thread: sends, executes plans (PlanExecutor).
+//   plan_runner.h      the background thread: sends, executes plans (execution/plan_executor.h).
 //   execution_lane.h   the executor's lock and the fast path's round counter.
-//   fast_path.h        blocking allreduces agreed through the round board, on the caller.
+//   fast_path.h        blocking allreduces agreed among the ranks (round_agreement.h), on the
+//                      caller's thread.
 //
 // Negotiation, step by step (the protocol contract lives in proto/hvrun.proto):
 //  1. init: Register (blocks until every rank registered), connect the backend through the
@@ -41,13 +42,14 @@
 
 #include "hvrun/hvrun.h"
 #include "worker_lib/backend.h"
+#include "worker_lib/backends/nccl/gpu_executor.h"
+#include "worker_lib/execution/plan_executor.h"
 #include "worker_lib/runtime/coordinator_client.h"
 #include "worker_lib/runtime/execution_lane.h"
 #include "worker_lib/runtime/fast_path.h"
 #include "worker_lib/runtime/heartbeat.h"
 #include "worker_lib/runtime/live_workers.h"
-#include "worker_lib/runtime/pending_op.h"
-#include "worker_lib/runtime/plan_executor.h"
+#include "worker_lib/execution/pending_op.h"
 #include "worker_lib/runtime/plan_runner.h"
 #include "worker_lib/runtime/stream_reader.h"
 #include "worker_lib/runtime/submitter.h"
@@ -92,7 +94,7 @@ class Runtime {
   const Config& config() const { return config_; }
   // Any thread: allocator for library-allocated CUDA outputs (see hvrun::DeviceAllocator).
   void set_device_allocator(DeviceAllocator allocator) {
-    executor_->set_device_allocator(std::move(allocator));
+    gpu_->set_device_allocator(std::move(allocator));
   }
   // Telemetry (worker_lib/telemetry/): the trainer's step counter, and the job's timeline
   // started / stopped at run time (the coordinator writes the file). Any thread.
@@ -125,6 +127,7 @@ class Runtime {
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<NegotiationStream> stream_;
   std::unique_ptr<PlanExecutor> executor_;
+  GpuExecutor* gpu_ = nullptr;  // executor_'s GPU executor
   // Telemetry: counters and timeline events, and the thread that reports them on stream_
   // (declared after both, so it stops first).
   std::unique_ptr<telemetry::WorkerTelemetry> telemetry_;

@@ -15,7 +15,7 @@
 
 #include "common/status.h"
 #include "hvrun.pb.h"
-#include "worker_lib/runtime/pending_op.h"
+#include "worker_lib/execution/pending_op.h"
 
 namespace hvrun::detail {
 

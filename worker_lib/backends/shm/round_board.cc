@@ -7,6 +7,7 @@
 #include <new>
 
 #include "worker_lib/backends/shm/futex.h"
+#include "worker_lib/backends/shm/reduce_kernels.h"
 
 namespace hvrun::detail::shm {
 namespace {
@@ -35,20 +36,6 @@ constexpr std::chrono::milliseconds kMaxSleep{1000};
 constexpr uint32_t kNoGen = 0xffffffffu;
 
 }  // namespace
-
-bool RoundKey::operator==(const RoundKey& other) const {
-  return std::memcmp(words, other.words, sizeof words) == 0;
-}
-
-const char* round_outcome_name(RoundOutcome outcome) {
-  switch (outcome) {
-    case RoundOutcome::kAgreed: return "agreed";
-    case RoundOutcome::kDisagreed: return "disagreed";
-    case RoundOutcome::kFailed: return "failed";
-    case RoundOutcome::kAborted: return "aborted";
-  }
-  return "?";
-}
 
 // One rank's state, key and small payload for one slot: a peer polling the state gets the rest
 // in the same cache line.
@@ -111,7 +98,8 @@ RoundBoard::RoundBoard(void* memory, int rank, int ranks)
       refusals_(reinterpret_cast<RankWord*>(base_ + refusals_offset())),
       done_(reinterpret_cast<RankWord*>(base_ + done_offset(ranks))),
       lines_(base_ + lines_offset(ranks)),
-      spills_(base_ + spills_offset(ranks)) {}
+      spills_(base_ + spills_offset(ranks)),
+      sources_(static_cast<size_t>(ranks)) {}
 
 RoundBoard::Line& RoundBoard::line(uint32_t gen, int rank) const {
   const size_t index = static_cast<size_t>(gen % kSlots) * static_cast<size_t>(ranks_) +
@@ -266,6 +254,13 @@ RoundOutcome RoundBoard::join(uint32_t gen, const RoundKey& key,
 
 const std::byte* RoundBoard::payload(int k) const {
   return held_inline_ ? line(held_gen_, k).inline_payload : spill(held_gen_, k);
+}
+
+void RoundBoard::reduce_payloads(void* output, size_t count, DataType dtype, ReduceOp op,
+                                 int divisor, double postscale) {
+  for (int k = 0; k < ranks_; ++k) sources_[static_cast<size_t>(k)] = payload(k);
+  reduce_sources_finished(output, nullptr, sources_.data(), ranks_, count, dtype, op, divisor,
+                          postscale);
 }
 
 void RoundBoard::release() {

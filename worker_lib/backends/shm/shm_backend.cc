@@ -370,7 +370,8 @@ class ShmBackend final : public Backend {
     return Status::ok();
   }
 
-  shm::RoundBoard* round_board() override { return board_.get(); }
+  // The segment's round board (null for a group of one); lives as long as this backend.
+  shm::RoundBoard* round_board() { return board_.get(); }
 
   Status barrier() override {
     HVRUN_RETURN_IF_ERROR(aborted_status());
@@ -515,8 +516,7 @@ class ShmBackend final : public Backend {
 
 }  // namespace
 
-Result<std::unique_ptr<Backend>> make_shm_backend(const ShmBackendOptions& options,
-                                                  KeyValueStore& store) {
+Result<ShmDataPlane> make_shm_data_plane(const ShmBackendOptions& options, KeyValueStore& store) {
   if (options.size < 1 || options.rank < 0 || options.rank >= options.size)
     return invalid_argument("shm backend: rank " + std::to_string(options.rank) +
                             " outside a group of " + std::to_string(options.size));
@@ -533,7 +533,15 @@ Result<std::unique_ptr<Backend>> make_shm_backend(const ShmBackendOptions& optio
         .timeout = options.connect_timeout};
     HVRUN_ASSIGN_OR_RETURN(segment, shm::Segment::attach(seg, store));
   }
-  return std::unique_ptr<Backend>(new ShmBackend(std::move(segment), options));
+  auto backend = std::make_unique<ShmBackend>(std::move(segment), options);
+  RoundAgreement* rounds = backend->round_board();
+  return ShmDataPlane{std::move(backend), rounds};
+}
+
+Result<std::unique_ptr<Backend>> make_shm_backend(const ShmBackendOptions& options,
+                                                  KeyValueStore& store) {
+  HVRUN_ASSIGN_OR_RETURN(ShmDataPlane plane, make_shm_data_plane(options, store));
+  return std::move(plane.backend);
 }
 
 }  // namespace hvrun::detail
