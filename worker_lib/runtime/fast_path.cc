@@ -35,9 +35,9 @@ FastPath::FastPath(Context context, RoundAgreement* rounds)
 
 const CacheEntry* FastPath::entry_for(const FastAllreduce& call) const {
   const CacheEntry* entry = c_.submitter.cache().find(call.name);
-  if (entry == nullptr || !entry->fast.response) return nullptr;
+  if (entry == nullptr || !entry->fast_metadata) return nullptr;
   // The coordinator's entry holds only while the metadata is what was cached.
-  const PendingOp& m = *entry->metadata;
+  const PendingOp& m = *entry->fast_metadata;
   if (m.dtype != call.dtype || m.shape != call.shape || m.reduce_op != call.options.op ||
       m.prescale != call.options.prescale || m.postscale != call.options.postscale)
     return nullptr;
@@ -78,7 +78,7 @@ std::optional<Status> FastPath::try_allreduce(const FastAllreduce& call) {
   if (inline_payload) pack_scaled(mine, call.input, count, call.dtype, o.prescale);
   RoundKey key;
   key.words[0] = cached->id | (inline_payload ? 1ull << 32 : 0);
-  key.words[1] = cached->fast.signature_hash;
+  key.words[1] = cached->signature_hash;
   key.words[2] = events;
   key.words[3] = count;
   key.words[4] = static_cast<uint64_t>(c_.world_size);

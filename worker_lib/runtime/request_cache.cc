@@ -38,14 +38,14 @@ void RequestCache::remember(const v1::Response& response,
     // Unchanged, unless the entry came from a grouped allreduce (same signature, no fast entry)
     // and this one could run fast.
     if (it != entries_.end() && it->second.id == id && it->second.signature == signature &&
-        (!runs_fast(op) || it->second.fast.response))
+        (!runs_fast(op) || it->second.fast_metadata))
       continue;
     entries_[op.name()] = make_entry(id, op, std::move(signature));
   }
 }
 
 CacheEntry RequestCache::make_entry(uint32_t id, const PendingOp& op, std::string signature) const {
-  CacheEntry entry{id, std::move(signature), nullptr, {}};
+  CacheEntry entry{id, std::move(signature), nullptr, 0};
   if (!runs_fast(op)) return entry;
   // The op's metadata only: no buffers, no handle (the entry outlives the call).
   auto metadata = std::make_shared<PendingOp>(op);
@@ -53,20 +53,8 @@ CacheEntry RequestCache::make_entry(uint32_t id, const PendingOp& op, std::strin
   metadata->output = nullptr;
   metadata->stream = nullptr;
   metadata->handle = nullptr;
-  auto response = std::make_shared<v1::Response>();
-  response->set_op(v1::COLLECTIVE_OP_ALLREDUCE);
-  response->set_dtype(static_cast<v1::DataType>(op.dtype));
-  response->set_device(v1::DEVICE_KIND_CPU);
-  response->set_reduce_op(static_cast<v1::ReduceOp>(op.reduce_op));
-  response->set_prescale(op.prescale);
-  response->set_postscale(op.postscale);
-  response->set_contributing_ranks(world_size_);
-  v1::ResponseTensor* tensor = response->add_tensors();
-  tensor->set_name(op.name());
-  tensor->set_cache_id(id);
-  for (int64_t d : op.shape) tensor->add_shape(d);
-  entry.metadata = std::move(metadata);
-  entry.fast = FastEntry{std::move(response), fnv1a64(entry.signature)};
+  entry.fast_metadata = std::move(metadata);
+  entry.signature_hash = fnv1a64(entry.signature);
   return entry;
 }
 

@@ -20,22 +20,17 @@
 
 namespace hvrun::detail {
 
-struct FastEntry {
-  std::shared_ptr<const v1::Response> response;  // rebuilt from the coordinator's
-  uint64_t signature_hash = 0;
-};
-
 struct CacheEntry {
   uint32_t id = 0;
   std::string signature;
-  std::shared_ptr<const PendingOp> metadata;  // the op as cached (its fields, no buffers)
-  FastEntry fast;                             // allreduce on CPU only
+  // An allreduce of a CPU tensor, which the fast path may run: the op as cached (its fields, no
+  // buffers) and a hash of `signature`. Null and 0 for every other op.
+  std::shared_ptr<const PendingOp> fast_metadata;
+  uint64_t signature_hash = 0;
 };
 
 class RequestCache {
  public:
-  explicit RequestCache(int world_size) : world_size_(world_size) {}
-
   // The id to send instead of `op`'s full request, when the coordinator cached it unchanged.
   std::optional<uint32_t> cached_id(const PendingOp& op) const;
   // Records the ids `response` assigned to this rank's ops (entries as in PlanExecutor).
@@ -46,7 +41,6 @@ class RequestCache {
  private:
   CacheEntry make_entry(uint32_t id, const PendingOp& op, std::string signature) const;
 
-  int world_size_;
   std::unordered_map<std::string, CacheEntry> entries_;
 };
 

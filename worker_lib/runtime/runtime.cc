@@ -98,8 +98,7 @@ Status Runtime::connect() {
                        ": could not open the negotiation stream to the coordinator at " +
                        config_.coordinator_address + ": " + finished.to_string());
   }
-  submitter_ = std::make_unique<Submitter>(state_, lane_, *stream_, *telemetry_, topology_.rank,
-                                           topology_.size);
+  submitter_ = std::make_unique<Submitter>(state_, lane_, *stream_, *telemetry_, topology_.rank);
   fast_path_ = std::make_unique<FastPath>(
       FastPath::Context{state_, lane_, *submitter_, executor_->cpu(), *telemetry_,
                         topology_.size, config_.op_timeout},

@@ -27,9 +27,8 @@ namespace hvrun::detail {
 class Submitter {
  public:
   Submitter(WorkState& state, ExecutionLane& lane, NegotiationStream& stream,
-            telemetry::WorkerTelemetry& telemetry, int rank, int world_size)
-      : state_(state), lane_(lane), stream_(stream), telemetry_(telemetry), rank_(rank),
-        cache_(world_size) {}
+            telemetry::WorkerTelemetry& telemetry, int rank)
+      : state_(state), lane_(lane), stream_(stream), telemetry_(telemetry), rank_(rank) {}
 
   // Takes ownership of `op`; returns its handle (already failed when the runtime is not
   // running or the name is in flight).
