@@ -244,10 +244,15 @@ int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
   const char* rank_text = std::getenv("HVRUN_RANK");
   const int rank = rank_text ? std::atoi(rank_text) : 0;
-  if (mode == "skew") setenv("HVRUN_FAST_PATH_WAIT_MS", "2", 1);
-  if (mode == "peer-leaves") setenv("HVRUN_FAST_PATH_WAIT_MS", "2000", 1);
-  if (mode == "mixed-setting" && rank == 1) setenv("HVRUN_FAST_PATH", "false", 1);
-  auto init = hvrun::Worker::init();
+  auto config = hvrun::Config::from_environment();
+  if (!config.is_ok()) {
+    std::fprintf(stderr, "config: %s\n", config.status().to_string().c_str());
+    return 2;
+  }
+  if (mode == "skew") config->fast_path.wait = std::chrono::milliseconds(2);
+  if (mode == "peer-leaves") config->fast_path.wait = std::chrono::milliseconds(2000);
+  if (mode == "mixed-setting" && rank == 1) config->fast_path.enabled = false;
+  auto init = hvrun::Worker::init(*config);
   if (!init.is_ok()) {
     std::fprintf(stderr, "init: %s\n", init.status().to_string().c_str());
     return 2;

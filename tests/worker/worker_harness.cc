@@ -49,10 +49,7 @@ JobResult run_job(int np, const std::vector<std::string>& argv, const JobOptions
   copts.start_timeout = std::chrono::milliseconds(20000);
   copts.fusion_threshold_bytes = options.fusion_threshold_bytes;
   copts.join_average_all = options.join_average_all;
-  copts.heartbeat_timeout = options.heartbeat_timeout;
-  // What workers read at registration (their heartbeat interval follows the timeout).
-  copts.job_settings["heartbeat_timeout_s"] =
-      std::to_string(static_cast<double>(options.heartbeat_timeout.count()) / 1000.0);
+  copts.heartbeat_timeout = options.heartbeat_timeout;  // workers' heartbeat interval follows it
   auto server = coordinator::CoordinatorServer::start(copts);
   if (!server.is_ok()) {
     result.coordinator_error = server.status().to_string();

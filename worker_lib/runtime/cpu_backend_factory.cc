@@ -4,8 +4,6 @@
 #include <map>
 
 #include "common/logging.h"
-#include "common/setting_keys.h"
-#include "common/settings.h"
 #include "worker_lib/backends/gloo/gloo_backend.h"
 #include "worker_lib/backends/gloo/kv_store_adapter.h"
 #include "worker_lib/backends/shm/hierarchical_backend.h"
@@ -39,7 +37,7 @@ Result<std::unique_ptr<Backend>> make_gloo(const CpuBackendContext& c, KeyValueS
 }
 
 Result<ShmDataPlane> make_host_shm(const CpuBackendContext& c,
-                                   const CpuBackendSettings& s, KeyValueStore& store,
+                                   const CpuBackendConfig& s, KeyValueStore& store,
                                    const std::vector<int>& group) {
   const int position =
       static_cast<int>(std::find(group.begin(), group.end(), c.rank) - group.begin());
@@ -69,17 +67,7 @@ const char* cpu_backend_kind_name(CpuBackendKind kind) {
   return "?";
 }
 
-Result<CpuBackendSettings> CpuBackendSettings::from_environment() {
-  Settings settings;
-  HVRUN_RETURN_IF_ERROR(settings.apply_process_environment());
-  CpuBackendSettings s;
-  s.backend = settings.get(setting::kCpuBackend);
-  s.hierarchical = settings.get(setting::kHierarchicalAllreduce);
-  s.shm_chunk_bytes = static_cast<size_t>(settings.get(setting::kShmChunkKb)) << 10;
-  return s;
-}
-
-Result<CpuBackendKind> choose_cpu_backend(const CpuBackendSettings& settings,
+Result<CpuBackendKind> choose_cpu_backend(const CpuBackendConfig& settings,
                                           const std::vector<std::string>& hosts) {
   if (settings.backend == "gloo" || hosts.size() <= 1) return CpuBackendKind::kGloo;
   auto groups = ranks_by_host(hosts);
@@ -96,7 +84,7 @@ Result<CpuBackendKind> choose_cpu_backend(const CpuBackendSettings& settings,
 }
 
 Result<CpuDataPlane> make_cpu_backend(const CpuBackendContext& c,
-                                      const CpuBackendSettings& settings, KeyValueStore& store) {
+                                      const CpuBackendConfig& settings, KeyValueStore& store) {
   const int size = static_cast<int>(c.hosts.size());
   if (c.rank < 0 || c.rank >= size)
     return internal_error("rank " + std::to_string(c.rank) + " is not among the " +
@@ -135,7 +123,7 @@ Result<CpuDataPlane> make_cpu_backend(const CpuBackendContext& c,
 Result<CpuDataPlane> make_cpu_backend_for_job(const Config& config,
                                               const v1::RegisterResponse& registered,
                                               KeyValueStore& store) {
-  HVRUN_ASSIGN_OR_RETURN(CpuBackendSettings settings, CpuBackendSettings::from_environment());
+  CpuBackendConfig settings = config.cpu_backend;
   CpuBackendContext context{.rank = registered.topology().rank(),
                             .hosts = {},
                             .job_id = registered.job_id(),

@@ -30,15 +30,6 @@ namespace hvrun::detail {
 enum class CpuBackendKind { kGloo, kShm, kHierarchical };
 const char* cpu_backend_kind_name(CpuBackendKind kind);
 
-struct CpuBackendSettings {
-  std::string backend = "auto";       // auto | shm | gloo
-  std::string hierarchical = "auto";  // auto | on | off
-  size_t shm_chunk_bytes = 1 << 20;
-
-  // The registry's values (HVRUN_CPU_BACKEND, HVRUN_HIERARCHICAL_ALLREDUCE, HVRUN_SHM_CHUNK_KB).
-  static Result<CpuBackendSettings> from_environment();
-};
-
 struct CpuBackendContext {
   int rank = 0;
   std::vector<std::string> hosts;  // host of every rank, by rank (the coordinator's view)
@@ -49,7 +40,7 @@ struct CpuBackendContext {
 };
 
 // Pure: the same answer on every rank for the same settings and hosts.
-Result<CpuBackendKind> choose_cpu_backend(const CpuBackendSettings& settings,
+Result<CpuBackendKind> choose_cpu_backend(const CpuBackendConfig& settings,
                                           const std::vector<std::string>& hosts);
 
 // The connected backend, and the round agreement its ranks can run small collectives through
@@ -62,9 +53,9 @@ struct CpuDataPlane {
 
 // Connects the chosen backend (blocks until the peers did, bounded by connect_timeout).
 Result<CpuDataPlane> make_cpu_backend(const CpuBackendContext& context,
-                                      const CpuBackendSettings& settings, KeyValueStore& store);
+                                      const CpuBackendConfig& settings, KeyValueStore& store);
 
-// What the runtime calls after registration: settings from the environment, hosts from the
+// What the runtime calls after registration: settings from `config.cpu_backend`, hosts from the
 // coordinator's answer.
 Result<CpuDataPlane> make_cpu_backend_for_job(const Config& config,
                                               const v1::RegisterResponse& registered,

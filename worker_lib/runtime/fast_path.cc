@@ -1,8 +1,6 @@
 #include "worker_lib/runtime/fast_path.h"
 
 #include "common/logging.h"
-#include "common/setting_keys.h"
-#include "common/settings.h"
 #include "worker_lib/reduction/reduction_math.h"
 
 namespace hvrun::detail {
@@ -10,23 +8,17 @@ namespace hvrun::detail {
 FastPath::FastPath(Context context, RoundAgreement* rounds)
     : c_(std::move(context)), rounds_(rounds) {
   if (rounds_ == nullptr || c_.world_size < 2) return;
-  Settings settings;
-  if (Status s = settings.apply_process_environment(); !s.is_ok()) {
-    SPDLOG_WARN("fast path off: {}", s.message());
-    return;
-  }
-  if (!settings.get(setting::kFastPath)) {
+  if (!c_.settings.enabled) {
     SPDLOG_DEBUG("fast path off (--fast-path=false)");
     return;
   }
-  wait_ = std::chrono::duration_cast<std::chrono::nanoseconds>(
-      std::chrono::duration<double, std::milli>(settings.get(setting::kFastPathWaitMs)));
+  wait_ = std::chrono::duration_cast<std::chrono::nanoseconds>(c_.settings.wait);
   // A rank waiting in a round holds up its own plans meanwhile, so peers in a collective with
   // it wait too: keep that well inside the op timeout.
   const auto longest = std::chrono::duration_cast<std::chrono::nanoseconds>(c_.op_timeout) / 4;
   if (wait_ > longest) {
     SPDLOG_WARN("--fast-path-wait-ms {} is over a quarter of --op-timeout; using {} ms",
-                settings.get(setting::kFastPathWaitMs),
+                c_.settings.wait.count(),
                 std::chrono::duration_cast<std::chrono::milliseconds>(longest).count());
     wait_ = longest;
   }

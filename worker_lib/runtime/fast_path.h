@@ -57,6 +57,7 @@ class FastPath {
     telemetry::WorkerTelemetry& telemetry;
     int world_size = 1;
     std::chrono::milliseconds op_timeout{300000};
+    FastPathConfig settings;
   };
   // `rounds`: the job's round agreement, or null (then the fast path is off).
   FastPath(Context context, RoundAgreement* rounds);

@@ -2,8 +2,6 @@
 
 #include <unistd.h>
 
-#include <cstdlib>
-
 namespace hvrun::detail {
 namespace {
 
@@ -35,15 +33,10 @@ Result<Registration> register_worker(const Config& config, CoordinatorClient& cl
   const v1::Topology& t = registered.topology();
   r.topology = Topology{t.rank(), t.size(), t.local_rank(), t.local_size(), t.cross_rank(),
                         t.cross_size()};
-  const auto& settings = registered.settings();
-  if (auto it = settings.find("heartbeat_timeout_s"); it != settings.end()) {
-    char* end = nullptr;
-    double timeout_s = std::strtod(it->second.c_str(), &end);
-    if (end != it->second.c_str() && timeout_s > 0)
-      r.heartbeat_timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000.0));
-  }
-  if (auto it = settings.find("timeline_filename"); it != settings.end() && !it->second.empty())
-    r.timeline_from_start = true;
+  const v1::WorkerSettings& settings = registered.worker_settings();
+  if (settings.heartbeat_timeout_ms() > 0)
+    r.heartbeat_timeout = std::chrono::milliseconds(settings.heartbeat_timeout_ms());
+  r.timeline_from_start = settings.timeline_from_start();
   r.response = std::move(registered);
   return r;
 }

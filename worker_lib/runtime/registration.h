@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <optional>
 
 #include "common/status.h"
 #include "hvrun.pb.h"
@@ -15,7 +16,7 @@ struct Registration {
   v1::RegisterResponse response;
   Topology topology;
   // The coordinator's heartbeat timeout (its setting, which every rank gets at registration);
-  // nullopt when it sent none.
+  // nullopt when it has none (never times out).
   std::optional<std::chrono::milliseconds> heartbeat_timeout;
   bool timeline_from_start = false;  // --timeline-filename: record from the first collective
 };

@@ -83,7 +83,8 @@ Status Runtime::connect() {
   constexpr std::chrono::milliseconds kReportInterval{500};  // when something changed
   reporter_ = std::make_unique<telemetry::ReportSender>(
       *telemetry_, [this](const v1::WorkerMessage& m) { return stream_->write(m); },
-      kReportInterval, [] { return telemetry::sample_gpus(); });
+      kReportInterval,
+      [visible = config_.telemetry.cuda_visible_devices] { return telemetry::sample_gpus(visible); });
   // Refusals go to the agreement even with the fast path off here: a peer whose setting
   // differs then falls back at once instead of at its deadline.
   RoundAgreement* rounds = topology_.size < 2 ? nullptr : plane.rounds;
@@ -101,7 +102,7 @@ Status Runtime::connect() {
   submitter_ = std::make_unique<Submitter>(state_, lane_, *stream_, *telemetry_, topology_.rank);
   fast_path_ = std::make_unique<FastPath>(
       FastPath::Context{state_, lane_, *submitter_, executor_->cpu(), *telemetry_,
-                        topology_.size, config_.op_timeout},
+                        topology_.size, config_.op_timeout, config_.fast_path},
       rounds);
   plan_runner_ = std::make_unique<PlanRunner>(
       PlanRunner::Context{state_, lane_, *submitter_, *executor_, *telemetry_, *stream_, *client_,
