@@ -78,10 +78,13 @@ JobResult run_job(int np, const std::vector<std::string>& argv, const JobOptions
   }
   for (auto& t : threads) t.join();
   result.fast_path_collectives.assign(static_cast<size_t>(np), 0);
+  result.fast_path_bytes.assign(static_cast<size_t>(np), 0);
   for (const auto& rank : (*server)->telemetry().ranks)
     for (const auto& c : rank.collectives)
-      if (c.backend == "shm-fast" && rank.rank >= 0 && rank.rank < np)
+      if (c.backend == "shm-fast" && rank.rank >= 0 && rank.rank < np) {
         result.fast_path_collectives[static_cast<size_t>(rank.rank)] += c.responses;
+        result.fast_path_bytes[static_cast<size_t>(rank.rank)] += c.bytes;
+      }
   (*server)->shutdown();
   return result;
 }
