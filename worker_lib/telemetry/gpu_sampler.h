@@ -1,4 +1,4 @@
-// GPU samples for a worker's telemetry reports (issue 13): utilization, memory, temperature and
+// GPU samples for a worker's telemetry reports: utilization, memory, temperature and
 // power of the GPUs this process can see, read through NVML. libnvidia-ml.so.1 is dlopen()ed
 // (never linked: libhvrun.so runs on machines without a driver); absent, the sample is empty.
 //

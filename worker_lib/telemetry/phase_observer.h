@@ -1,4 +1,4 @@
-// How the data plane tells telemetry where a response's time went (issue 13): PlanExecutor
+// How the data plane tells telemetry where a response's time went: the CPU executor
 // calls the observer for each phase of each response it runs: pack (copy/scale into the fusion
 // buffer), collective (inside the backend), unpack (copy/scale out). The observer adds the
 // phase to cumulative per-(op, backend) counters and, only while the job's timeline records,
@@ -12,7 +12,8 @@
 // a missing pack/unpack as zero. `bytes`: payload bytes of THIS rank's tensors in the response
 // (the same number for each phase of one response).
 //
-// Threads: PlanExecutor calls it from the worker's background thread only.
+// Threads: called under the runtime's executor lock, from the background thread (plans) or an
+// API thread (the fast path's collectives).
 #pragma once
 
 #include <chrono>
@@ -53,7 +54,7 @@ class PhaseObserver {
 };
 
 // Times one phase from construction to destruction (or to finish()); a null observer costs
-// nothing but the test. Usage inside PlanExecutor:
+// nothing but the test. Usage inside an executor:
 //   { telemetry::ScopedPhase phase(observer_, r, telemetry::Phase::kPack, bytes, backend_name_);
 //     ...pack... }
 class ScopedPhase {

@@ -1,4 +1,4 @@
-// One worker's telemetry (issue 13): cumulative data-plane counters per (collective, backend),
+// One worker's telemetry: cumulative data-plane counters per (collective, backend),
 // the trainer's step count, and, only while the coordinator says the job's timeline records,
 // a bounded buffer of timeline events. ReportSender (report_sender.h) turns it into
 // TelemetryReports on the Negotiate stream; the coordinator aggregates them
