@@ -48,13 +48,12 @@ Status CpuExecutor::execute(const v1::Response& response, const ResponseEntries&
 
 Status CpuExecutor::fast_allreduce(const TensorAllreduce& call) {
   const auto start = telemetry::PhaseClock::now();
-  const ReducePiece piece{call.input, call.output, call.count};
-  Status status = backend_.allreduce_pieces({&piece, 1}, call.dtype, call.op, call.scaling,
+  Status status = backend_.allreduce_pieces({&call.tensor, 1}, call.dtype, call.op, call.scaling,
                                             fusion_, nullptr);
   if (phase_observer_)
     phase_observer_->on_fast_collective(v1::COLLECTIVE_OP_ALLREDUCE, start,
                                         telemetry::PhaseClock::now(),
-                                        call.count * dtype_size(call.dtype));
+                                        call.tensor.count * dtype_size(call.dtype));
   return status;
 }
 

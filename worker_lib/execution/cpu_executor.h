@@ -21,9 +21,7 @@ namespace hvrun::detail {
 
 // One allreduce of a caller's own tensor (not a response of a plan).
 struct TensorAllreduce {
-  const void* input = nullptr;
-  void* output = nullptr;
-  size_t count = 0;
+  ReducePiece tensor;
   DataType dtype = DataType::kFloat32;
   ReduceOp op = ReduceOp::kSum;  // Average reduces as a Sum divided by scaling.divisor
   ReduceScaling scaling;

@@ -88,9 +88,7 @@ std::optional<Status> FastPath::try_allreduce(const FastAllreduce& call) {
     c_.lane.refuse_if_busy();
     // Scale factors as a planned response carries them (0 = unset = 1).
     Status status = c_.executor.fast_allreduce(TensorAllreduce{
-        .input = call.input,
-        .output = call.output,
-        .count = count,
+        .tensor = {call.input, call.output, count},
         .dtype = call.dtype,
         .op = o.op,
         .scaling = {.prescale = o.prescale == 0 ? 1.0 : o.prescale,

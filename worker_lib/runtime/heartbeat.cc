@@ -1,8 +1,8 @@
 #include "worker_lib/runtime/heartbeat.h"
 
-#include <pthread.h>
-
 #include <algorithm>
+
+#include "worker_lib/runtime/named_thread.h"
 
 namespace hvrun::detail {
 
@@ -12,10 +12,7 @@ std::chrono::milliseconds Heartbeat::interval_for(std::chrono::milliseconds coor
 }
 
 void Heartbeat::start() {
-  thread_ = std::thread([this] {
-    pthread_setname_np(pthread_self(), "hvrun-heartbeat");
-    beat();
-  });
+  thread_ = start_named_thread("hvrun-heartbeat", [this] { beat(); });
 }
 
 void Heartbeat::stop() {

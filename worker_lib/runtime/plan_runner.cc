@@ -1,10 +1,9 @@
 #include "worker_lib/runtime/plan_runner.h"
 
-#include <pthread.h>
-
 #include <utility>
 
 #include "common/logging.h"
+#include "worker_lib/runtime/named_thread.h"
 #include "worker_lib/runtime/stream_reader.h"
 
 namespace hvrun::detail {
@@ -23,10 +22,7 @@ bool succeeded(const std::vector<std::shared_ptr<PendingOp>>& entries) {
 }  // namespace
 
 void PlanRunner::start() {
-  thread_ = std::thread([this] {
-    pthread_setname_np(pthread_self(), "hvrun-loop");
-    loop();
-  });
+  thread_ = start_named_thread("hvrun-loop", [this] { loop(); });
 }
 
 void PlanRunner::loop() {

@@ -1,8 +1,7 @@
 #include "worker_lib/runtime/stream_reader.h"
 
-#include <pthread.h>
-
 #include "common/logging.h"
+#include "worker_lib/runtime/named_thread.h"
 
 namespace hvrun::detail {
 
@@ -14,10 +13,7 @@ Status job_abort_status(const v1::JobAbort& a) {
 }
 
 void StreamReader::start() {
-  thread_ = std::thread([this] {
-    pthread_setname_np(pthread_self(), "hvrun-reader");
-    read();
-  });
+  thread_ = start_named_thread("hvrun-reader", [this] { read(); });
 }
 
 void StreamReader::read() {
