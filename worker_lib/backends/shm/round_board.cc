@@ -30,7 +30,6 @@ int32_t newer(uint32_t a, uint32_t b) { return static_cast<int32_t>(a - b); }
 // needs this core gets it, and this vCPU does not halt), then sleeping on the board's bell.
 constexpr int kSpinPolls = 1000;
 constexpr std::chrono::microseconds kYieldSpin{500};
-constexpr int kYieldPolls = 50;
 constexpr std::chrono::milliseconds kMaxSleep{1000};
 
 constexpr uint32_t kNoGen = 0xffffffffu;
@@ -133,14 +132,15 @@ bool RoundBoard::wait(Done done, std::chrono::steady_clock::time_point deadline)
     if (aborted()) return false;
     cpu_relax();
   }
+  // The clock is read after every yield: on a loaded host one sched_yield() can last a time
+  // slice of every other runnable thread, and a round's deadline is a few milliseconds (polling
+  // the clock only every few dozen yields let a rank overshoot it by hundreds).
   const auto yield_until = std::min(deadline, std::chrono::steady_clock::now() + kYieldSpin);
-  do {
-    for (int i = 0; i < kYieldPolls; ++i) {
-      if (done()) return true;
-      if (aborted()) return false;
-      sched_yield();
-    }
-  } while (std::chrono::steady_clock::now() < yield_until);
+  while (std::chrono::steady_clock::now() < yield_until) {
+    if (done()) return true;
+    if (aborted()) return false;
+    sched_yield();
+  }
   while (true) {
     shared_->sleepers.fetch_add(1);
     const uint32_t bell = shared_->bell.load();
