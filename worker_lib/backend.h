@@ -50,14 +50,11 @@ struct PiecePhases {
 };
 
 class Backend;
-namespace shm {
-class RoundBoard;
-}
 
 // allreduce_pieces' default: packs every piece (prescaled; float16/bfloat16 widened to float32)
 // into `staging`, one allreduce, then scales each result out into its piece's output. A single
 // native-typed piece is reduced in its output buffer instead (no staging copy).
-// Defined in runtime/reduction_math.cc.
+// Defined in reduction/packed_allreduce.cc.
 Status allreduce_pieces_packed(Backend& backend, std::span<const ReducePiece> pieces,
                                DataType dtype, ReduceOp op, const ReduceScaling& scaling,
                                std::vector<std::byte>& staging, PiecePhases* phases);
@@ -101,11 +98,6 @@ class Backend {
                            std::span<const size_t> recv_bytes) = 0;
 
   virtual Status barrier() = 0;
-
-  // The shared-memory round board of a single-host job (backends/shm/round_board.h), through
-  // which the worker runs small blocking collectives without the coordinator; null for
-  // backends without one (Gloo, hierarchical, a group of one).
-  virtual shm::RoundBoard* round_board() { return nullptr; }
 
   // Tears the data plane down: every operation in progress (on any thread) and every later one
   // fails promptly with kAborted carrying `reason`, and peers blocked on this rank see their

@@ -1,9 +1,12 @@
-// Config::from_environment: the variables hvrun sets for every worker (see README.md).
+// The worker library's settings from the environment, read in one place: Config::
+// from_environment (the variables hvrun sets for every worker, see README.md) and
+// CheckpointOptions::from_environment.
 #include <cstdlib>
 #include <string>
 
 #include "common/setting_keys.h"
 #include "common/settings.h"
+#include "hvrun/checkpoint.h"
 #include "hvrun/hvrun.h"
 
 namespace hvrun {
@@ -47,7 +50,24 @@ Result<Config> Config::from_environment() {
   config.start_timeout = seconds_to_ms(settings.get(setting::kStartTimeoutSeconds));
   config.op_timeout = seconds_to_ms(settings.get(setting::kOpTimeoutSeconds));
   config.log_level = settings.get(setting::kLogLevel);
+  config.cpu_backend.backend = settings.get(setting::kCpuBackend);
+  config.cpu_backend.hierarchical = settings.get(setting::kHierarchicalAllreduce);
+  config.cpu_backend.shm_chunk_bytes = static_cast<size_t>(settings.get(setting::kShmChunkKb)) << 10;
+  config.fast_path.enabled = settings.get(setting::kFastPath);
+  config.fast_path.wait = std::chrono::duration<double, std::milli>(settings.get(setting::kFastPathWaitMs));
+  if (const char* visible = env("CUDA_VISIBLE_DEVICES")) config.telemetry.cuda_visible_devices = visible;
   return config;
+}
+
+Result<CheckpointOptions> CheckpointOptions::from_environment() {
+  Settings settings;
+  HVRUN_RETURN_IF_ERROR(settings.apply_process_environment());
+  CheckpointOptions options;
+  options.directory = settings.get(setting::kCheckpointDir);
+  options.every = settings.get(setting::kCheckpointEvery);
+  options.keep = static_cast<int>(settings.get(setting::kCheckpointKeep));
+  options.run_name = settings.get(setting::kCheckpointName);
+  return options;
 }
 
 }  // namespace hvrun

@@ -28,8 +28,8 @@ TEST(GpuSampler, ThisMachinesSampleMatchesItsDriver) {
     dlclose(nvml);
     GTEST_SKIP() << "this machine has NVML: scripts/gpu-check covers real GPUs";
   }
-  EXPECT_TRUE(sample_gpus().empty());
-  EXPECT_TRUE(sample_gpus().empty());  // loaded once, still empty
+  EXPECT_TRUE(sample_gpus(std::nullopt).empty());
+  EXPECT_TRUE(sample_gpus(std::nullopt).empty());  // loaded once, still empty
 }
 
 TEST(GpuSampler, StandInLibraryAllGpusWithUnreadableValuesAsMinusOne) {

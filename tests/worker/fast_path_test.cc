@@ -1,4 +1,4 @@
-// The fast path (worker_lib/runtime/runtime_fast_path.cc): blocking allreduces of negotiated
+// The fast path (worker_lib/runtime/fast_path.h): blocking allreduces of negotiated
 // tensors run without the coordinator on a single-host shared-memory job, and whatever does not
 // fit (other ops in flight, threads meeting in different orders, reshapes, late ranks, a rank
 // with the fast path off, joins, a dying rank) goes through the coordinator with the same
@@ -56,12 +56,28 @@ TEST(FastPath, ThreadsMeetingInDifferentOrdersFallBackWithCorrectResults) {
 
 TEST(FastPath, ReshapedTensorGoesThroughTheCoordinator) {
   JobResult job = run_job(2, worker("reshape"), {.timeout = std::chrono::seconds(60)});
-  EXPECT_TRUE(job.all_succeeded()) << job.describe();
+  ASSERT_TRUE(job.all_succeeded()) << job.describe();
+  for (int r = 0; r < 2; ++r) {
+    const auto rank = static_cast<size_t>(r);
+    // Only the steady tensor (64 bytes a call) may have run fast; any call of the reshaped one
+    // (4 to 12 bytes) would bring the fast path's bytes below 64 per collective.
+    EXPECT_GT(job.fast_path_collectives[rank], 0u) << "rank " << r << ": " << fast_counts(job);
+    EXPECT_EQ(job.fast_path_bytes[rank], 64 * job.fast_path_collectives[rank])
+        << "rank " << r << ": the reshaped tensor ran on the fast path; " << fast_counts(job);
+  }
 }
 
 TEST(FastPath, LateRankMakesTheOthersFallBackAtTheirDeadline) {
   JobResult job = run_job(2, worker("skew"), {.timeout = std::chrono::seconds(60)});
-  EXPECT_TRUE(job.all_succeeded()) << job.describe();
+  // The worker checks that no call of rank 0 took much longer than rank 1's lateness.
+  ASSERT_TRUE(job.all_succeeded()) << job.describe();
+  // 40 calls, every 4th with rank 1 late by fifty times the 2 ms wait: rank 0 gives up on those
+  // rounds at its deadline, long before rank 1 comes, so at most the 30 others ran fast. A rank
+  // that waited past its deadline would meet its late peer and run those 10 fast too.
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_GT(job.fast_path_collectives[static_cast<size_t>(r)], 0u) << fast_counts(job);
+    EXPECT_LE(job.fast_path_collectives[static_cast<size_t>(r)], 30u) << fast_counts(job);
+  }
 }
 
 TEST(FastPath, RankWithTheFastPathOffNeverMakesOthersWait) {

@@ -1,6 +1,6 @@
 // hvrun_fast_path_worker: one rank of the fast-path tests (fast_path_test.cc). Blocking
 // allreduces of negotiated tensors run without the coordinator (worker_lib/runtime/
-// runtime_fast_path.cc) when every rank is idle and calls the same one; everything else must go
+// fast_path.h) when every rank is idle and calls the same one; everything else must go
 // through the coordinator with the same results. Every result is checked against a reference.
 //
 //   dtypes          every dtype x op x size class (inline <= 16 B, spilled, over 16 KiB through
@@ -8,8 +8,11 @@
 //   mixed           async bursts, blocking allreduces, broadcast, barrier, allgather interleaved
 //   threads         three threads per rank, blocking allreduces on their own names: the ranks'
 //                   threads meet in different orders (rounds disagree and fall back)
-//   reshape         a name whose shape changes every call beside a steady one
-//   skew            rank 1 late by 20 ms now and then with a 2 ms fast-path wait: fallbacks
+//   reshape         a name whose shape changes every call (4 to 12 bytes) beside a steady one
+//                   (always 64 bytes), so the fast path's byte count tells which one ran there
+//   skew            rank 1 late by 100 ms on every 4th call with a 2 ms fast-path wait: rank 0
+//                   must fall back at its deadline (long before rank 1 comes, so those calls
+//                   never run fast) and none of its calls may take much longer than the lateness
 //   mixed-setting   rank 1 runs with --fast-path=false: rank 0 must not wait its deadline each
 //                   call (300 calls in well under 300 x 50 ms)
 //   join            ranks > 0 join after 20 calls, rank 0 goes on alone for 20 more
@@ -167,15 +170,27 @@ void threads(hvrun::Worker& w) {
 void reshape(hvrun::Worker& w) {
   for (int j = 0; j < 60; ++j) {
     checked_allreduce(w, "reshaped", DataType::kInt32, ReduceOp::kSum, 1 + j % 3, j);
-    checked_allreduce(w, "steady", DataType::kInt32, ReduceOp::kSum, 2, j);
+    checked_allreduce(w, "steady", DataType::kInt32, ReduceOp::kSum, 16, j);
   }
 }
 
+// Rank 1's lateness: fifty times rank 0's 2 ms fast-path wait, so a rank 0 that fell back at
+// its deadline never meets rank 1 in the round even when it is descheduled for a while.
+constexpr auto kLateness = std::chrono::milliseconds(100);
+
 void skew(hvrun::Worker& w) {
+  std::chrono::duration<double> slowest{0};
   for (int j = 0; j < 40; ++j) {
-    if (w.rank() == 1 && j % 4 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (w.rank() == 1 && j % 4 == 0) std::this_thread::sleep_for(kLateness);
+    const auto start = std::chrono::steady_clock::now();
     checked_allreduce(w, "skewed", DataType::kFloat32, ReduceOp::kSum, 3, j);
+    slowest = std::max<std::chrono::duration<double>>(slowest, std::chrono::steady_clock::now() - start);
   }
+  // A late call costs rank 0 the lateness and a coordinator round trip; a rank that waited for
+  // its peer past the deadline (up to a quarter of the op timeout) would take far longer.
+  if (w.rank() == 0 && slowest > kLateness + std::chrono::seconds(1))
+    fail("rank 0's slowest call took " + std::to_string(slowest.count()) + " s with rank 1 " +
+         std::to_string(kLateness.count()) + " ms late and a 2 ms fast-path wait");
 }
 
 void mixed_setting(hvrun::Worker& w) {
@@ -244,10 +259,15 @@ int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
   const char* rank_text = std::getenv("HVRUN_RANK");
   const int rank = rank_text ? std::atoi(rank_text) : 0;
-  if (mode == "skew") setenv("HVRUN_FAST_PATH_WAIT_MS", "2", 1);
-  if (mode == "peer-leaves") setenv("HVRUN_FAST_PATH_WAIT_MS", "2000", 1);
-  if (mode == "mixed-setting" && rank == 1) setenv("HVRUN_FAST_PATH", "false", 1);
-  auto init = hvrun::Worker::init();
+  auto config = hvrun::Config::from_environment();
+  if (!config.is_ok()) {
+    std::fprintf(stderr, "config: %s\n", config.status().to_string().c_str());
+    return 2;
+  }
+  if (mode == "skew") config->fast_path.wait = std::chrono::milliseconds(2);
+  if (mode == "peer-leaves") config->fast_path.wait = std::chrono::milliseconds(2000);
+  if (mode == "mixed-setting" && rank == 1) config->fast_path.enabled = false;
+  auto init = hvrun::Worker::init(*config);
   if (!init.is_ok()) {
     std::fprintf(stderr, "init: %s\n", init.status().to_string().c_str());
     return 2;

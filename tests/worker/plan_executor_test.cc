@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/worker/in_process_ranks.h"
-#include "worker_lib/runtime/plan_executor.h"
+#include "worker_lib/execution/plan_executor.h"
 
 namespace hvrun::detail {
 namespace {

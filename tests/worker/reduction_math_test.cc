@@ -8,7 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "worker_lib/half.h"
-#include "worker_lib/runtime/reduction_math.h"
+#include "worker_lib/reduction/reduction_math.h"
 
 namespace hvrun::detail {
 namespace {

@@ -301,14 +301,14 @@ namespace hvrun::detail {
 namespace {
 
 TEST(CpuBackendChoice, EveryRankDecidesTheSameFromSettingsAndHosts) {
-  CpuBackendSettings automatic;
+  CpuBackendConfig automatic;
   using Hosts = std::vector<std::string>;
   EXPECT_EQ(*choose_cpu_backend(automatic, Hosts{"a"}), CpuBackendKind::kGloo);  // one rank
   EXPECT_EQ(*choose_cpu_backend(automatic, Hosts{"a", "a", "a"}), CpuBackendKind::kShm);
   EXPECT_EQ(*choose_cpu_backend(automatic, Hosts{"a", "b", "a"}), CpuBackendKind::kHierarchical);
   // One rank per host: nothing to share, so auto keeps Gloo.
   EXPECT_EQ(*choose_cpu_backend(automatic, Hosts{"a", "b"}), CpuBackendKind::kGloo);
-  CpuBackendSettings forced = automatic;
+  CpuBackendConfig forced = automatic;
   forced.hierarchical = "on";
   EXPECT_EQ(*choose_cpu_backend(forced, Hosts{"a", "b"}), CpuBackendKind::kHierarchical);
   forced.hierarchical = "off";
@@ -317,7 +317,7 @@ TEST(CpuBackendChoice, EveryRankDecidesTheSameFromSettingsAndHosts) {
   auto refused = choose_cpu_backend(forced, Hosts{"a", "b", "a"});
   ASSERT_FALSE(refused.is_ok());
   EXPECT_NE(refused.status().message().find("--hierarchical-allreduce"), std::string::npos);
-  CpuBackendSettings gloo = automatic;
+  CpuBackendConfig gloo = automatic;
   gloo.backend = "gloo";
   EXPECT_EQ(*choose_cpu_backend(gloo, Hosts{"a", "a"}), CpuBackendKind::kGloo);
 }

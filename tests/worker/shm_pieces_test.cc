@@ -21,7 +21,7 @@
 #include "tests/worker/tensor_values.h"
 #include "worker_lib/backends/shm/shm_backend.h"
 #include "worker_lib/backends/shm/shm_segment.h"
-#include "worker_lib/runtime/plan_executor.h"
+#include "worker_lib/execution/plan_executor.h"
 
 namespace hvrun::detail {
 namespace {

@@ -49,10 +49,7 @@ JobResult run_job(int np, const std::vector<std::string>& argv, const JobOptions
   copts.start_timeout = std::chrono::milliseconds(20000);
   copts.fusion_threshold_bytes = options.fusion_threshold_bytes;
   copts.join_average_all = options.join_average_all;
-  copts.heartbeat_timeout = options.heartbeat_timeout;
-  // What workers read at registration (their heartbeat interval follows the timeout).
-  copts.job_settings["heartbeat_timeout_s"] =
-      std::to_string(static_cast<double>(options.heartbeat_timeout.count()) / 1000.0);
+  copts.heartbeat_timeout = options.heartbeat_timeout;  // workers' heartbeat interval follows it
   auto server = coordinator::CoordinatorServer::start(copts);
   if (!server.is_ok()) {
     result.coordinator_error = server.status().to_string();
@@ -81,10 +78,13 @@ JobResult run_job(int np, const std::vector<std::string>& argv, const JobOptions
   }
   for (auto& t : threads) t.join();
   result.fast_path_collectives.assign(static_cast<size_t>(np), 0);
+  result.fast_path_bytes.assign(static_cast<size_t>(np), 0);
   for (const auto& rank : (*server)->telemetry().ranks)
     for (const auto& c : rank.collectives)
-      if (c.backend == "shm-fast" && rank.rank >= 0 && rank.rank < np)
+      if (c.backend == "shm-fast" && rank.rank >= 0 && rank.rank < np) {
         result.fast_path_collectives[static_cast<size_t>(rank.rank)] += c.responses;
+        result.fast_path_bytes[static_cast<size_t>(rank.rank)] += c.bytes;
+      }
   (*server)->shutdown();
   return result;
 }

@@ -26,9 +26,10 @@ struct JobResult {
   bool coordinator_started = false;
   std::string coordinator_error;
   std::vector<RunResult> ranks;
-  // Per rank: collectives that ran on the fast path (the coordinator's telemetry at the end,
-  // backend "shm-fast").
+  // Per rank: collectives that ran on the fast path, and their payload bytes (the coordinator's
+  // telemetry at the end, backend "shm-fast").
   std::vector<uint64_t> fast_path_collectives;
+  std::vector<uint64_t> fast_path_bytes;
 
   bool all_succeeded() const;
   // Whether every rank (or each of `ranks`) has `text` in its stdout; false without ranks.

@@ -5,8 +5,6 @@
 #include <filesystem>
 
 #include "common/logging.h"
-#include "common/setting_keys.h"
-#include "common/settings.h"
 #include "hvrun/checkpoint.h"
 #include "worker_lib/checkpoint/checkpoint_file.h"
 
@@ -22,17 +20,6 @@ std::string program_name() {
 }
 
 }  // namespace
-
-Result<CheckpointOptions> CheckpointOptions::from_environment() {
-  Settings settings;
-  HVRUN_RETURN_IF_ERROR(settings.apply_process_environment());
-  CheckpointOptions options;
-  options.directory = settings.get(setting::kCheckpointDir);
-  options.every = settings.get(setting::kCheckpointEvery);
-  options.keep = static_cast<int>(settings.get(setting::kCheckpointKeep));
-  options.run_name = settings.get(setting::kCheckpointName);
-  return options;
-}
 
 Checkpointer::Checkpointer(Worker& worker, CheckpointOptions options)
     : worker_(worker), options_(std::move(options)) {

@@ -4,8 +4,6 @@
 #include <map>
 
 #include "common/logging.h"
-#include "common/setting_keys.h"
-#include "common/settings.h"
 #include "worker_lib/backends/gloo/gloo_backend.h"
 #include "worker_lib/backends/gloo/kv_store_adapter.h"
 #include "worker_lib/backends/shm/hierarchical_backend.h"
@@ -38,9 +36,9 @@ Result<std::unique_ptr<Backend>> make_gloo(const CpuBackendContext& c, KeyValueS
   return make_gloo_backend(options, adapter);
 }
 
-Result<std::unique_ptr<Backend>> make_host_shm(const CpuBackendContext& c,
-                                               const CpuBackendSettings& s, KeyValueStore& store,
-                                               const std::vector<int>& group) {
+Result<ShmDataPlane> make_host_shm(const CpuBackendContext& c,
+                                   const CpuBackendConfig& s, KeyValueStore& store,
+                                   const std::vector<int>& group) {
   const int position =
       static_cast<int>(std::find(group.begin(), group.end(), c.rank) - group.begin());
   const std::string& host = c.hosts[c.rank];
@@ -52,7 +50,7 @@ Result<std::unique_ptr<Backend>> make_host_shm(const CpuBackendContext& c,
                             .kv_prefix = "shm/" + host,
                             .connect_timeout = c.connect_timeout,
                             .timeout = c.op_timeout};
-  return make_shm_backend(options, store);
+  return make_shm_data_plane(options, store);
 }
 
 }  // namespace
@@ -69,17 +67,7 @@ const char* cpu_backend_kind_name(CpuBackendKind kind) {
   return "?";
 }
 
-Result<CpuBackendSettings> CpuBackendSettings::from_environment() {
-  Settings settings;
-  HVRUN_RETURN_IF_ERROR(settings.apply_process_environment());
-  CpuBackendSettings s;
-  s.backend = settings.get(setting::kCpuBackend);
-  s.hierarchical = settings.get(setting::kHierarchicalAllreduce);
-  s.shm_chunk_bytes = static_cast<size_t>(settings.get(setting::kShmChunkKb)) << 10;
-  return s;
-}
-
-Result<CpuBackendKind> choose_cpu_backend(const CpuBackendSettings& settings,
+Result<CpuBackendKind> choose_cpu_backend(const CpuBackendConfig& settings,
                                           const std::vector<std::string>& hosts) {
   if (settings.backend == "gloo" || hosts.size() <= 1) return CpuBackendKind::kGloo;
   auto groups = ranks_by_host(hosts);
@@ -95,26 +83,32 @@ Result<CpuBackendKind> choose_cpu_backend(const CpuBackendSettings& settings,
   return CpuBackendKind::kGloo;
 }
 
-Result<std::unique_ptr<Backend>> make_cpu_backend(const CpuBackendContext& c,
-                                                  const CpuBackendSettings& settings,
-                                                  KeyValueStore& store) {
+Result<CpuDataPlane> make_cpu_backend(const CpuBackendContext& c,
+                                      const CpuBackendConfig& settings, KeyValueStore& store) {
   const int size = static_cast<int>(c.hosts.size());
   if (c.rank < 0 || c.rank >= size)
     return internal_error("rank " + std::to_string(c.rank) + " is not among the " +
                           std::to_string(size) + " ranks the coordinator listed");
   HVRUN_ASSIGN_OR_RETURN(CpuBackendKind kind, choose_cpu_backend(settings, c.hosts));
   spdlog::debug("CPU data plane: {}", cpu_backend_kind_name(kind));
-  if (kind == CpuBackendKind::kGloo) return make_gloo(c, store, c.rank, size, "gloo");
+  if (kind == CpuBackendKind::kGloo) {
+    HVRUN_ASSIGN_OR_RETURN(auto gloo, make_gloo(c, store, c.rank, size, "gloo"));
+    return CpuDataPlane{std::move(gloo), nullptr};
+  }
   auto groups = ranks_by_host(c.hosts);
   const std::vector<int>* mine = nullptr;
   for (const auto& g : groups)
     if (std::find(g.begin(), g.end(), c.rank) != g.end()) mine = &g;
-  if (kind == CpuBackendKind::kShm) return make_host_shm(c, settings, store, *mine);
+  if (kind == CpuBackendKind::kShm) {
+    HVRUN_ASSIGN_OR_RETURN(ShmDataPlane shm, make_host_shm(c, settings, store, *mine));
+    return CpuDataPlane{std::move(shm.backend), shm.rounds};
+  }
 
   HierarchicalParts parts;
   parts.rank = c.rank;
   parts.size = size;
-  HVRUN_ASSIGN_OR_RETURN(parts.host, make_host_shm(c, settings, store, *mine));
+  HVRUN_ASSIGN_OR_RETURN(ShmDataPlane host, make_host_shm(c, settings, store, *mine));
+  parts.host = std::move(host.backend);
   if (mine->front() == c.rank) {
     int leader_index = 0;
     while (groups[leader_index].front() != c.rank) ++leader_index;
@@ -123,13 +117,13 @@ Result<std::unique_ptr<Backend>> make_cpu_backend(const CpuBackendContext& c,
         make_gloo(c, store, leader_index, static_cast<int>(groups.size()), "gloo-leaders"));
   }
   HVRUN_ASSIGN_OR_RETURN(parts.world, make_gloo(c, store, c.rank, size, "gloo"));
-  return make_hierarchical_backend(std::move(parts));
+  return CpuDataPlane{make_hierarchical_backend(std::move(parts)), nullptr};
 }
 
-Result<std::unique_ptr<Backend>> make_cpu_backend_for_job(const Config& config,
-                                                          const v1::RegisterResponse& registered,
-                                                          KeyValueStore& store) {
-  HVRUN_ASSIGN_OR_RETURN(CpuBackendSettings settings, CpuBackendSettings::from_environment());
+Result<CpuDataPlane> make_cpu_backend_for_job(const Config& config,
+                                              const v1::RegisterResponse& registered,
+                                              KeyValueStore& store) {
+  CpuBackendConfig settings = config.cpu_backend;
   CpuBackendContext context{.rank = registered.topology().rank(),
                             .hosts = {},
                             .job_id = registered.job_id(),

@@ -23,20 +23,12 @@
 #include "hvrun/hvrun.h"
 #include "worker_lib/backend.h"
 #include "worker_lib/kv_store.h"
+#include "worker_lib/round_agreement.h"
 
 namespace hvrun::detail {
 
 enum class CpuBackendKind { kGloo, kShm, kHierarchical };
 const char* cpu_backend_kind_name(CpuBackendKind kind);
-
-struct CpuBackendSettings {
-  std::string backend = "auto";       // auto | shm | gloo
-  std::string hierarchical = "auto";  // auto | on | off
-  size_t shm_chunk_bytes = 1 << 20;
-
-  // The registry's values (HVRUN_CPU_BACKEND, HVRUN_HIERARCHICAL_ALLREDUCE, HVRUN_SHM_CHUNK_KB).
-  static Result<CpuBackendSettings> from_environment();
-};
 
 struct CpuBackendContext {
   int rank = 0;
@@ -48,18 +40,25 @@ struct CpuBackendContext {
 };
 
 // Pure: the same answer on every rank for the same settings and hosts.
-Result<CpuBackendKind> choose_cpu_backend(const CpuBackendSettings& settings,
+Result<CpuBackendKind> choose_cpu_backend(const CpuBackendConfig& settings,
                                           const std::vector<std::string>& hosts);
 
-// Connects the chosen backend (blocks until the peers did, bounded by connect_timeout).
-Result<std::unique_ptr<Backend>> make_cpu_backend(const CpuBackendContext& context,
-                                                  const CpuBackendSettings& settings,
-                                                  KeyValueStore& store);
+// The connected backend, and the round agreement its ranks can run small collectives through
+// without the coordinator (the shm segment's, on a single host; null otherwise). The agreement
+// lives as long as the backend.
+struct CpuDataPlane {
+  std::unique_ptr<Backend> backend;
+  RoundAgreement* rounds = nullptr;
+};
 
-// What the runtime calls after registration: settings from the environment, hosts from the
+// Connects the chosen backend (blocks until the peers did, bounded by connect_timeout).
+Result<CpuDataPlane> make_cpu_backend(const CpuBackendContext& context,
+                                      const CpuBackendConfig& settings, KeyValueStore& store);
+
+// What the runtime calls after registration: settings from `config.cpu_backend`, hosts from the
 // coordinator's answer.
-Result<std::unique_ptr<Backend>> make_cpu_backend_for_job(const Config& config,
-                                                          const v1::RegisterResponse& registered,
-                                                          KeyValueStore& store);
+Result<CpuDataPlane> make_cpu_backend_for_job(const Config& config,
+                                              const v1::RegisterResponse& registered,
+                                              KeyValueStore& store);
 
 }  // namespace hvrun::detail

@@ -140,10 +140,10 @@ std::vector<v1::GpuSample> NvmlSampler::sample(const char* cuda_visible_devices)
   return samples;
 }
 
-std::vector<v1::GpuSample> sample_gpus() {
+std::vector<v1::GpuSample> sample_gpus(const std::optional<std::string>& cuda_visible_devices) {
   // Loaded once; never unloaded (a worker may sample until its last heartbeat at exit).
   static NvmlSampler* const nvml = new NvmlSampler("libnvidia-ml.so.1");
-  return nvml->sample(std::getenv("CUDA_VISIBLE_DEVICES"));
+  return nvml->sample(cuda_visible_devices ? cuda_visible_devices->c_str() : nullptr);
 }
 
 }  // namespace hvrun::detail::telemetry

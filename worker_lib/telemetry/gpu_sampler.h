@@ -1,4 +1,4 @@
-// GPU samples for a worker's telemetry reports (issue 13): utilization, memory, temperature and
+// GPU samples for a worker's telemetry reports: utilization, memory, temperature and
 // power of the GPUs this process can see, read through NVML. libnvidia-ml.so.1 is dlopen()ed
 // (never linked: libhvrun.so runs on machines without a driver); absent, the sample is empty.
 //
@@ -19,6 +19,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,8 +29,9 @@ namespace hvrun::detail::telemetry {
 
 // The process's GPUs now. The library is loaded and initialised on the first call, once per
 // process (a failed load is not retried); later calls cost a few NVML queries per GPU (well
-// under a millisecond). Thread-safe.
-std::vector<v1::GpuSample> sample_gpus();
+// under a millisecond). `cuda_visible_devices`: CUDA_VISIBLE_DEVICES as the worker's Config
+// read it (hvrun::TelemetryConfig), nullopt when unset. Thread-safe.
+std::vector<v1::GpuSample> sample_gpus(const std::optional<std::string>& cuda_visible_devices);
 
 // NVML loaded from a given path: sample_gpus() uses one for "libnvidia-ml.so.1"; tests load a
 // stand-in library.

@@ -1,4 +1,4 @@
-// How the data plane tells telemetry where a response's time went (issue 13): PlanExecutor
+// How the data plane tells telemetry where a response's time went: the CPU executor
 // calls the observer for each phase of each response it runs: pack (copy/scale into the fusion
 // buffer), collective (inside the backend), unpack (copy/scale out). The observer adds the
 // phase to cumulative per-(op, backend) counters and, only while the job's timeline records,
@@ -12,7 +12,8 @@
 // a missing pack/unpack as zero. `bytes`: payload bytes of THIS rank's tensors in the response
 // (the same number for each phase of one response).
 //
-// Threads: PlanExecutor calls it from the worker's background thread only.
+// Threads: called under the runtime's executor lock, from the background thread (plans) or an
+// API thread (the fast path's collectives).
 #pragma once
 
 #include <chrono>
@@ -45,10 +46,15 @@ class PhaseObserver {
   // with zero length when the backend was not needed).
   virtual void on_phase(const v1::Response& response, Phase phase, PhaseClock::time_point start,
                         PhaseClock::time_point end, uint64_t bytes, std::string_view backend) = 0;
+  // One collective of one tensor that the ranks agreed to run without the coordinator (the fast
+  // path), from `start` to `end`, on whichever thread ran it. Counted apart from the backend's
+  // planned collectives; an observer that only follows plans ignores it.
+  virtual void on_fast_collective(v1::CollectiveOp /*op*/, PhaseClock::time_point /*start*/,
+                                  PhaseClock::time_point /*end*/, uint64_t /*bytes*/) {}
 };
 
 // Times one phase from construction to destruction (or to finish()); a null observer costs
-// nothing but the test. Usage inside PlanExecutor:
+// nothing but the test. Usage inside an executor:
 //   { telemetry::ScopedPhase phase(observer_, r, telemetry::Phase::kPack, bytes, backend_name_);
 //     ...pack... }
 class ScopedPhase {

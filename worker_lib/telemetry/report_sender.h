@@ -1,4 +1,4 @@
-// Sends a worker's TelemetryReport on its Negotiate stream (issue 13): every `interval` when
+// Sends a worker's TelemetryReport on its Negotiate stream: every `interval` when
 // something changed (and at least every few seconds, so the coordinator sees the rank is
 // reporting), at once when timeline events pile up, and a last one at shutdown, before the
 // runtime's Goodbye.

@@ -1,8 +1,10 @@
 #include "worker_lib/telemetry/worker_telemetry.h"
-#include "proto/collective_op_name.h"
 
 #include <algorithm>
+#include <cassert>
 #include <set>
+
+#include "proto/collective_op_name.h"
 
 namespace hvrun::detail::telemetry {
 namespace {
@@ -33,6 +35,7 @@ std::set<WorkerTelemetry*>& step_registry() {
 
 WorkerTelemetry::WorkerTelemetry(std::string cpu_backend, size_t max_buffered_events)
     : cpu_backend_(std::move(cpu_backend)),
+      fast_backend_(cpu_backend_ + "-fast"),
       max_events_(max_buffered_events),
       steady_anchor_(PhaseClock::now()),
       wall_anchor_us_(std::chrono::duration_cast<std::chrono::microseconds>(
@@ -200,6 +203,16 @@ void WorkerTelemetry::add_event(v1::TimelineEvent event) {
   if (signal && callback) callback();
 }
 
+void WorkerTelemetry::on_fast_collective(v1::CollectiveOp op, PhaseClock::time_point start,
+                                         PhaseClock::time_point end, uint64_t bytes) {
+  // The fast path runs allreduces only: its counters have no op of their own.
+  assert(op == v1::COLLECTIVE_OP_ALLREDUCE);
+  (void)op;
+  fast_responses_.fetch_add(1, std::memory_order_relaxed);
+  fast_ns_.fetch_add(ns_between(start, end), std::memory_order_relaxed);
+  fast_bytes_.fetch_add(bytes, std::memory_order_relaxed);
+}
+
 void WorkerTelemetry::fold_fast_counters() {
   // Three separate adds: a fold between them sees some grown and not the others, so any growth
   // counts (the rest follows at the next fold).
@@ -208,7 +221,7 @@ void WorkerTelemetry::fold_fast_counters() {
   const uint64_t bytes = fast_bytes_.load(std::memory_order_relaxed);
   if (responses == folded_fast_responses_ && ns == folded_fast_ns_ && bytes == folded_fast_bytes_)
     return;
-  v1::CollectiveStats& c = counters(v1::COLLECTIVE_OP_ALLREDUCE, "shm-fast");
+  v1::CollectiveStats& c = counters(v1::COLLECTIVE_OP_ALLREDUCE, fast_backend_);
   c.set_responses(c.responses() + responses - folded_fast_responses_);
   c.set_tensors(c.tensors() + responses - folded_fast_responses_);
   c.set_collective_ns(c.collective_ns() + ns - folded_fast_ns_);

@@ -1,4 +1,4 @@
-// One worker's telemetry (issue 13): cumulative data-plane counters per (collective, backend),
+// One worker's telemetry: cumulative data-plane counters per (collective, backend),
 // the trainer's step count, and, only while the coordinator says the job's timeline records,
 // a bounded buffer of timeline events. ReportSender (report_sender.h) turns it into
 // TelemetryReports on the Negotiate stream; the coordinator aggregates them
@@ -48,14 +48,11 @@ class WorkerTelemetry final : public PhaseObserver {
   // Any: an instant marker on this rank's lane `lane` (e.g. "join").
   void instant(const std::string& lane, const std::string& name);
 
-  // The fast path's allreduces (runtime_fast_path.cc) on the caller's thread: three relaxed
-  // adds instead of on_phase()'s lock (each one is about a microsecond long), folded into the
-  // ("allreduce", "shm-fast") counters when a report is taken.
-  void add_fast_allreduce(uint64_t ns, uint64_t bytes) {
-    fast_responses_.fetch_add(1, std::memory_order_relaxed);
-    fast_ns_.fetch_add(ns, std::memory_order_relaxed);
-    fast_bytes_.fetch_add(bytes, std::memory_order_relaxed);
-  }
+  // PhaseObserver, any thread: the fast path's collectives (allreduces) run on the caller's
+  // thread: three relaxed adds instead of on_phase()'s lock (each one is about a microsecond
+  // long), folded into the (op, "<cpu backend>-fast") counters when a report is taken.
+  void on_fast_collective(v1::CollectiveOp op, PhaseClock::time_point start,
+                          PhaseClock::time_point end, uint64_t bytes) override;
 
   void mark_step() { steps_.fetch_add(1, std::memory_order_relaxed); }
   uint64_t steps() const { return steps_.load(std::memory_order_relaxed); }
@@ -97,6 +94,7 @@ class WorkerTelemetry final : public PhaseObserver {
   void add_event(v1::TimelineEvent event);
 
   const std::string cpu_backend_;
+  const std::string fast_backend_;  // the fast path's counters: "<cpu backend>-fast"
   const size_t max_events_;
   const PhaseClock::time_point steady_anchor_;
   const int64_t wall_anchor_us_;

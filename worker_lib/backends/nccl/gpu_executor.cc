@@ -8,7 +8,7 @@
 #include "worker_lib/backends/nccl/nccl_errors.h"
 #include "worker_lib/backends/nccl/plugin_loader.h"
 #include "worker_lib/backends/nccl/segment_table.h"
-#include "worker_lib/runtime/response_shape.h"
+#include "worker_lib/execution/response_shape.h"
 
 namespace hvrun::detail {
 namespace {

@@ -1,5 +1,5 @@
-// Executes the coordinator's responses on CUDA tensors through NCCL (the GPU half of
-// runtime/plan_executor.*, which dispatches here by the response's device).
+// Executes the coordinator's responses on CUDA tensors through NCCL: the GPU executor
+// (execution/executor.h) that execution/plan_executor.* dispatches to by the response's device.
 //
 // Per response: make the internal stream wait for the callers' streams (an event each), pack the
 // fused tensors into the persistent device fusion buffer in ONE kernel launch (prescale folded
@@ -30,8 +30,8 @@
 
 #include "hvrun.pb.h"
 #include "worker_lib/backends/nccl/device_plane.h"
+#include "worker_lib/execution/executor.h"
 #include "worker_lib/kv_store.h"
-#include "worker_lib/runtime/pending_op.h"
 
 namespace hvrun::detail {
 
@@ -50,15 +50,15 @@ struct GpuJob {
   std::function<Result<std::unique_ptr<cuda::DevicePlane>>(const cuda::PluginContext&)> plane_factory;
 };
 
-class GpuExecutor {
+class GpuExecutor final : public Executor {
  public:
   explicit GpuExecutor(GpuJob job);
   ~GpuExecutor();
 
-  // Runs one CUDA response; entries as in PlanExecutor::execute. Does not complete handles.
-  Status execute(const v1::Response& r, const std::vector<std::shared_ptr<PendingOp>>& e);
+  // Runs one CUDA response (executor.h). Does not complete handles.
+  Status execute(const v1::Response& r, const ResponseEntries& e) override;
 
-  void abort(const std::string& reason);
+  void abort(const std::string& reason) override;
   void set_device_allocator(DeviceAllocator allocator);
 
  private:

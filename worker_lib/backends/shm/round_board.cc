@@ -7,6 +7,7 @@
 #include <new>
 
 #include "worker_lib/backends/shm/futex.h"
+#include "worker_lib/backends/shm/reduce_kernels.h"
 
 namespace hvrun::detail::shm {
 namespace {
@@ -29,26 +30,11 @@ int32_t newer(uint32_t a, uint32_t b) { return static_cast<int32_t>(a - b); }
 // needs this core gets it, and this vCPU does not halt), then sleeping on the board's bell.
 constexpr int kSpinPolls = 1000;
 constexpr std::chrono::microseconds kYieldSpin{500};
-constexpr int kYieldPolls = 50;
 constexpr std::chrono::milliseconds kMaxSleep{1000};
 
 constexpr uint32_t kNoGen = 0xffffffffu;
 
 }  // namespace
-
-bool RoundKey::operator==(const RoundKey& other) const {
-  return std::memcmp(words, other.words, sizeof words) == 0;
-}
-
-const char* round_outcome_name(RoundOutcome outcome) {
-  switch (outcome) {
-    case RoundOutcome::kAgreed: return "agreed";
-    case RoundOutcome::kDisagreed: return "disagreed";
-    case RoundOutcome::kFailed: return "failed";
-    case RoundOutcome::kAborted: return "aborted";
-  }
-  return "?";
-}
 
 // One rank's state, key and small payload for one slot: a peer polling the state gets the rest
 // in the same cache line.
@@ -111,7 +97,8 @@ RoundBoard::RoundBoard(void* memory, int rank, int ranks)
       refusals_(reinterpret_cast<RankWord*>(base_ + refusals_offset())),
       done_(reinterpret_cast<RankWord*>(base_ + done_offset(ranks))),
       lines_(base_ + lines_offset(ranks)),
-      spills_(base_ + spills_offset(ranks)) {}
+      spills_(base_ + spills_offset(ranks)),
+      sources_(static_cast<size_t>(ranks)) {}
 
 RoundBoard::Line& RoundBoard::line(uint32_t gen, int rank) const {
   const size_t index = static_cast<size_t>(gen % kSlots) * static_cast<size_t>(ranks_) +
@@ -145,14 +132,15 @@ bool RoundBoard::wait(Done done, std::chrono::steady_clock::time_point deadline)
     if (aborted()) return false;
     cpu_relax();
   }
+  // The clock is read after every yield: on a loaded host one sched_yield() can last a time
+  // slice of every other runnable thread, and a round's deadline is a few milliseconds (polling
+  // the clock only every few dozen yields let a rank overshoot it by hundreds).
   const auto yield_until = std::min(deadline, std::chrono::steady_clock::now() + kYieldSpin);
-  do {
-    for (int i = 0; i < kYieldPolls; ++i) {
-      if (done()) return true;
-      if (aborted()) return false;
-      sched_yield();
-    }
-  } while (std::chrono::steady_clock::now() < yield_until);
+  while (std::chrono::steady_clock::now() < yield_until) {
+    if (done()) return true;
+    if (aborted()) return false;
+    sched_yield();
+  }
   while (true) {
     shared_->sleepers.fetch_add(1);
     const uint32_t bell = shared_->bell.load();
@@ -266,6 +254,13 @@ RoundOutcome RoundBoard::join(uint32_t gen, const RoundKey& key,
 
 const std::byte* RoundBoard::payload(int k) const {
   return held_inline_ ? line(held_gen_, k).inline_payload : spill(held_gen_, k);
+}
+
+void RoundBoard::reduce_payloads(void* output, size_t count, DataType dtype, ReduceOp op,
+                                 int divisor, double postscale) {
+  for (int k = 0; k < ranks_; ++k) sources_[static_cast<size_t>(k)] = payload(k);
+  reduce_sources_finished(output, nullptr, sources_.data(), ranks_, count, dtype, op, divisor,
+                          postscale);
 }
 
 void RoundBoard::release() {

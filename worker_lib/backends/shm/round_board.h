@@ -1,6 +1,6 @@
 // The round board: how the ranks of a single-host job agree, without the coordinator, that they
-// all run the same small collective next (issue 11's latency path, worker_lib/runtime/
-// runtime_fast_path.cc). It lives in the job's shared-memory segment (shm_segment.h).
+// all run the same small collective next (the RoundAgreement of worker_lib/round_agreement.h,
+// used by the worker's fast path). It lives in the job's shared-memory segment (shm_segment.h).
 //
 // A round is numbered by a generation `gen`: the count of events (plans executed plus fast
 // collectives run) a rank has seen. Ranks with nothing in flight have seen the same events, so
@@ -30,24 +30,17 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <vector>
+
+#include "worker_lib/round_agreement.h"
 
 namespace hvrun::detail::shm {
 
-// What ranks compare: all words equal = the same collective.
-struct RoundKey {
-  uint64_t words[5] = {};
-  bool operator==(const RoundKey& other) const;
-};
+using detail::round_outcome_name;
+using detail::RoundKey;
+using detail::RoundOutcome;
 
-enum class RoundOutcome {
-  kAgreed,     // every rank arrived with the same key: run it; payloads readable until release()
-  kDisagreed,  // every rank arrived, keys differ: everyone takes the coordinator path
-  kFailed,     // a rank was refused (deadline, it refused) or the round was superseded
-  kAborted,    // the board was aborted
-};
-const char* round_outcome_name(RoundOutcome outcome);
-
-class RoundBoard {
+class RoundBoard final : public RoundAgreement {
  public:
   static constexpr int kSlots = 4;
   // Payload per rank and round: a collective this small travels inside the round. Up to
@@ -71,23 +64,28 @@ class RoundBoard {
   // was refused already, the round is superseded, the board aborted, or the slot did not free
   // up by `deadline` (take the coordinator path; call release()).
   std::byte* open(uint32_t gen, size_t payload_bytes,
-                  std::chrono::steady_clock::time_point deadline);
+                  std::chrono::steady_clock::time_point deadline) override;
   // Step 2: publishes `key`, arrives and waits until every rank arrived or one was refused; at
   // `deadline` refuses the ranks still missing. Call after open() returned non-null.
   RoundOutcome join(uint32_t gen, const RoundKey& key,
-                    std::chrono::steady_clock::time_point deadline);
+                    std::chrono::steady_clock::time_point deadline) override;
   // After kAgreed: rank k's payload of the round (valid until release()).
   const std::byte* payload(int k) const;
+  // After kAgreed: the payloads reduced with the shm backend's kernels (reduce_kernels.h), in
+  // the same order as its latency path, so the bits equal the coordinator path's.
+  void reduce_payloads(void* output, size_t count, DataType dtype, ReduceOp op, int divisor,
+                       double postscale) override;
+  size_t payload_capacity() const override { return kPayloadBytes; }
   // Step 3: this rank is done with round `gen`'s lines. Call after every open() before the
   // next one.
-  void release();
+  void release() override;
 
   // Any thread, any time: this rank will not take part in round `gen` (it sent a collective to
   // the coordinator, or shuts down); peers waiting in it refuse it at once. One store.
-  void refuse(uint32_t gen);
+  void refuse(uint32_t gen) override;
   // Any thread: this rank takes part in no round from now on (it shuts down); peers waiting in
   // one refuse it at once.
-  void leave();
+  void leave() override;
   // Any thread: fails every round in progress and every later one, on every rank of the host.
   void abort();
   bool aborted() const;
@@ -122,6 +120,7 @@ class RoundBoard {
   // slot without checking `done_`.
   uint32_t last_complete_ = 0;
   bool have_complete_ = false;
+  std::vector<const void*> sources_;  // reduce_payloads(): every rank's payload
 };
 
 }  // namespace hvrun::detail::shm

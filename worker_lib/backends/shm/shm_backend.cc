@@ -14,7 +14,7 @@
 #include "worker_lib/backends/shm/reduce_kernels.h"
 #include "worker_lib/backends/shm/round_board.h"
 #include "worker_lib/backends/shm/shm_segment.h"
-#include "worker_lib/runtime/reduction_math.h"
+#include "worker_lib/reduction/reduction_math.h"
 
 namespace hvrun::detail {
 namespace {
@@ -24,17 +24,18 @@ using shm::kCountMask;
 
 // Buffers up to this size take the one-barrier path: each rank reduces all of it itself.
 constexpr size_t kLatencyPathBytes = 16 << 10;
-// Polls of a peer's counter before sleeping on it (one poll is ~20 ns here, so ~20 us). Measured
-// on the shared 2-core VM (bench/RESULTS.md section 6): when both ranks hold a core, a peer
-// arrives within the spin (4-byte allreduce ~0.8 us); when the machine is oversubscribed,
-// 5-20x longer spins brought the 4-byte median to ~1 us in some runs but cut the 64 MiB busbw
-// and the ResNet-50 step by 30-70% (spinners take the core their peer needs), and did not help
-// in others (the peer was not running at all). Sleeping costs a futex wake-up, ~30 us here.
+// Polls of a peer's counter before sleeping on it (one poll is ~20 ns, so ~20 us). When both
+// ranks hold a core, a peer arrives within the spin (a 4-byte allreduce takes ~0.8 us); on an
+// oversubscribed machine, 5-20x longer spins helped the smallest allreduces little or not at
+// all but cut the large-buffer bandwidth and a ResNet-50 step by 30-70%, because spinners take
+// the core their peer needs (bench/RESULTS.md, section 6). Sleeping costs a futex wake-up
+// (~30 us).
 constexpr int kSpinPolls = 1000;
 // After the spin, polls with sched_yield() in between for this long before sleeping (checking
-// the clock every kYieldPolls polls). Measured at 07:50 UTC (load ~1.5-2, hvrun_shm_raw_bench,
-// ResNet-50 fused step, variants taking turns in one run): 200 us and 1000 us both gave +6-8%
-// steps/s over sleeping right after the spin (e.g. 58.0 / 57.0 vs 54.1), three runs alike.
+// the clock every kYieldPolls polls): on a loaded machine a yielding waiter gives its peer the
+// core yet sees it arrive without a wake-up. Anything from 200 us to 1000 us ran a fused
+// ResNet-50 step 6-8% faster than sleeping right after the spin (hvrun_shm_raw_bench, the
+// variants taking turns in one run).
 constexpr std::chrono::microseconds kYieldSpin{500};
 constexpr int kYieldPolls = 50;
 // A sleeping waiter re-checks at least this often (the wake-ups make this a backstop only).
@@ -149,9 +150,9 @@ class ShmBackend final : public Backend {
     const DataType work = work_dtype(dtype);
     const size_t wsize = dtype_size(work);
     // Large pieces start on a 4 KiB boundary of the slots, so a tensor's offset from the slot
-    // bytes it meets is its own page offset, not an accident of the tensors before it. Measured
-    // (hvrun_shm_raw_bench, ResNet-50 in backward order, interleaved, 08:15 UTC): 45 steps/s
-    // with tensors packed back to back, 56-57 aligned, as in forward order.
+    // bytes it meets is its own page offset, not an accident of the tensors before it: packed
+    // back to back, ResNet-50's tensors in backward order ran about 20% slower than aligned
+    // (hvrun_shm_raw_bench), and aligned they run as fast as in forward order.
     layout_.assign(pieces, kPieceAlignBytes / wsize, kPieceAlignFromBytes / wsize);
     const size_t count = layout_.total();
     if (count == 0) return Status::ok();
@@ -370,7 +371,8 @@ class ShmBackend final : public Backend {
     return Status::ok();
   }
 
-  shm::RoundBoard* round_board() override { return board_.get(); }
+  // The segment's round board (null for a group of one); lives as long as this backend.
+  shm::RoundBoard* round_board() { return board_.get(); }
 
   Status barrier() override {
     HVRUN_RETURN_IF_ERROR(aborted_status());
@@ -515,8 +517,7 @@ class ShmBackend final : public Backend {
 
 }  // namespace
 
-Result<std::unique_ptr<Backend>> make_shm_backend(const ShmBackendOptions& options,
-                                                  KeyValueStore& store) {
+Result<ShmDataPlane> make_shm_data_plane(const ShmBackendOptions& options, KeyValueStore& store) {
   if (options.size < 1 || options.rank < 0 || options.rank >= options.size)
     return invalid_argument("shm backend: rank " + std::to_string(options.rank) +
                             " outside a group of " + std::to_string(options.size));
@@ -533,7 +534,15 @@ Result<std::unique_ptr<Backend>> make_shm_backend(const ShmBackendOptions& optio
         .timeout = options.connect_timeout};
     HVRUN_ASSIGN_OR_RETURN(segment, shm::Segment::attach(seg, store));
   }
-  return std::unique_ptr<Backend>(new ShmBackend(std::move(segment), options));
+  auto backend = std::make_unique<ShmBackend>(std::move(segment), options);
+  RoundAgreement* rounds = backend->round_board();
+  return ShmDataPlane{std::move(backend), rounds};
+}
+
+Result<std::unique_ptr<Backend>> make_shm_backend(const ShmBackendOptions& options,
+                                                  KeyValueStore& store) {
+  HVRUN_ASSIGN_OR_RETURN(ShmDataPlane plane, make_shm_data_plane(options, store));
+  return std::move(plane.backend);
 }
 
 }  // namespace hvrun::detail

@@ -25,6 +25,7 @@
 #include "common/status.h"
 #include "worker_lib/backend.h"
 #include "worker_lib/kv_store.h"
+#include "worker_lib/round_agreement.h"
 
 namespace hvrun::detail {
 
@@ -39,8 +40,17 @@ struct ShmBackendOptions {
   std::chrono::milliseconds timeout{300000};         // every collective
 };
 
+// The backend and its segment's round agreement (round_board.h; null for a group of one), which
+// lives as long as the backend.
+struct ShmDataPlane {
+  std::unique_ptr<Backend> backend;
+  RoundAgreement* rounds = nullptr;
+};
+
 // Creates or maps the host's segment (blocks until every rank of the group did, bounded).
 // A group of one rank needs no segment.
+Result<ShmDataPlane> make_shm_data_plane(const ShmBackendOptions& options, KeyValueStore& store);
+// The backend alone.
 Result<std::unique_ptr<Backend>> make_shm_backend(const ShmBackendOptions& options,
                                                   KeyValueStore& store);
 

@@ -40,6 +40,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -57,6 +58,29 @@ class Runtime;
 
 // How to reach the job. init() fills it from the environment hvrun sets (HVRUN_RANK,
 // HVRUN_COORDINATOR_ADDR, HVRUN_SECRET, ...); other launchers may fill it themselves.
+// The CPU data plane (--cpu-backend, --hierarchical-allreduce, --shm-chunk-kb; how a job picks
+// one: worker_lib/runtime/cpu_backend_factory.h). Every rank of a job must use the same values.
+struct CpuBackendConfig {
+  std::string backend = "auto";       // auto | shm | gloo
+  std::string hierarchical = "auto";  // auto | on | off
+  size_t shm_chunk_bytes = size_t{1} << 20;
+};
+
+// The fast path of single-host shared-memory jobs (--fast-path, --fast-path-wait-ms).
+struct FastPathConfig {
+  bool enabled = true;
+  // How long a rank waits for the others to call the same allreduce before it hands the call to
+  // the coordinator (at most a quarter of Config::op_timeout is used).
+  std::chrono::duration<double, std::milli> wait{50.0};
+};
+
+// What the worker's telemetry samples.
+struct TelemetryConfig {
+  // The GPUs this process sees, as CUDA_VISIBLE_DEVICES says; nullopt when it is unset (every
+  // GPU).
+  std::optional<std::string> cuda_visible_devices;
+};
+
 struct Config {
   std::string coordinator_address;  // "127.0.0.1:40123" or "unix:/path"
   std::string secret;               // the job secret (never logged)
@@ -71,9 +95,13 @@ struct Config {
   // CUDA tensors: allocates library-allocated outputs (see DeviceAllocator in types.h); empty =
   // cudaMallocAsync on the input's stream, freed with cudaFreeAsync when the last owner goes.
   DeviceAllocator device_allocator;
+  CpuBackendConfig cpu_backend;
+  FastPathConfig fast_path;
+  TelemetryConfig telemetry;
 
-  // Reads HVRUN_* variables (and the settings registry's worker settings). Errors name the
-  // missing or malformed variable.
+  // Reads HVRUN_* variables (and the settings registry's worker settings), and
+  // CUDA_VISIBLE_DEVICES: the only place the worker library reads the environment for its
+  // settings. Errors name the missing or malformed variable.
   static Result<Config> from_environment();
 };
 

@@ -1,5 +1,5 @@
 // One collective a caller submitted, from submission until its handle completes. Created by the
-// API thread, then owned by the runtime (in-flight table, guarded by Runtime::mutex_) until the
+// API thread, then owned by the runtime (in-flight table, guarded by WorkState::mutex) until the
 // background thread takes it out to execute it.
 #pragma once
 

@@ -1,4 +1,4 @@
-#include "worker_lib/runtime/pending_op.h"
+#include "worker_lib/execution/pending_op.h"
 
 namespace hvrun::detail {
 

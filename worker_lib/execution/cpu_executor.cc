@@ -1,12 +1,12 @@
-#include "worker_lib/runtime/plan_executor.h"
+#include "worker_lib/execution/cpu_executor.h"
 
 #include <algorithm>
 #include <cstring>
 #include <numeric>
 
 #include "common/logging.h"
-#include "worker_lib/runtime/reduction_math.h"
-#include "worker_lib/runtime/response_shape.h"
+#include "worker_lib/execution/response_shape.h"
+#include "worker_lib/reduction/reduction_math.h"
 
 namespace hvrun::detail {
 namespace {
@@ -22,71 +22,45 @@ std::vector<int64_t> local_shape(const v1::Response& r, const std::shared_ptr<Pe
   return e ? e->shape : shape_of(r.tensors(i));
 }
 
-// This rank's payload bytes in a response (telemetry: only computed with an observer).
-uint64_t local_bytes(const v1::Response& r, const std::vector<std::shared_ptr<PendingOp>>& e) {
-  uint64_t bytes = 0;
-  const size_t esize = dtype_size(static_cast<DataType>(r.dtype()));
-  for (const auto& entry : e)
-    if (entry) bytes += static_cast<uint64_t>(num_elements(entry->shape)) * esize;
-  return bytes;
-}
-
 }  // namespace
 
-std::byte* PlanExecutor::reserve(std::vector<std::byte>& buffer, size_t bytes) {
+std::byte* CpuExecutor::reserve(std::vector<std::byte>& buffer, size_t bytes) {
   if (buffer.size() < bytes) buffer.resize(bytes);
   return buffer.data();
 }
 
-int PlanExecutor::contributors(const v1::Response& r) const {
+int CpuExecutor::contributors(const v1::Response& r) const {
   return r.contributing_ranks() > 0 ? r.contributing_ranks() : size_;
 }
 
-void PlanExecutor::execute(const v1::Response& response,
-                           const std::vector<std::shared_ptr<PendingOp>>& entries) {
-  Status status;
-  const bool data_op = response.op() != v1::COLLECTIVE_OP_BARRIER &&
-                       response.op() != v1::COLLECTIVE_OP_JOIN;
-  if (response.device() == v1::DEVICE_KIND_CUDA && data_op) {
-    status = execute_on_gpu(response, entries);
-  } else {
-    switch (response.op()) {
-      case v1::COLLECTIVE_OP_ALLREDUCE: status = allreduce(response, entries); break;
-      case v1::COLLECTIVE_OP_REDUCESCATTER: status = reducescatter(response, entries); break;
-      case v1::COLLECTIVE_OP_ALLGATHER: status = allgather(response, entries); break;
-      case v1::COLLECTIVE_OP_BROADCAST: status = broadcast(response, entries); break;
-      case v1::COLLECTIVE_OP_ALLTOALL: status = alltoall(response, entries); break;
-      case v1::COLLECTIVE_OP_BARRIER: status = Status::ok(); break;
-      case v1::COLLECTIVE_OP_JOIN:
-        for (const auto& e : entries)
-          if (e) e->handle->join_result = response.last_joined_rank();
-        break;
-      default:
-        status = internal_error("coordinator sent a response with unknown op " +
-                                std::to_string(static_cast<int>(response.op())));
-    }
+Status CpuExecutor::execute(const v1::Response& response, const ResponseEntries& entries) {
+  switch (response.op()) {
+    case v1::COLLECTIVE_OP_ALLREDUCE: return allreduce(response, entries);
+    case v1::COLLECTIVE_OP_REDUCESCATTER: return reducescatter(response, entries);
+    case v1::COLLECTIVE_OP_ALLGATHER: return allgather(response, entries);
+    case v1::COLLECTIVE_OP_BROADCAST: return broadcast(response, entries);
+    case v1::COLLECTIVE_OP_ALLTOALL: return alltoall(response, entries);
+    default:
+      return internal_error("coordinator sent a response with unknown op " +
+                            std::to_string(static_cast<int>(response.op())));
   }
-  if (!status.is_ok() && explain_) status = explain_(std::move(status));
-  if (!status.is_ok()) SPDLOG_ERROR("{}", status.message());
-  for (const auto& e : entries)
-    if (e) e->handle->complete(status);
 }
 
-Status PlanExecutor::execute_on_gpu(const v1::Response& r,
-                                    const std::vector<std::shared_ptr<PendingOp>>& e) {
-  if (!gpu_)
-    return failed_precondition("response on CUDA tensors but this worker has no GPU data plane "
-                               "(PlanExecutor::enable_gpu was not called)");
-  // NCCL packs, reduces and unpacks on its stream: one collective phase for the whole.
-  telemetry::ScopedPhase collective(phase_observer_, r, telemetry::Phase::kCollective,
-                                    phase_observer_ ? local_bytes(r, e) : 0, "nccl");
-  return gpu_->execute(r, e);
+Status CpuExecutor::fast_allreduce(const TensorAllreduce& call) {
+  const auto start = telemetry::PhaseClock::now();
+  Status status = backend_.allreduce_pieces({&call.tensor, 1}, call.dtype, call.op, call.scaling,
+                                            fusion_, nullptr);
+  if (phase_observer_)
+    phase_observer_->on_fast_collective(v1::COLLECTIVE_OP_ALLREDUCE, start,
+                                        telemetry::PhaseClock::now(),
+                                        call.tensor.count * dtype_size(call.dtype));
+  return status;
 }
 
 // Fills pieces_ from the response: entry i's tensor, or (joined: no entry) a piece of the
 // agreed size with no input (neutral data) and no output.
-Status PlanExecutor::pieces_of(const v1::Response& r,
-                               const std::vector<std::shared_ptr<PendingOp>>& e) {
+Status CpuExecutor::pieces_of(const v1::Response& r,
+                               const ResponseEntries& e) {
   pieces_.clear();
   for (int i = 0; i < r.tensors_size(); ++i) {
     const auto n = static_cast<size_t>(num_elements(shape_of(r.tensors(i))));
@@ -107,8 +81,8 @@ Status PlanExecutor::pieces_of(const v1::Response& r,
 // the call's time into pack / collective / unpack; shm interleaves them chunk by chunk, so its
 // pack and unpack are sums of many short copies, reported here as one interval each, laid end
 // to end within the call (durations exact, positions approximate).
-Status PlanExecutor::reduce_pieces(const v1::Response& r,
-                                   const std::vector<std::shared_ptr<PendingOp>>& e) {
+Status CpuExecutor::reduce_pieces(const v1::Response& r,
+                                   const ResponseEntries& e) {
   const auto dtype = static_cast<DataType>(r.dtype());
   const auto op = static_cast<ReduceOp>(r.reduce_op());
   const ReduceScaling scaling{.prescale = r.prescale() == 0 ? 1.0 : r.prescale(),
@@ -131,8 +105,8 @@ Status PlanExecutor::reduce_pieces(const v1::Response& r,
   return status;
 }
 
-Status PlanExecutor::allreduce(const v1::Response& r,
-                               const std::vector<std::shared_ptr<PendingOp>>& e) {
+Status CpuExecutor::allreduce(const v1::Response& r,
+                               const ResponseEntries& e) {
   HVRUN_RETURN_IF_ERROR(pieces_of(r, e));
   return reduce_pieces(r, e);
 }
@@ -141,8 +115,8 @@ Status PlanExecutor::allreduce(const v1::Response& r,
 // rows), but only this rank's rows have an output: the backend copies nothing else out. Each
 // tensor goes as one piece per rank's block of rows, on every rank alike (joined ranks too), so
 // every rank passes the same piece counts.
-Status PlanExecutor::reducescatter(const v1::Response& r,
-                                   const std::vector<std::shared_ptr<PendingOp>>& e) {
+Status CpuExecutor::reducescatter(const v1::Response& r,
+                                   const ResponseEntries& e) {
   HVRUN_RETURN_IF_ERROR(pieces_of(r, e));
   const auto dtype = static_cast<DataType>(r.dtype());
   const size_t esize = dtype_size(dtype);
@@ -177,8 +151,8 @@ Status PlanExecutor::reducescatter(const v1::Response& r,
   return reduce_pieces(r, e);
 }
 
-Status PlanExecutor::allgather(const v1::Response& r,
-                               const std::vector<std::shared_ptr<PendingOp>>& e) {
+Status CpuExecutor::allgather(const v1::Response& r,
+                               const ResponseEntries& e) {
   auto dtype = static_cast<DataType>(r.dtype());
   size_t esize = dtype_size(dtype);
   int count = r.tensors_size();
@@ -239,8 +213,8 @@ Status PlanExecutor::allgather(const v1::Response& r,
   return Status::ok();
 }
 
-Status PlanExecutor::broadcast(const v1::Response& r,
-                               const std::vector<std::shared_ptr<PendingOp>>& e) {
+Status CpuExecutor::broadcast(const v1::Response& r,
+                               const ResponseEntries& e) {
   auto dtype = static_cast<DataType>(r.dtype());
   const auto& entry = e.at(0);
   size_t bytes = static_cast<size_t>(num_elements(local_shape(r, entry, 0))) * dtype_size(dtype);
@@ -252,8 +226,8 @@ Status PlanExecutor::broadcast(const v1::Response& r,
   return backend_.broadcast(buffer, bytes, r.root_rank());
 }
 
-Status PlanExecutor::alltoall(const v1::Response& r,
-                              const std::vector<std::shared_ptr<PendingOp>>& e) {
+Status CpuExecutor::alltoall(const v1::Response& r,
+                              const ResponseEntries& e) {
   auto dtype = static_cast<DataType>(r.dtype());
   const auto& entry = e.at(0);
   const auto& t = r.tensors(0);

@@ -1,0 +1,61 @@
+// Executes one Response of the coordinator's plan and completes its handles: barriers and joins
+// here, data-moving responses through the executor for the response's device (executor.h): the
+// CPU executor over the backend, or the GPU executor once one is set.
+//
+// Threads: execute() runs under the runtime's executor lock; abort() from any thread.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "worker_lib/backend.h"
+#include "worker_lib/execution/cpu_executor.h"
+#include "worker_lib/execution/executor.h"
+#include "worker_lib/telemetry/phase_observer.h"
+
+namespace hvrun::detail {
+
+class PlanExecutor {
+ public:
+  PlanExecutor(Backend& backend, int rank, int size) : cpu_(backend, rank, size) {}
+
+  // Completes every non-null entry's handle (entries as in executor.h).
+  void execute(const v1::Response& response, const ResponseEntries& entries);
+
+  // Called with a failed collective's status before the handles complete; returns the status
+  // they get (the runtime waits briefly for the coordinator's JobAbort, whose reason names the
+  // dead rank, instead of the data plane's "connection reset").
+  void set_failure_explainer(std::function<Status(Status)> explain) { explain_ = std::move(explain); }
+
+  // Responses on CUDA tensors go to `gpu` (the NCCL data plane, backends/nccl/gpu_executor.h);
+  // without one they fail with a message saying so. Call before the first execute().
+  void set_gpu_executor(std::unique_ptr<Executor> gpu) { gpu_ = std::move(gpu); }
+
+  // Any thread: every data plane's operation in progress and every later one fail with kAborted.
+  void abort(const std::string& reason) {
+    cpu_.abort(reason);
+    if (gpu_) gpu_->abort(reason);
+  }
+
+  // Telemetry (worker_lib/telemetry/phase_observer.h): every phase from now on; null = off.
+  // `backend_name` names the CPU backend in reports. Call before the first execute().
+  void set_phase_observer(telemetry::PhaseObserver* observer, std::string backend_name) {
+    phase_observer_ = observer;
+    cpu_.set_phase_observer(observer, std::move(backend_name));
+  }
+
+  CpuExecutor& cpu() { return cpu_; }
+  // Bytes currently held by the reused buffers (for tests and metrics).
+  size_t buffer_capacity() const { return cpu_.buffer_capacity(); }
+
+ private:
+  Status execute_on_gpu(const v1::Response& r, const ResponseEntries& e);
+
+  CpuExecutor cpu_;
+  std::unique_ptr<Executor> gpu_;  // set once before execute() runs; may be null
+  std::function<Status(Status)> explain_;
+  telemetry::PhaseObserver* phase_observer_ = nullptr;
+};
+
+}  // namespace hvrun::detail

@@ -1,0 +1,111 @@
+#include "worker_lib/runtime/fast_path.h"
+
+#include "common/logging.h"
+#include "worker_lib/reduction/reduction_math.h"
+
+namespace hvrun::detail {
+
+FastPath::FastPath(Context context, RoundAgreement* rounds)
+    : c_(std::move(context)), rounds_(rounds) {
+  if (rounds_ == nullptr || c_.world_size < 2) return;
+  if (!c_.settings.enabled) {
+    SPDLOG_DEBUG("fast path off (--fast-path=false)");
+    return;
+  }
+  wait_ = std::chrono::duration_cast<std::chrono::nanoseconds>(c_.settings.wait);
+  // A rank waiting in a round holds up its own plans meanwhile, so peers in a collective with
+  // it wait too: keep that well inside the op timeout.
+  const auto longest = std::chrono::duration_cast<std::chrono::nanoseconds>(c_.op_timeout) / 4;
+  if (wait_ > longest) {
+    SPDLOG_WARN("--fast-path-wait-ms {} is over a quarter of --op-timeout; using {} ms",
+                c_.settings.wait.count(),
+                std::chrono::duration_cast<std::chrono::milliseconds>(longest).count());
+    wait_ = longest;
+  }
+  enabled_ = true;
+}
+
+const CacheEntry* FastPath::entry_for(const FastAllreduce& call) const {
+  const CacheEntry* entry = c_.submitter.cache().find(call.name);
+  if (entry == nullptr || !entry->fast_metadata) return nullptr;
+  // The coordinator's entry holds only while the metadata is what was cached.
+  const PendingOp& m = *entry->fast_metadata;
+  if (m.dtype != call.dtype || m.shape != call.shape || m.reduce_op != call.options.op ||
+      m.prescale != call.options.prescale || m.postscale != call.options.postscale)
+    return nullptr;
+  return entry;
+}
+
+bool FastPath::idle() {
+  std::lock_guard<std::mutex> lock(c_.state.mutex);
+  const WorkState& s = c_.state;
+  return !s.terminal && !s.abort_reason && !s.stream_ended && !s.stop_requested &&
+         s.in_flight.empty() && s.outbox.empty() && s.inbox.empty() &&
+         s.plans_received == s.plans_started &&
+         // The timeline shows every collective's negotiation: recording takes the slow path.
+         !c_.telemetry.recording();
+}
+
+std::optional<Status> FastPath::try_allreduce(const FastAllreduce& call) {
+  if (!enabled_) return std::nullopt;
+  const auto count = static_cast<size_t>(num_elements(call.shape));
+  if (count == 0) return std::nullopt;
+
+  std::lock_guard<std::mutex> exec_lock(c_.lane.mutex);
+  const CacheEntry* cached = entry_for(call);
+  if (cached == nullptr || !idle()) return std::nullopt;
+  const uint64_t events = c_.lane.events();
+  const auto gen = static_cast<uint32_t>(events);
+  const size_t payload_bytes = count * dtype_size(work_dtype(call.dtype));
+  const bool inline_payload = payload_bytes <= rounds_->payload_capacity();
+  const auto start = telemetry::PhaseClock::now();
+  const auto deadline = start + wait_;
+  const AllreduceOptions& o = call.options;
+
+  std::byte* mine = rounds_->open(gen, inline_payload ? payload_bytes : 0, deadline);
+  if (mine == nullptr) {
+    rounds_->release();
+    return std::nullopt;
+  }
+  if (inline_payload) pack_scaled(mine, call.input, count, call.dtype, o.prescale);
+  RoundKey key;
+  key.words[0] = cached->id | (inline_payload ? 1ull << 32 : 0);
+  key.words[1] = cached->signature_hash;
+  key.words[2] = events;
+  key.words[3] = count;
+  key.words[4] = static_cast<uint64_t>(c_.world_size);
+  const RoundOutcome outcome = rounds_->join(gen, key, deadline);
+  if (outcome != RoundOutcome::kAgreed) {
+    rounds_->release();
+    SPDLOG_DEBUG("fast path: allreduce '{}' goes through the coordinator (round {} {})",
+                 call.name, gen, round_outcome_name(outcome));
+    return std::nullopt;
+  }
+  const int divisor = o.op == ReduceOp::kAverage ? c_.world_size : 1;
+  if (!inline_payload) {
+    rounds_->release();
+    c_.lane.advance();
+    c_.lane.refuse_if_busy();
+    // Scale factors as a planned response carries them (0 = unset = 1).
+    Status status = c_.executor.fast_allreduce(TensorAllreduce{
+        .tensor = {call.input, call.output, count},
+        .dtype = call.dtype,
+        .op = o.op,
+        .scaling = {.prescale = o.prescale == 0 ? 1.0 : o.prescale,
+                    .postscale = o.postscale == 0 ? 1.0 : o.postscale,
+                    .divisor = divisor}});
+    if (status.is_ok()) return status;
+    status = c_.state.explain_failure(std::move(status));
+    SPDLOG_ERROR("{}", status.message());
+    return status;
+  }
+  rounds_->reduce_payloads(call.output, count, call.dtype, o.op, divisor, o.postscale);
+  rounds_->release();
+  c_.lane.advance();
+  c_.lane.refuse_if_busy();
+  c_.telemetry.on_fast_collective(v1::COLLECTIVE_OP_ALLREDUCE, start,
+                                  telemetry::PhaseClock::now(), count * dtype_size(call.dtype));
+  return Status::ok();
+}
+
+}  // namespace hvrun::detail

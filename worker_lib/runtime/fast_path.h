@@ -1,0 +1,80 @@
+// The fast path: a blocking allreduce of a tensor the coordinator already negotiated (cached,
+// metadata unchanged) on a single-host shared-memory job runs on the caller's thread when every
+// rank is idle and calls the same one. The ranks agree through the job's round agreement
+// (round_agreement.h: the shm segment's round board) and reduce there, with no message to the
+// coordinator. Why it is safe, step by step:
+//  - Only when this rank is idle: nothing in flight or unsent, every received plan executed,
+//    checked under the executor's lock (held until the collective ran). Idle ranks have
+//    executed the same plans, because every plan holds an op of every rank; so their event
+//    counts (execution_lane.h) agree and they meet in the same round.
+//  - The round runs only if every rank arrived with the same key (tensor's cache id, metadata
+//    hash, event count, size): the same collective, between the same two plans, on every rank.
+//    A plan arriving meanwhile waits for the executor's lock, so it runs after the fast
+//    collective on every rank alike.
+//  - Otherwise every rank sees the same failed or disagreeing round and submits the call to the
+//    coordinator, which handles it as before (errors, joins, stalls). A rank that submits
+//    anything refuses its current round, so peers waiting in it fall back at once.
+// Small tensors (up to the agreement's payload capacity in their work type) travel inside the
+// round: one synchronisation in all, reduced by the agreement (RoundAgreement::reduce_payloads)
+// to the same bits as the coordinator path's. Larger ones run through the CPU executor
+// (CpuExecutor::fast_allreduce: the backend's allreduce) once agreed. Telemetry counts both
+// as the fast path's (PhaseObserver::on_fast_collective).
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hvrun/hvrun.h"
+#include "worker_lib/runtime/execution_lane.h"
+#include "worker_lib/execution/cpu_executor.h"
+#include "worker_lib/round_agreement.h"
+#include "worker_lib/runtime/submitter.h"
+#include "worker_lib/runtime/work_state.h"
+#include "worker_lib/telemetry/worker_telemetry.h"
+
+namespace hvrun::detail {
+
+// A blocking allreduce the fast path may run: CPU tensors of `dtype` and `shape`, already
+// checked by the caller.
+struct FastAllreduce {
+  const std::string& name;
+  const void* input;
+  void* output;
+  DataType dtype;
+  const std::vector<int64_t>& shape;
+  const AllreduceOptions& options;
+};
+
+class FastPath {
+ public:
+  struct Context {
+    WorkState& state;
+    ExecutionLane& lane;
+    const Submitter& submitter;  // its request cache
+    CpuExecutor& executor;
+    telemetry::WorkerTelemetry& telemetry;
+    int world_size = 1;
+    std::chrono::milliseconds op_timeout{300000};
+    FastPathConfig settings;
+  };
+  // `rounds`: the job's round agreement, or null (then the fast path is off).
+  FastPath(Context context, RoundAgreement* rounds);
+
+  // Runs `call` when every rank agrees and returns its status; nullopt when it did not run
+  // (submit it as usual). Any thread.
+  std::optional<Status> try_allreduce(const FastAllreduce& call);
+
+ private:
+  // The executor's lock held: the cache entry of `call` when it may run fast (null otherwise).
+  const CacheEntry* entry_for(const FastAllreduce& call) const;
+  bool idle();
+
+  Context c_;
+  RoundAgreement* rounds_ = nullptr;
+  bool enabled_ = false;  // rounds_ and --fast-path
+  std::chrono::nanoseconds wait_{std::chrono::milliseconds(50)};
+};
+
+}  // namespace hvrun::detail

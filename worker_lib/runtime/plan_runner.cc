@@ -1,0 +1,156 @@
+#include "worker_lib/runtime/plan_runner.h"
+
+#include <utility>
+
+#include "common/logging.h"
+#include "worker_lib/runtime/named_thread.h"
+#include "worker_lib/runtime/stream_reader.h"
+
+namespace hvrun::detail {
+namespace {
+
+// Whether this rank's handles of a response completed OK (timeline "done" status).
+bool succeeded(const std::vector<std::shared_ptr<PendingOp>>& entries) {
+  for (const auto& e : entries) {
+    if (!e) continue;
+    std::lock_guard<std::mutex> lock(e->handle->mutex);
+    if (!e->handle->status.is_ok()) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+void PlanRunner::start() {
+  thread_ = start_named_thread("hvrun-loop", [this] { loop(); });
+}
+
+void PlanRunner::loop() {
+  WorkState& state = c_.state;
+  bool stream_done = false;
+  std::unique_lock<std::mutex> lock(state.mutex);
+  while (true) {
+    state.wake.wait(lock, [&] {
+      return !state.outbox.empty() || !state.inbox.empty() || state.stop_requested ||
+             (state.stream_ended && !stream_done) || state.abort_reason.has_value();
+    });
+    // The outbox is taken inside flush_outbox(), under the sender's lock: taking it here and
+    // writing it later would let an API thread's flush write a later op (a join) before it.
+    const bool outbox_waiting = !state.outbox.empty();
+    std::deque<v1::CoordinatorMessage> inbox;
+    inbox.swap(state.inbox);
+    std::optional<std::string> abort_reason = std::exchange(state.abort_reason, std::nullopt);
+    bool stop = state.stop_requested;
+    bool ended = state.stream_ended;
+    lock.unlock();
+
+    if (abort_reason && !ended) send_abort_request(*abort_reason);
+    if (outbox_waiting) c_.submitter.flush_outbox();
+    for (const auto& message : inbox) handle_message(message);
+    if (ended && !stream_done) {
+      stream_done = true;
+      // Normally terminal already (the reader's JobAbort or its account of the lost stream).
+      state.terminate(unavailable("rank " + std::to_string(c_.rank) +
+                                  ": the negotiation stream to the coordinator at " +
+                                  c_.coordinator_address + " ended"));
+    }
+    lock.lock();
+    if (stop) break;
+  }
+}
+
+void PlanRunner::send_abort_request(const std::string& reason) {
+  v1::WorkerMessage message;
+  v1::AbortRequest* a = message.mutable_abort();
+  a->set_reason(reason);
+  a->set_rank(c_.rank);
+  a->set_host(c_.host);
+  if (!c_.stream.write(message)) (void)c_.client.abort(*a);
+}
+
+void PlanRunner::handle_message(const v1::CoordinatorMessage& message) {
+  switch (message.kind_case()) {
+    case v1::CoordinatorMessage::kWelcome:
+      SPDLOG_DEBUG("coordinator welcomed us; first plan seq {}", message.welcome().first_plan_seq());
+      break;
+    case v1::CoordinatorMessage::kPlan:
+      execute_plan(message.plan());
+      break;
+    case v1::CoordinatorMessage::kAbort: {
+      Status status = job_abort_status(message.abort());
+      SPDLOG_ERROR("{}", status.message());
+      c_.state.terminate(status);
+      break;
+    }
+    case v1::CoordinatorMessage::kTimeline:
+      break;  // the reader thread already switched recording (telemetry)
+    default:
+      SPDLOG_WARN("ignoring an unknown message from the coordinator");
+  }
+}
+
+void PlanRunner::execute_plan(const v1::Plan& plan) {
+  // Every rank counts every plan it executes, in the same order: the fast path's rounds.
+  std::lock_guard<std::mutex> exec_lock(c_.lane.mutex);
+  // This rank moves past round `passed` without taking part in it: a peer waiting there (for a
+  // blocking call this rank's API thread has yet to make) must not wait for it.
+  c_.lane.refuse(c_.lane.advance());
+  if (plan.seq() <= last_plan_seq_ && last_plan_seq_ != 0) {
+    c_.state.terminate(internal_error("coordinator sent plan seq " + std::to_string(plan.seq()) +
+                                      " after " + std::to_string(last_plan_seq_) +
+                                      " (sequence must increase; protocol error)"));
+    return;
+  }
+  last_plan_seq_ = plan.seq();
+  // Take every tensor of the plan out of the in-flight table at once: a JobAbort that arrives
+  // while this plan runs fails only what no received plan covers (see StreamReader), and tears
+  // the data plane down, so the collective running now fails with the abort's reason.
+  std::vector<std::vector<std::shared_ptr<PendingOp>>> plan_entries;
+  {
+    std::lock_guard<std::mutex> lock(c_.state.mutex);
+    ++c_.state.plans_started;
+    if (c_.state.terminal) {  // arrived after the job ended: everything already failed
+      c_.state.skipped_plan = true;
+      return;
+    }
+    for (const v1::Response& response : plan.responses()) {
+      auto& entries = plan_entries.emplace_back();
+      if (response.error_ranks_size() > 0) continue;  // someone's duplicate; see below
+      for (const auto& t : response.tensors()) {
+        auto it = c_.state.in_flight.find(t.name());
+        if (it == c_.state.in_flight.end()) {
+          entries.push_back(nullptr);
+        } else {
+          entries.push_back(std::move(it->second));
+          c_.state.in_flight.erase(it);
+        }
+      }
+    }
+  }
+  for (int i = 0; i < plan.responses_size(); ++i) {
+    const v1::Response& response = plan.responses(i);
+    const auto& entries = plan_entries[static_cast<size_t>(i)];
+    if (response.error_ranks_size() > 0) {
+      // A duplicate submission on those ranks; the first one stays in flight. This library
+      // refuses duplicates before sending them, so there is nothing to fail here.
+      SPDLOG_WARN("coordinator: {}", response.error());
+      continue;
+    }
+    c_.telemetry.on_response_started(plan.seq(), response);
+    if (!response.error().empty()) {
+      for (const auto& e : entries)
+        if (e) e->handle->complete(invalid_argument(response.error()));
+      c_.telemetry.on_response_done(response, false);
+      continue;
+    }
+    c_.submitter.remember_cache_ids(response, entries);
+    c_.executor.execute(response, entries);
+    c_.telemetry.on_response_done(response, !c_.telemetry.recording() || succeeded(entries));
+  }
+  finished_plan_seq_.store(plan.seq());
+  // Still waiting for something (a join, an op submitted meanwhile): this rank cannot take part
+  // in the round the plan just moved it to, and peers should not wait for it there.
+  c_.lane.refuse_if_busy();
+}
+
+}  // namespace hvrun::detail

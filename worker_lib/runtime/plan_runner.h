@@ -1,0 +1,57 @@
+// The background thread (`hvrun-loop`): woken by a submission, a message from the reader, an
+// abort or shutdown, it sends what waits to be sent (the outbox, an AbortRequest) and executes
+// every Plan's responses in order (PlanExecutor), completing the handles. Each plan runs under
+// the executor's lock and counts as one event of the fast path's rounds (execution_lane.h).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <thread>
+
+#include "hvrun.pb.h"
+#include "worker_lib/runtime/coordinator_client.h"
+#include "worker_lib/runtime/execution_lane.h"
+#include "worker_lib/execution/plan_executor.h"
+#include "worker_lib/runtime/submitter.h"
+#include "worker_lib/runtime/work_state.h"
+#include "worker_lib/telemetry/worker_telemetry.h"
+
+namespace hvrun::detail {
+
+class PlanRunner {
+ public:
+  struct Context {
+    WorkState& state;
+    ExecutionLane& lane;
+    Submitter& submitter;
+    PlanExecutor& executor;
+    telemetry::WorkerTelemetry& telemetry;
+    NegotiationStream& stream;
+    CoordinatorClient& client;  // an AbortRequest when the stream cannot take it
+    int rank = 0;
+    std::string host;
+    std::string coordinator_address;
+  };
+  explicit PlanRunner(Context context) : c_(std::move(context)) {}
+
+  void start();
+  bool started() const { return thread_.joinable(); }
+  // After WorkState::stop_requested was set and `wake` notified.
+  void join() { thread_.join(); }
+  // The last plan fully executed (the heartbeat reports it). Any thread.
+  const std::atomic<uint64_t>& finished_plan_seq() const { return finished_plan_seq_; }
+
+ private:
+  void loop();
+  void send_abort_request(const std::string& reason);
+  void handle_message(const v1::CoordinatorMessage& message);
+  void execute_plan(const v1::Plan& plan);
+
+  Context c_;
+  uint64_t last_plan_seq_ = 0;  // this thread only
+  std::atomic<uint64_t> finished_plan_seq_{0};
+  std::thread thread_;
+};
+
+}  // namespace hvrun::detail

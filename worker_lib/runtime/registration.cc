@@ -1,0 +1,44 @@
+#include "worker_lib/runtime/registration.h"
+
+#include <unistd.h>
+
+namespace hvrun::detail {
+namespace {
+
+constexpr int kProtocolVersion = 1;
+constexpr std::chrono::seconds kRegisterSlack{10};
+
+}  // namespace
+
+Result<Registration> register_worker(const Config& config, CoordinatorClient& client) {
+  v1::RegisterRequest request;
+  request.set_protocol_version(kProtocolVersion);
+  v1::WorkerInfo* info = request.mutable_worker();
+  info->set_host(config.host);
+  info->set_local_rank(config.local_rank);
+  info->set_pid(static_cast<int32_t>(getpid()));
+  info->set_device_kind(v1::DEVICE_KIND_CPU);
+  info->set_requested_rank(config.requested_rank);
+  info->set_hvrun_version(hvrun::version());
+  HVRUN_ASSIGN_OR_RETURN(
+      v1::RegisterResponse registered,
+      client.register_worker(request, config.start_timeout +
+                                          std::chrono::duration_cast<std::chrono::milliseconds>(kRegisterSlack)));
+  if (registered.protocol_version() != 0 && registered.protocol_version() != kProtocolVersion)
+    return failed_precondition("coordinator speaks protocol version " +
+                               std::to_string(registered.protocol_version()) +
+                               ", this worker library " + std::to_string(kProtocolVersion) +
+                               ": use the same hvrun version everywhere");
+  Registration r;
+  const v1::Topology& t = registered.topology();
+  r.topology = Topology{t.rank(), t.size(), t.local_rank(), t.local_size(), t.cross_rank(),
+                        t.cross_size()};
+  const v1::WorkerSettings& settings = registered.worker_settings();
+  if (settings.heartbeat_timeout_ms() > 0)
+    r.heartbeat_timeout = std::chrono::milliseconds(settings.heartbeat_timeout_ms());
+  r.timeline_from_start = settings.timeline_from_start();
+  r.response = std::move(registered);
+  return r;
+}
+
+}  // namespace hvrun::detail

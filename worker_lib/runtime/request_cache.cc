@@ -1,0 +1,61 @@
+#include "worker_lib/runtime/request_cache.h"
+
+namespace hvrun::detail {
+namespace {
+
+uint64_t fnv1a64(const std::string& bytes) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : bytes) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+bool runs_fast(const PendingOp& op) {
+  return op.op == v1::COLLECTIVE_OP_ALLREDUCE && !op.device.is_cuda() && op.group_id == 0;
+}
+
+}  // namespace
+
+std::optional<uint32_t> RequestCache::cached_id(const PendingOp& op) const {
+  auto it = entries_.find(op.name());
+  if (op.group_id != 0 || it == entries_.end() || it->second.signature != op.cache_signature())
+    return std::nullopt;
+  return it->second.id;
+}
+
+const CacheEntry* RequestCache::find(const std::string& name) const {
+  auto it = entries_.find(name);
+  return it == entries_.end() ? nullptr : &it->second;
+}
+
+void RequestCache::remember(const v1::Response& response,
+                            const std::vector<std::shared_ptr<PendingOp>>& entries) {
+  for (int i = 0; i < response.tensors_size(); ++i) {
+    uint32_t id = response.tensors(i).cache_id();
+    if (id == 0 || !entries[i]) continue;
+    const PendingOp& op = *entries[i];
+    std::string signature = op.cache_signature();
+    auto it = entries_.find(op.name());
+    // Unchanged, unless the entry came from a grouped allreduce (same signature, no fast entry)
+    // and this one could run fast.
+    if (it != entries_.end() && it->second.id == id && it->second.signature == signature &&
+        (!runs_fast(op) || it->second.fast_metadata))
+      continue;
+    entries_[op.name()] = make_entry(id, op, std::move(signature));
+  }
+}
+
+CacheEntry RequestCache::make_entry(uint32_t id, const PendingOp& op, std::string signature) const {
+  CacheEntry entry{id, std::move(signature), nullptr, 0};
+  if (!runs_fast(op)) return entry;
+  // The op's metadata only: no buffers, no handle (the entry outlives the call).
+  auto metadata = std::make_shared<PendingOp>(op);
+  metadata->input = nullptr;
+  metadata->output = nullptr;
+  metadata->stream = nullptr;
+  metadata->handle = nullptr;
+  entry.fast_metadata = std::move(metadata);
+  entry.signature_hash = fnv1a64(entry.signature);
+  return entry;
+}
+
+}  // namespace hvrun::detail

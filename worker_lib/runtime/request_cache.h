@@ -1,0 +1,47 @@
+// This rank's copy of the coordinator's response cache: for each tensor name, the cache id the
+// coordinator assigned and the metadata it was assigned for. A request whose metadata is
+// unchanged goes as its id alone; an allreduce of a CPU tensor also keeps what the fast path
+// needs to run it without the coordinator (the response to execute, a hash for the ranks to
+// compare).
+//
+// Threads: written while executing a plan (the executor's lock and the sender's lock both
+// held), so holding either one is enough to read it (runtime.h's lock order).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "hvrun.pb.h"
+#include "worker_lib/execution/pending_op.h"
+
+namespace hvrun::detail {
+
+struct CacheEntry {
+  uint32_t id = 0;
+  std::string signature;
+  // An allreduce of a CPU tensor, which the fast path may run: the op as cached (its fields, no
+  // buffers) and a hash of `signature`. Null and 0 for every other op.
+  std::shared_ptr<const PendingOp> fast_metadata;
+  uint64_t signature_hash = 0;
+};
+
+class RequestCache {
+ public:
+  // The id to send instead of `op`'s full request, when the coordinator cached it unchanged.
+  std::optional<uint32_t> cached_id(const PendingOp& op) const;
+  // Records the ids `response` assigned to this rank's ops (entries as in PlanExecutor).
+  void remember(const v1::Response& response,
+                const std::vector<std::shared_ptr<PendingOp>>& entries);
+  const CacheEntry* find(const std::string& name) const;
+
+ private:
+  CacheEntry make_entry(uint32_t id, const PendingOp& op, std::string signature) const;
+
+  std::unordered_map<std::string, CacheEntry> entries_;
+};
+
+}  // namespace hvrun::detail

@@ -1,0 +1,56 @@
+// The reader thread (`hvrun-reader`): it only blocks in the Negotiate stream's Read() (gRPC's
+// synchronous API cannot wait for a message and a wake-up at once) and hands each message to
+// the background thread through WorkState's inbox. A JobAbort tears the data plane down at
+// once, so a collective the background thread is blocked in fails promptly with the abort's
+// reason; plans received before it still run in order (barriers complete, collectives fail),
+// then every other handle fails. The stream ending while the worker did not shut down
+// (coordinator gone) fails every handle at once, naming the coordinator's address, and tears
+// the data plane down too.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <thread>
+
+#include "common/status.h"
+#include "hvrun.pb.h"
+#include "worker_lib/runtime/coordinator_client.h"
+#include "worker_lib/runtime/work_state.h"
+#include "worker_lib/telemetry/report_sender.h"
+#include "worker_lib/telemetry/worker_telemetry.h"
+
+namespace hvrun::detail {
+
+// A JobAbort as the status every failed handle carries (names the rank it blames).
+Status job_abort_status(const v1::JobAbort& abort);
+
+class StreamReader {
+ public:
+  struct Context {
+    WorkState& state;
+    NegotiationStream& stream;
+    telemetry::WorkerTelemetry& telemetry;
+    telemetry::ReportSender& reporter;
+    // Tears this rank's data planes down (any thread): collectives in progress fail at once.
+    std::function<void(const std::string& reason)> tear_down;
+    // The stream has ended (after WorkState::stream_ended is set).
+    std::function<void()> on_end;
+    int rank = 0;
+    std::string coordinator_address;
+  };
+  explicit StreamReader(Context context) : c_(std::move(context)) {}
+
+  void start();
+  void join() { thread_.join(); }
+
+ private:
+  void read();
+  // Once the stream ended with neither Goodbye nor JobAbort: why, in words that say who ended
+  // it (from the stream's final status).
+  Status stream_lost_status();
+
+  Context c_;
+  std::thread thread_;
+};
+
+}  // namespace hvrun::detail

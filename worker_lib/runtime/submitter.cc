@@ -1,0 +1,109 @@
+#include "worker_lib/runtime/submitter.h"
+
+#include "common/logging.h"
+
+namespace hvrun::detail {
+
+Handle Submitter::submit(std::shared_ptr<PendingOp> op) {
+  Handle handle(op->handle);
+  {
+    std::lock_guard<std::mutex> lock(state_.mutex);
+    if (state_.terminal) {
+      op->handle->complete(*state_.terminal);
+      return handle;
+    }
+    auto [it, inserted] = state_.in_flight.emplace(op->name(), op);
+    if (!inserted) {
+      op->handle->complete(already_exists(
+          "rank " + std::to_string(rank_) + ": tensor '" + op->name() +
+          "' submitted again while the previous one with that name is still in flight; wait "
+          "for it first or use another name"));
+      return handle;
+    }
+    telemetry_.on_submitted(op->name(), op->op);
+    state_.outbox.push_back(std::move(op));
+  }
+  lane_.refuse_current_round();
+  state_.wake.notify_all();
+  return handle;
+}
+
+std::vector<Handle> Submitter::submit_group(std::vector<std::shared_ptr<PendingOp>> ops) {
+  std::vector<Handle> handles;
+  for (const auto& op : ops) handles.emplace_back(op->handle);
+  {
+    std::lock_guard<std::mutex> lock(state_.mutex);
+    std::optional<Status> refusal = state_.terminal;
+    for (size_t i = 0; i < ops.size() && !refusal; ++i) {
+      bool repeated = state_.in_flight.count(ops[i]->name()) > 0;
+      for (size_t j = 0; j < i && !repeated; ++j) repeated = ops[j]->name() == ops[i]->name();
+      if (repeated)
+        refusal = already_exists("grouped allreduce: tensor '" + ops[i]->name() +
+                                 "' is in flight already or named twice in the group");
+    }
+    if (refusal) {
+      for (const auto& op : ops) op->handle->complete(*refusal);
+      return handles;
+    }
+    for (auto& op : ops) {
+      state_.in_flight.emplace(op->name(), op);
+      telemetry_.on_submitted(op->name(), op->op);
+      state_.outbox.push_back(std::move(op));
+    }
+  }
+  lane_.refuse_current_round();
+  state_.wake.notify_all();
+  return handles;
+}
+
+void Submitter::send_pending() {
+  {
+    std::lock_guard<std::mutex> lock(state_.mutex);
+    if (state_.outbox.empty()) return;  // the background thread sent it already (or is sending it)
+  }
+  flush_outbox();
+}
+
+void Submitter::flush_outbox() {
+  // Taking the outbox and writing it under the same send_mutex_ keeps batches in submission
+  // order: a join must never reach the coordinator before an op this rank submitted earlier.
+  std::lock_guard<std::mutex> send_lock(send_mutex_);
+  std::deque<std::shared_ptr<PendingOp>> outbox;
+  bool ended = false;
+  {
+    std::lock_guard<std::mutex> lock(state_.mutex);
+    outbox.swap(state_.outbox);
+    ended = state_.stream_ended;
+  }
+  if (!outbox.empty() && !ended) send_requests(outbox);
+}
+
+void Submitter::send_requests(std::deque<std::shared_ptr<PendingOp>>& batch) {
+  // The coordinator takes a batch's full requests first, then its cached ids: a full request
+  // after a cached one (a join after a cached allreduce) starts a new batch, so the coordinator
+  // sees this rank's submissions in their order.
+  v1::WorkerMessage message;
+  v1::RequestBatch* requests = message.mutable_requests();
+  bool written = true;
+  for (const auto& op : batch) {
+    if (std::optional<uint32_t> id = cache_.cached_id(*op)) {
+      requests->add_cached_ids(*id);
+    } else {
+      if (requests->cached_ids_size() > 0) {
+        written = stream_.write(message) && written;
+        requests->Clear();
+      }
+      *requests->add_requests() = op->to_request();
+    }
+  }
+  written = stream_.write(message) && written;
+  if (!written) SPDLOG_DEBUG("request batch not sent: stream closed (the reader reports why)");
+}
+
+void Submitter::remember_cache_ids(const v1::Response& response,
+                                   const std::vector<std::shared_ptr<PendingOp>>& entries) {
+  std::lock_guard<std::mutex> send_lock(send_mutex_);  // the cache: also read by senders
+  cache_.remember(response, entries);
+}
+
+}  // namespace hvrun::detail

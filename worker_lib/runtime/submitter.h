@@ -1,0 +1,70 @@
+// Submission and the outbox: API threads hand ops in (submit), and RequestBatches go to the
+// coordinator from whichever thread gets there first: the background thread (woken by a
+// submission, so a burst of async submissions goes as one batch) or a caller about to block on
+// a handle (send_pending: it writes its own batch instead of waiting for a thread hop). Full
+// metadata the first time, only the cache id once the coordinator assigned one and the
+// metadata is unchanged (request_cache.h).
+//
+// Threads: every method from any thread. The sender's lock (runtime.h's order: after the
+// executor's lock, before WorkState's) keeps one RequestBatch writer at a time and guards the
+// request cache.
+#pragma once
+
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "hvrun/handle.h"
+#include "worker_lib/runtime/coordinator_client.h"
+#include "worker_lib/runtime/execution_lane.h"
+#include "worker_lib/runtime/request_cache.h"
+#include "worker_lib/runtime/work_state.h"
+#include "worker_lib/telemetry/worker_telemetry.h"
+
+namespace hvrun::detail {
+
+class Submitter {
+ public:
+  Submitter(WorkState& state, ExecutionLane& lane, NegotiationStream& stream,
+            telemetry::WorkerTelemetry& telemetry, int rank)
+      : state_(state), lane_(lane), stream_(stream), telemetry_(telemetry), rank_(rank) {}
+
+  // Takes ownership of `op`; returns its handle (already failed when the runtime is not
+  // running or the name is in flight).
+  Handle submit(std::shared_ptr<PendingOp> op);
+  // All or nothing: every op is queued (in one batch), or every handle fails.
+  std::vector<Handle> submit_group(std::vector<std::shared_ptr<PendingOp>> ops);
+  // Sends what the outbox holds, unless it is empty (already sent or being sent).
+  void send_pending();
+  // Sends what the outbox holds.
+  void flush_outbox();
+
+  // The executor's lock held (the background thread, executing a plan): records the cache ids
+  // of `response`.
+  void remember_cache_ids(const v1::Response& response,
+                          const std::vector<std::shared_ptr<PendingOp>>& entries);
+  // The executor's lock held: the cache as the coordinator assigned it so far.
+  const RequestCache& cache() const { return cache_; }
+
+  // Runs `write` (a message of its own: Goodbye, a failure report) with no RequestBatch writer
+  // in between; a batch an API thread took is written first.
+  template <typename Write>
+  auto exclusive(Write write) {
+    std::lock_guard<std::mutex> lock(send_mutex_);
+    return write();
+  }
+
+ private:
+  void send_requests(std::deque<std::shared_ptr<PendingOp>>& batch);  // send_mutex_ held
+
+  WorkState& state_;
+  ExecutionLane& lane_;
+  NegotiationStream& stream_;
+  telemetry::WorkerTelemetry& telemetry_;
+  int rank_;
+  std::mutex send_mutex_;
+  RequestCache cache_;  // see request_cache.h for who writes it under which locks
+};
+
+}  // namespace hvrun::detail

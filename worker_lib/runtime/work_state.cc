@@ -1,0 +1,39 @@
+#include "worker_lib/runtime/work_state.h"
+
+#include <chrono>
+
+namespace hvrun::detail {
+namespace {
+
+constexpr std::chrono::seconds kAbortReasonWait{3};
+
+}  // namespace
+
+void WorkState::terminate(Status status) {
+  std::unordered_map<std::string, std::shared_ptr<PendingOp>> failed;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (terminal) return;
+    terminal = status;
+    failed.swap(in_flight);
+    outbox.clear();
+  }
+  for (auto& [name, op] : failed) op->handle->complete(status);
+}
+
+Status WorkState::explain_failure(Status failed) {
+  // A collective fails when a peer dies; the coordinator learns it too and says who (its
+  // JobAbort, which the reader turns into `terminal`). Give that a moment to arrive.
+  std::unique_lock<std::mutex> lock(mutex);
+  if (terminal && terminal->code() == StatusCode::kAborted) {
+    if (failed.code() == StatusCode::kAborted) return *terminal;  // the teardown's own words
+  } else if (failed.code() == StatusCode::kAborted) {
+    return failed;  // torn down by a JobAbort this thread has yet to handle: carries its reason
+  } else {
+    wake.wait_for(lock, kAbortReasonWait, [&] { return terminal.has_value() || stream_ended; });
+    if (!terminal || terminal->code() != StatusCode::kAborted) return failed;
+  }
+  return Status(StatusCode::kAborted, terminal->message() + " (data plane: " + failed.message() + ")");
+}
+
+}  // namespace hvrun::detail

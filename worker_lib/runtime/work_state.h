@@ -1,0 +1,51 @@
+// What the runtime's threads share about the work in progress: the ops in flight, what waits to
+// be sent or handled, and whether the runtime still takes work. One mutex guards all of it
+// (the innermost lock of runtime.h's order); `wake` is the background thread's wake-up, also
+// waited on by shutdown (the stream's end) and by explain_failure (the job's abort reason).
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+
+#include "common/status.h"
+#include "hvrun.pb.h"
+#include "worker_lib/execution/pending_op.h"
+
+namespace hvrun::detail {
+
+struct WorkState {
+  std::mutex mutex;
+  std::condition_variable wake;
+  // Every field below is guarded by `mutex`.
+  std::unordered_map<std::string, std::shared_ptr<PendingOp>> in_flight;  // by name
+  std::deque<std::shared_ptr<PendingOp>> outbox;                            // not yet sent
+  std::deque<v1::CoordinatorMessage> inbox;            // from the reader, for the loop thread
+  std::optional<Status> terminal;                      // set once the runtime stops taking work
+  std::optional<std::string> abort_reason;             // abort() asked, not yet sent
+  bool stop_requested = false;
+  bool stream_ended = false;
+  bool shut_down = false;
+  uint64_t barrier_counter = 0;
+  uint64_t group_counter = 0;
+  uint64_t plans_received = 0;  // by the reader thread
+  uint64_t plans_started = 0;   // by the background thread
+  bool skipped_plan = false;    // a plan arrived after `terminal` (not run)
+
+  // Fails every in-flight op with `status` and makes later submissions fail with it too; the
+  // first status wins. Any thread, `mutex` not held.
+  void terminate(Status status);
+  // `mutex` held: an op of this rank waits for the coordinator (in flight or unsent).
+  bool waiting_for_coordinator() const { return !in_flight.empty() || !outbox.empty(); }
+  // A failed collective's status, or the job's abort reason when one arrives shortly after
+  // (the coordinator's JobAbort names the dead rank; the data plane only says "connection
+  // reset"). `mutex` not held.
+  Status explain_failure(Status failed);
+};
+
+}  // namespace hvrun::detail
