@@ -6,7 +6,10 @@
 //    bytes, also when read again after a delay, while faster peers race ahead to reuse the slot);
 //  - liveness: refusals and aborts end peers' waits at once, an absent rank at the deadline, and
 //    no call outlives its deadline by much.
-// Sleeps only make interleavings likely (nothing relies on them); every wait is bounded.
+// A step that must find peers asleep in the board's futex wait (to check that it wakes them)
+// waits until the kernel says they are (tests/support/futex_sleep.h), never for a sleep to be
+// long enough. The randomised stress test's sleeps are lateness under test, not ordering; every
+// wait is bounded.
 #include "worker_lib/backends/shm/round_board.h"
 
 #include <gtest/gtest.h>
@@ -32,6 +35,8 @@
 #include <tuple>
 #include <vector>
 
+#include "tests/support/futex_sleep.h"
+
 namespace hvrun::detail::shm {
 namespace {
 
@@ -56,6 +61,20 @@ double ms_since(Clock::time_point start) {
 void await(const std::atomic<int>& count, int n) {
   const auto until = in(seconds(20));
   while (count.load() < n && Clock::now() < until) std::this_thread::yield();
+}
+
+// Until every thread of `tids` sleeps in futex(2) (peers waiting in the board), 20 s at most.
+void await_asleep(const std::vector<pid_t>& tids) {
+  EXPECT_TRUE(test::wait_until_asleep_in_futex(tids, seconds(20)))
+      << "peers never went to sleep in the board's futex wait";
+}
+
+// The thread ids of every rank but `except`, once each has written its own into `tids`.
+std::vector<pid_t> all_but(const std::vector<pid_t>& tids, int except) {
+  std::vector<pid_t> out;
+  for (size_t r = 0; r < tids.size(); ++r)
+    if (static_cast<int>(r) != except) out.push_back(tids[r]);
+  return out;
 }
 
 // Every 8 bytes of rank r's payload for gen g are distinct from any other (g, r)'s, so a torn
@@ -222,14 +241,18 @@ TEST_P(RanksTest, ARefusalBeforeOrDuringTheWaitFailsPeersPromptly) {
     ThreadBoard board(ranks);
     constexpr uint32_t kGen = 11;
     if (mode == "before") board[refuser].refuse(kGen);
-    std::atomic<int> peers_out{0};
+    std::atomic<int> peers_in{0}, peers_out{0};
+    std::vector<pid_t> tids(static_cast<size_t>(ranks));
     run_ranks(board, seconds(30), [&](int rank) {
       std::string error;
       EXPECT_EQ(play(board[rank], rank, ranks, kGen - 1, 16, make_key(kGen - 1, 16),
                      in(seconds(10)), &error),
                 RoundOutcome::kAgreed);
       if (rank == refuser) {  // never joins kGen
-        if (mode != "before") std::this_thread::sleep_for(milliseconds(30));
+        if (mode != "before") {  // refuses while the peers sleep in their wait for kGen
+          await(peers_in, ranks - 1);
+          await_asleep(all_but(tids, refuser));
+        }
         if (mode == "during") board[rank].refuse(kGen);
         const bool oversized = mode == "oversized";
         const std::byte* p =
@@ -238,6 +261,8 @@ TEST_P(RanksTest, ARefusalBeforeOrDuringTheWaitFailsPeersPromptly) {
         await(peers_out, ranks - 1);  // the refusal alone must wake them: no other step first
         if (oversized) board[rank].release();
       } else {
+        tids[static_cast<size_t>(rank)] = test::this_thread_id();
+        peers_in.fetch_add(1);
         const auto start = Clock::now();
         const auto outcome =
             play(board[rank], rank, ranks, kGen, 16, make_key(kGen, 16), in(seconds(10)), &error);
@@ -260,15 +285,17 @@ TEST_P(RanksTest, ALateArrivalWakesPeersWaitingInJoin) {
   ThreadBoard board(ranks);
   std::atomic<int> waiting{0}, peers_out{0};
   std::atomic<Clock::rep> arrived_at{0};
+  std::vector<pid_t> tids(static_cast<size_t>(ranks));
   run_ranks(board, seconds(30), [&](int rank) {
     std::byte* p = board[rank].open(3, 16, in(seconds(10)));
     ASSERT_NE(p, nullptr);
     fill_payload(p, 16, 3, rank);
     if (rank == late) {
       await(waiting, ranks - 1);
-      std::this_thread::sleep_for(milliseconds(30));  // peers are asleep by now, most likely
+      await_asleep(all_but(tids, late));
       arrived_at = Clock::now().time_since_epoch().count();
     } else {
+      tids[static_cast<size_t>(rank)] = test::this_thread_id();
       waiting.fetch_add(1);
     }
     EXPECT_EQ(board[rank].join(3, make_key(3, 16), in(seconds(10))), RoundOutcome::kAgreed);
@@ -321,9 +348,10 @@ TEST_P(RanksTest, AnAbsentRankIsRefusedAtTheDeadlineAndCannotJoinLate) {
 // another thread aborts the board: each must return kAborted at once.
 void peers_wait_until_abort(ThreadBoard& board, int absent, uint32_t gen) {
   std::atomic<int> waiting{0};
+  std::vector<pid_t> tids(static_cast<size_t>(board.ranks()));
   std::thread aborter([&] {
     await(waiting, board.ranks() - 1);
-    std::this_thread::sleep_for(milliseconds(30));  // into their futex sleep, most likely
+    await_asleep(all_but(tids, absent));
     board[absent].abort();
   });
   run_ranks(board, seconds(30), [&](int rank) {
@@ -331,6 +359,7 @@ void peers_wait_until_abort(ThreadBoard& board, int absent, uint32_t gen) {
     std::byte* p = board[rank].open(gen, 8, in(seconds(30)));
     ASSERT_NE(p, nullptr);
     fill_payload(p, 8, gen, rank);
+    tids[static_cast<size_t>(rank)] = test::this_thread_id();
     waiting.fetch_add(1);
     const auto start = Clock::now();
     EXPECT_EQ(round_outcome_name(board[rank].join(gen, make_key(gen, 8), in(seconds(30)))),
@@ -376,6 +405,7 @@ TEST_P(RanksTest, AbortWakesARankWaitingInOpenForABusySlot) {
   ThreadBoard board(ranks);
   std::atomic<int> in_open{0}, out_of_open{0};
   std::atomic<bool> aborted{false};
+  std::vector<pid_t> tids(static_cast<size_t>(ranks));
   run_ranks(board, seconds(30), [&](int rank) {
     std::byte* p = board[rank].open(0, 16, in(seconds(10)));
     ASSERT_NE(p, nullptr);
@@ -384,7 +414,7 @@ TEST_P(RanksTest, AbortWakesARankWaitingInOpenForABusySlot) {
     if (rank == 0) {
       // Holds round 0 while peers wait for its slot (gen 4), then aborts.
       await(in_open, ranks - 1);
-      std::this_thread::sleep_for(milliseconds(30));
+      await_asleep(all_but(tids, 0));
       aborted = true;
       board[rank].abort();
       // Releases once the peers' open() returned (a slot freed as the abort lands lets it in).
@@ -397,6 +427,7 @@ TEST_P(RanksTest, AbortWakesARankWaitingInOpenForABusySlot) {
     for (uint32_t gen = 1; gen < 4; ++gen)  // rank 0 is absent: they fail at 2 ms
       EXPECT_TRUE(not_agreed(
           play(board[rank], rank, ranks, gen, 16, make_key(gen, 16), in(milliseconds(2)), &error)));
+    tids[static_cast<size_t>(rank)] = test::this_thread_id();
     in_open.fetch_add(1);
     const auto start = Clock::now();
     EXPECT_EQ(board[rank].open(4, 16, in(seconds(30))), nullptr) << "rank " << rank;
@@ -423,6 +454,7 @@ TEST_P(SlowReaderTest, ASlowReaderKeepsItsRoundUntilItReleases) {
     constexpr uint32_t g = 40;
     std::atomic<int> peers_opening{0}, peers_done{0};  // peers in open(g+4), out of it
     std::atomic<Clock::rep> released_at{0};            // when rank 0 released round g (0: not yet)
+    std::vector<pid_t> tids(static_cast<size_t>(ranks));
     run_ranks(board, seconds(60), [&](int rank) {
       RoundBoard& b = board[rank];
       std::string error;
@@ -433,7 +465,7 @@ TEST_P(SlowReaderTest, ASlowReaderKeepsItsRoundUntilItReleases) {
       EXPECT_EQ(check_payloads(b, ranks, bytes, g), "");
       if (rank == 0) {
         await(peers_wait_long ? peers_opening : peers_done, ranks - 1);
-        if (peers_wait_long) std::this_thread::sleep_for(milliseconds(50));  // in open(g+4)
+        if (peers_wait_long) await_asleep(all_but(tids, 0));  // in open(g+4)
         EXPECT_EQ(check_payloads(b, ranks, bytes, g), "") << "round g overwritten before release";
         released_at = Clock::now().time_since_epoch().count();
         b.release();
@@ -447,6 +479,7 @@ TEST_P(SlowReaderTest, ASlowReaderKeepsItsRoundUntilItReleases) {
         for (uint32_t gen = g + 1; gen <= g + 3; ++gen)
           EXPECT_TRUE(not_agreed(
               play(b, rank, ranks, gen, bytes, make_key(gen, bytes), in(milliseconds(3)), &error)));
+        tids[static_cast<size_t>(rank)] = test::this_thread_id();
         peers_opening.fetch_add(1);
         const auto start = Clock::now();
         std::byte* q = b.open(g + 4, bytes, in(peers_wait_long ? seconds(10) : milliseconds(30)));
@@ -682,11 +715,12 @@ class ProcessBoard {
 };
 
 // Forks one child per rank running body(rank), whose return value is its exit status; runs
-// `meanwhile` in the parent, then waits at most `limit` for all. Returns each child's exit status
-// (-1: killed by a signal, or still running at the limit: then SIGKILLed by pid and reaped;
-// -2: never started, fork failed).
-std::vector<int> run_children(int ranks, seconds limit, const std::function<int(int)>& body,
-                              const std::function<void()>& meanwhile = {}) {
+// `meanwhile(their pids)` in the parent, then waits at most `limit` for all. Returns each
+// child's exit status (-1: killed by a signal, or still running at the limit: then SIGKILLed by
+// pid and reaped; -2: never started, fork failed).
+std::vector<int> run_children(
+    int ranks, seconds limit, const std::function<int(int)>& body,
+    const std::function<void(const std::vector<pid_t>&)>& meanwhile = {}) {
   std::fflush(nullptr);  // buffered output would be written once per child too
   std::vector<pid_t> pids;
   for (int r = 0; r < ranks; ++r) {
@@ -695,7 +729,7 @@ std::vector<int> run_children(int ranks, seconds limit, const std::function<int(
     if (pid < 0) break;  // its status stays -2 (never started): the caller's check fails
     pids.push_back(pid);
   }
-  if (meanwhile) meanwhile();
+  if (meanwhile) meanwhile(pids);
   constexpr int kRunning = -2;
   std::vector<int> status(static_cast<size_t>(ranks), kRunning);
   const auto until = in(limit);
@@ -783,9 +817,9 @@ TEST_P(RanksTest, AbortInOneProcessWakesWaitersInOtherProcesses) {
         b.release();
         return kChildOk;
       },
-      [&] {
+      [&](const std::vector<pid_t>& children) {
         await(waiting, ranks - 1);
-        std::this_thread::sleep_for(milliseconds(30));  // into their futex sleep, most likely
+        await_asleep(children);  // single-threaded: each child's pid is its thread's id
         parent.abort();
       });
   for (int r = 0; r < ranks - 1; ++r)

@@ -1,9 +1,10 @@
 // The submitting thread sends its own RequestBatch (issue 11's latency work, runtime.cc
 // flush_outbox): many threads at once, cache hits and metadata changes, through real jobs
-// (worker_harness.h: in-process coordinator, worker processes, shm data plane on one host).
+// (tests/support/worker_job.h: in-process coordinator, worker processes, shm data plane on one
+// host).
 #include <gtest/gtest.h>
 
-#include "tests/worker/worker_harness.h"
+#include "tests/support/worker_job.h"
 
 namespace hvrun::test {
 namespace {
