@@ -63,6 +63,15 @@ void await(const std::atomic<int>& count, int n) {
   while (count.load() < n && Clock::now() < until) std::this_thread::yield();
 }
 
+// When a step happened, for peers on other threads (or processes: the clock is the system's
+// monotonic one) to measure how promptly it woke them: 0 until it has.
+using Stamp = std::atomic<Clock::rep>;
+void stamp_now(Stamp& stamp) { stamp = Clock::now().time_since_epoch().count(); }
+Clock::time_point time_of(const Stamp& stamp) {
+  return Clock::time_point{Clock::duration(stamp.load())};
+}
+bool happened(const Stamp& stamp) { return stamp.load() != 0; }
+
 // Until every thread of `tids` sleeps in futex(2) (peers waiting in the board), 20 s at most.
 void await_asleep(const std::vector<pid_t>& tids) {
   EXPECT_TRUE(test::wait_until_asleep_in_futex(tids, seconds(20)))
@@ -243,6 +252,7 @@ TEST_P(RanksTest, ARefusalBeforeOrDuringTheWaitFailsPeersPromptly) {
     if (mode == "before") board[refuser].refuse(kGen);
     std::atomic<int> peers_in{0}, peers_out{0};
     std::vector<pid_t> tids(static_cast<size_t>(ranks));
+    Stamp refused_at{0};
     run_ranks(board, seconds(30), [&](int rank) {
       std::string error;
       EXPECT_EQ(play(board[rank], rank, ranks, kGen - 1, 16, make_key(kGen - 1, 16),
@@ -252,6 +262,7 @@ TEST_P(RanksTest, ARefusalBeforeOrDuringTheWaitFailsPeersPromptly) {
         if (mode != "before") {  // refuses while the peers sleep in their wait for kGen
           await(peers_in, ranks - 1);
           await_asleep(all_but(tids, refuser));
+          stamp_now(refused_at);
         }
         if (mode == "during") board[rank].refuse(kGen);
         const bool oversized = mode == "oversized";
@@ -267,7 +278,11 @@ TEST_P(RanksTest, ARefusalBeforeOrDuringTheWaitFailsPeersPromptly) {
         const auto outcome =
             play(board[rank], rank, ranks, kGen, 16, make_key(kGen, 16), in(seconds(10)), &error);
         EXPECT_EQ(name_of(outcome), "failed") << "rank " << rank;
-        EXPECT_LT(ms_since(start), kPromptMs + 30) << "rank " << rank << " missed the refusal";
+        if (mode != "before") {
+          EXPECT_TRUE(happened(refused_at)) << "rank " << rank << " failed before the refusal";
+        }
+        const auto refused = mode == "before" ? start : time_of(refused_at);
+        EXPECT_LT(ms_since(refused), kPromptMs) << "rank " << rank << " missed the refusal";
         peers_out.fetch_add(1);
       }  // all meet again in the next round
       const auto next = play(board[rank], rank, ranks, kGen + 1, 4096, make_key(kGen + 1, 4096),
@@ -284,7 +299,7 @@ TEST_P(RanksTest, ALateArrivalWakesPeersWaitingInJoin) {
   const int late = ranks - 1;
   ThreadBoard board(ranks);
   std::atomic<int> waiting{0}, peers_out{0};
-  std::atomic<Clock::rep> arrived_at{0};
+  Stamp arrived_at{0};
   std::vector<pid_t> tids(static_cast<size_t>(ranks));
   run_ranks(board, seconds(30), [&](int rank) {
     std::byte* p = board[rank].open(3, 16, in(seconds(10)));
@@ -293,15 +308,15 @@ TEST_P(RanksTest, ALateArrivalWakesPeersWaitingInJoin) {
     if (rank == late) {
       await(waiting, ranks - 1);
       await_asleep(all_but(tids, late));
-      arrived_at = Clock::now().time_since_epoch().count();
+      stamp_now(arrived_at);
     } else {
       tids[static_cast<size_t>(rank)] = test::this_thread_id();
       waiting.fetch_add(1);
     }
     EXPECT_EQ(board[rank].join(3, make_key(3, 16), in(seconds(10))), RoundOutcome::kAgreed);
     EXPECT_EQ(check_payloads(board[rank], ranks, 16, 3), "");
-    const Clock::time_point arrived{Clock::duration(arrived_at.load())};
-    EXPECT_TRUE(rank == late || ms_since(arrived) < kPromptMs) << "rank " << rank << " slept on";
+    EXPECT_TRUE(rank == late || (happened(arrived_at) && ms_since(time_of(arrived_at)) < kPromptMs))
+        << "rank " << rank << " slept on, or returned before the late rank arrived";
     peers_out.fetch_add(rank == late ? 0 : 1);
     await(peers_out, ranks - 1);  // the late rank releases (a ring) only once they returned
     board[rank].release();
@@ -349,9 +364,11 @@ TEST_P(RanksTest, AnAbsentRankIsRefusedAtTheDeadlineAndCannotJoinLate) {
 void peers_wait_until_abort(ThreadBoard& board, int absent, uint32_t gen) {
   std::atomic<int> waiting{0};
   std::vector<pid_t> tids(static_cast<size_t>(board.ranks()));
+  Stamp aborted_at{0};
   std::thread aborter([&] {
     await(waiting, board.ranks() - 1);
     await_asleep(all_but(tids, absent));
+    stamp_now(aborted_at);
     board[absent].abort();
   });
   run_ranks(board, seconds(30), [&](int rank) {
@@ -361,10 +378,10 @@ void peers_wait_until_abort(ThreadBoard& board, int absent, uint32_t gen) {
     fill_payload(p, 8, gen, rank);
     tids[static_cast<size_t>(rank)] = test::this_thread_id();
     waiting.fetch_add(1);
-    const auto start = Clock::now();
     EXPECT_EQ(round_outcome_name(board[rank].join(gen, make_key(gen, 8), in(seconds(30)))),
               std::string("aborted"));
-    EXPECT_LT(ms_since(start), kPromptMs);
+    ASSERT_TRUE(happened(aborted_at)) << "rank " << rank << " returned before the abort";
+    EXPECT_LT(ms_since(time_of(aborted_at)), kPromptMs);
     board[rank].release();
   });
   aborter.join();
@@ -404,7 +421,7 @@ TEST_P(RanksTest, AbortWakesARankWaitingInOpenForABusySlot) {
   const int ranks = GetParam();
   ThreadBoard board(ranks);
   std::atomic<int> in_open{0}, out_of_open{0};
-  std::atomic<bool> aborted{false};
+  Stamp aborted_at{0};
   std::vector<pid_t> tids(static_cast<size_t>(ranks));
   run_ranks(board, seconds(30), [&](int rank) {
     std::byte* p = board[rank].open(0, 16, in(seconds(10)));
@@ -415,7 +432,7 @@ TEST_P(RanksTest, AbortWakesARankWaitingInOpenForABusySlot) {
       // Holds round 0 while peers wait for its slot (gen 4), then aborts.
       await(in_open, ranks - 1);
       await_asleep(all_but(tids, 0));
-      aborted = true;
+      stamp_now(aborted_at);
       board[rank].abort();
       // Releases once the peers' open() returned (a slot freed as the abort lands lets it in).
       await(out_of_open, ranks - 1);
@@ -429,11 +446,10 @@ TEST_P(RanksTest, AbortWakesARankWaitingInOpenForABusySlot) {
           play(board[rank], rank, ranks, gen, 16, make_key(gen, 16), in(milliseconds(2)), &error)));
     tids[static_cast<size_t>(rank)] = test::this_thread_id();
     in_open.fetch_add(1);
-    const auto start = Clock::now();
     EXPECT_EQ(board[rank].open(4, 16, in(seconds(30))), nullptr) << "rank " << rank;
     out_of_open.fetch_add(1);
-    EXPECT_TRUE(aborted.load()) << "rank " << rank << "'s open() returned before the abort";
-    EXPECT_LT(ms_since(start), kPromptMs);
+    ASSERT_TRUE(happened(aborted_at)) << "rank " << rank << "'s open() returned before the abort";
+    EXPECT_LT(ms_since(time_of(aborted_at)), kPromptMs);
     board[rank].release();
   });
 }
@@ -453,7 +469,7 @@ TEST_P(SlowReaderTest, ASlowReaderKeepsItsRoundUntilItReleases) {
     ThreadBoard board(ranks);
     constexpr uint32_t g = 40;
     std::atomic<int> peers_opening{0}, peers_done{0};  // peers in open(g+4), out of it
-    std::atomic<Clock::rep> released_at{0};            // when rank 0 released round g (0: not yet)
+    Stamp released_at{0};                              // when rank 0 released round g
     std::vector<pid_t> tids(static_cast<size_t>(ranks));
     run_ranks(board, seconds(60), [&](int rank) {
       RoundBoard& b = board[rank];
@@ -467,7 +483,7 @@ TEST_P(SlowReaderTest, ASlowReaderKeepsItsRoundUntilItReleases) {
         await(peers_wait_long ? peers_opening : peers_done, ranks - 1);
         if (peers_wait_long) await_asleep(all_but(tids, 0));  // in open(g+4)
         EXPECT_EQ(check_payloads(b, ranks, bytes, g), "") << "round g overwritten before release";
-        released_at = Clock::now().time_since_epoch().count();
+        stamp_now(released_at);
         b.release();
         await(peers_done, ranks - 1);  // the release alone must wake them: no other step first
         // Skips g+1..g+3 (peers refused it there); meets them at g+4 or g+5.
@@ -483,8 +499,8 @@ TEST_P(SlowReaderTest, ASlowReaderKeepsItsRoundUntilItReleases) {
         peers_opening.fetch_add(1);
         const auto start = Clock::now();
         std::byte* q = b.open(g + 4, bytes, in(peers_wait_long ? seconds(10) : milliseconds(30)));
-        const Clock::time_point released{Clock::duration(released_at.load())};
-        const bool was_released = released.time_since_epoch().count() != 0;
+        const Clock::time_point released = time_of(released_at);
+        const bool was_released = happened(released_at);
         peers_done.fetch_add(1);
         if (peers_wait_long) {
           ASSERT_NE(q, nullptr) << "rank " << rank;
@@ -693,13 +709,15 @@ TEST_P(StressTest, EveryRankSeesTheSameOutcomeAndExactPayloadsUnderRandomInterle
 INSTANTIATE_TEST_SUITE_P(round_board, StressTest, testing::Values(2, 3, 4));
 
 // ---- across processes ---------------------------------------------------------------------------
-// A board in a MAP_SHARED anonymous mapping, inherited by forked children, and a counter after it.
+// A board in a MAP_SHARED anonymous mapping, inherited by forked children, and a counter and a
+// stamp after it.
 class ProcessBoard {
  public:
   explicit ProcessBoard(int ranks)
       : bytes_((RoundBoard::bytes_needed(ranks) + 4095) / 4096 * 4096 + 4096),
         memory_(::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0)),
-        counter_(new (static_cast<std::byte*>(memory_) + bytes_ - 4096) std::atomic<int>{0}) {
+        counter_(new (static_cast<std::byte*>(memory_) + bytes_ - 4096) std::atomic<int>{0}),
+        stamp_(new (static_cast<std::byte*>(memory_) + bytes_ - 4096 + 64) Stamp{0}) {
     RoundBoard::initialise(memory_, ranks);
   }
   ~ProcessBoard() { ::munmap(memory_, bytes_); }
@@ -707,11 +725,13 @@ class ProcessBoard {
   ProcessBoard& operator=(const ProcessBoard&) = delete;
   void* memory() const { return memory_; }
   std::atomic<int>& counter() { return *counter_; }
+  Stamp& stamp() { return *stamp_; }
 
  private:
   size_t bytes_;
   void* memory_;  // MAP_FAILED would crash at once, in the constructor
   std::atomic<int>* counter_;
+  Stamp* stamp_;
 };
 
 // Forks one child per rank running body(rank), whose return value is its exit status; runs
@@ -800,6 +820,7 @@ TEST_P(RanksTest, AbortInOneProcessWakesWaitersInOtherProcesses) {
   ProcessBoard shared(ranks);
   RoundBoard parent(shared.memory(), parent_rank, ranks);
   std::atomic<int>& waiting = shared.counter();
+  Stamp& aborted_at = shared.stamp();
   const auto status = run_children(
       ranks - 1, seconds(30),
       [&](int rank) {
@@ -808,9 +829,9 @@ TEST_P(RanksTest, AbortInOneProcessWakesWaitersInOtherProcesses) {
         if (p == nullptr) return kChildNullOpen;
         fill_payload(p, 64, 5, rank);
         waiting.fetch_add(1);
-        const auto start = Clock::now();
         const RoundOutcome outcome = b.join(5, make_key(5, 64), in(seconds(30)));
-        if (ms_since(start) > kPromptMs + 30) return kChildTooSlow;
+        if (!happened(aborted_at)) return kChildWrongOutcome;  // returned before the abort
+        if (ms_since(time_of(aborted_at)) > kPromptMs) return kChildTooSlow;
         if (outcome != RoundOutcome::kAborted) return kChildWrongOutcome;
         b.release();
         if (b.open(6, 64, in(seconds(30))) != nullptr) return kChildWrongOutcome;
@@ -820,6 +841,7 @@ TEST_P(RanksTest, AbortInOneProcessWakesWaitersInOtherProcesses) {
       [&](const std::vector<pid_t>& children) {
         await(waiting, ranks - 1);
         await_asleep(children);  // single-threaded: each child's pid is its thread's id
+        stamp_now(aborted_at);
         parent.abort();
       });
   for (int r = 0; r < ranks - 1; ++r)
