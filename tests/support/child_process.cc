@@ -12,6 +12,7 @@
 #include <sstream>
 #include <thread>
 
+#include "tests/support/poll_until.h"
 #include "tests/support/subprocess.h"
 
 extern char** environ;
@@ -225,14 +226,13 @@ bool process_gone(pid_t pid) {
 }
 
 bool wait_all_gone(const std::vector<pid_t>& pids, std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (true) {
-    bool all = true;
-    for (pid_t p : pids) all = all && process_gone(p);
-    if (all) return true;
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // polling a bounded condition
-  }
+  return poll_until(
+      [&pids] {
+        for (pid_t p : pids)
+          if (!process_gone(p)) return false;
+        return true;
+      },
+      timeout, std::chrono::milliseconds(10));
 }
 
 }  // namespace hvrun::test

@@ -5,7 +5,8 @@
 
 #include <fstream>
 #include <string>
-#include <thread>
+
+#include "tests/support/poll_until.h"
 
 namespace hvrun::test {
 
@@ -20,14 +21,13 @@ bool asleep_in_futex(pid_t tid) {
 }
 
 bool wait_until_asleep_in_futex(const std::vector<pid_t>& tids, std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (true) {
-    bool all = true;
-    for (pid_t tid : tids) all = all && asleep_in_futex(tid);
-    if (all) return true;
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(std::chrono::microseconds(200));  // polling a bounded condition
-  }
+  return poll_until(
+      [&tids] {
+        for (pid_t tid : tids)
+          if (!asleep_in_futex(tid)) return false;
+        return true;
+      },
+      timeout, std::chrono::microseconds(200));
 }
 
 }  // namespace hvrun::test
