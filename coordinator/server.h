@@ -16,7 +16,7 @@
 
 #include "common/settings.h"
 #include "common/status.h"
-#include "coordinator/telemetry/job_telemetry.h"
+#include "coordinator/job_telemetry.h"
 
 namespace hvrun::coordinator {
 
@@ -119,7 +119,7 @@ class CoordinatorServer {
   // ABORTED status, or the rendezvous' DEADLINE_EXCEEDED. nullopt while the job still runs.
   virtual std::optional<Status> wait_for_end(std::chrono::milliseconds timeout) = 0;
 
-  // Any thread: what the ranks are doing now (coordinator/telemetry/job_telemetry.h). Cheap
+  // Any thread: what the ranks are doing now (coordinator/job_telemetry.h). Cheap
   // enough for a Prometheus scrape; stays readable after the job ended (for the summary).
   virtual telemetry::JobTelemetry telemetry() const { return {}; }
 };

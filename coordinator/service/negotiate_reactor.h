@@ -13,7 +13,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "coordinator/service/job.h"
-#include "coordinator/service/stream_sink.h"
+#include "coordinator/stream_sink.h"
 #include "hvrun.pb.h"
 
 namespace hvrun::coordinator::service {

@@ -6,12 +6,6 @@
 
 namespace hvrun::coordinator::service {
 
-std::shared_ptr<const grpc::ByteBuffer> serialize(const v1::CoordinatorMessage& message) {
-  const std::string bytes = message.SerializeAsString();
-  grpc::Slice slice(bytes);
-  return std::make_shared<const grpc::ByteBuffer>(&slice, 1);
-}
-
 namespace {
 constexpr size_t kPlanSummaries = 4096;  // how many recent plans a stall report can name
 

@@ -32,7 +32,7 @@
 #include <vector>
 
 #include "coordinator/negotiation_engine.h"
-#include "coordinator/service/stream_sink.h"
+#include "coordinator/stream_sink.h"
 #include "coordinator/telemetry/negotiation_observer.h"
 
 namespace hvrun::coordinator::service {

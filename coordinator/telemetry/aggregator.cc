@@ -91,22 +91,22 @@ void Aggregator::ensure_process_locked(int pid) {
   timeline_->name_process(pid, name, pid);
 }
 
-std::vector<std::shared_ptr<service::StreamSink>> Aggregator::sinks_locked() const {
-  std::vector<std::shared_ptr<service::StreamSink>> sinks;
+std::vector<std::shared_ptr<StreamSink>> Aggregator::sinks_locked() const {
+  std::vector<std::shared_ptr<StreamSink>> sinks;
   for (const RankState& r : ranks_)
     if (r.sink) sinks.push_back(r.sink);
   return sinks;
 }
 
-void Aggregator::tell(const std::vector<std::shared_ptr<service::StreamSink>>& sinks, bool recording) {
+void Aggregator::tell(const std::vector<std::shared_ptr<StreamSink>>& sinks, bool recording) {
   if (sinks.empty()) return;
   v1::CoordinatorMessage message;
   message.mutable_timeline()->set_recording(recording);
-  const auto bytes = service::serialize(message);
+  const auto bytes = serialize(message);
   for (const auto& sink : sinks) sink->send(bytes);
 }
 
-void Aggregator::on_attached(int rank, std::shared_ptr<service::StreamSink> sink,
+void Aggregator::on_attached(int rank, std::shared_ptr<StreamSink> sink,
                              const std::string& host, int local_rank) {
   bool recording = false;
   {
@@ -196,7 +196,7 @@ void Aggregator::on_report(int rank, const v1::TelemetryReport& report) {
 }
 
 void Aggregator::on_timeline_control(int rank, const std::string& filename) {
-  std::vector<std::shared_ptr<service::StreamSink>> sinks;
+  std::vector<std::shared_ptr<StreamSink>> sinks;
   bool recording = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);

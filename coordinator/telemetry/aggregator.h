@@ -26,8 +26,8 @@
 #include <vector>
 
 #include "common/status.h"
-#include "coordinator/service/stream_sink.h"
-#include "coordinator/telemetry/job_telemetry.h"
+#include "coordinator/stream_sink.h"
+#include "coordinator/job_telemetry.h"
 #include "coordinator/telemetry/negotiation_observer.h"
 #include "coordinator/telemetry/timeline_writer.h"
 #include "hvrun.pb.h"
@@ -49,7 +49,7 @@ class Aggregator final : public NegotiationObserver {
   Status startup_status() const;
 
   // Streams (gRPC threads).
-  void on_attached(int rank, std::shared_ptr<service::StreamSink> sink, const std::string& host,
+  void on_attached(int rank, std::shared_ptr<StreamSink> sink, const std::string& host,
                    int local_rank);
   void on_goodbye(int rank);
   void on_lost(int rank);
@@ -71,7 +71,7 @@ class Aggregator final : public NegotiationObserver {
  private:
   struct RankState {
     RankTelemetry t;
-    std::shared_ptr<service::StreamSink> sink;  // null once gone
+    std::shared_ptr<StreamSink> sink;  // null once gone
     bool reported = false;
     TimePoint last_report{};
     std::deque<std::pair<TimePoint, uint64_t>> step_samples;  // for the step rate
@@ -90,8 +90,8 @@ class Aggregator final : public NegotiationObserver {
   // Stopping: `rank` has nothing more to write; closes the file after the last such rank.
   void stop_done_locked(int rank);
   void ensure_process_locked(int pid);
-  std::vector<std::shared_ptr<service::StreamSink>> sinks_locked() const;
-  void tell(const std::vector<std::shared_ptr<service::StreamSink>>& sinks, bool recording);
+  std::vector<std::shared_ptr<StreamSink>> sinks_locked() const;
+  void tell(const std::vector<std::shared_ptr<StreamSink>>& sinks, bool recording);
   void mark_locked(const std::string& name, int rank, TimePoint arrived);
   // Marks a cached request; false when the id's name is not known yet.
   bool mark_id_locked(uint32_t id, int rank, TimePoint arrived);

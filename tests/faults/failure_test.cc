@@ -7,10 +7,6 @@
 //    10 s, naming the coordinator's address.
 // Every process has a hard deadline and is killed by pid / process group.
 #include <gtest/gtest.h>
-#include <stdlib.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <signal.h>
 
 #include <chrono>
@@ -18,9 +14,10 @@
 #include <functional>
 #include <thread>
 
-#include "tests/faults/background_process.h"
+#include "tests/support/child_process.h"
 #include "tests/support/subprocess.h"
-#include "tests/worker/worker_harness.h"
+#include "tests/support/temp_dir.h"
+#include "tests/support/worker_job.h"
 
 namespace hvrun::test {
 namespace {
@@ -70,6 +67,8 @@ TEST(Faults, RankKilledMidAllreduceFailsEveryOtherRankAndHvrunNamesIt) {
     EXPECT_NE(r.out.find(tag), std::string::npos) << r.out << r.err;
   }
   EXPECT_EQ(r.err.find("FAIL:"), std::string::npos) << r.err;
+  // It died inside the collective (its first elements reduced, its last not yet).
+  EXPECT_NE(r.err.find("rank 1: SIGKILL now, inside the allreduce"), std::string::npos) << r.err;
   // hvrun's summary names the dead rank (from its exit status or from the lost stream).
   const size_t summary = r.err.find("hvrun: job failed: ");
   ASSERT_NE(summary, std::string::npos) << r.err;
@@ -113,10 +112,12 @@ TEST(Faults, ARequestTheCoordinatorCannotParseFailsTheJobNamingTheRank) {
 }
 
 TEST(Faults, StoppedRankAbortsTheJobOnItsHeartbeatTimeout) {
+  const TempDir failed_dir("faults-stopped");  // where the others say they saw the abort
   JobOptions options;
   options.timeout = std::chrono::seconds(30);
   options.heartbeat_timeout = std::chrono::seconds(1);
   options.extra_env["HVRUN_OP_TIMEOUT"] = "60";
+  options.extra_env["FAULTS_READY_DIR"] = failed_dir.path();
   JobResult job = run_job(3, {bin_path("hvrun_faults_worker"), "stopped"}, options);
   ASSERT_EQ(job.ranks.size(), 3u);
   EXPECT_EQ(job.ranks[1].exit_code, 128 + 9) << job.describe();
@@ -129,17 +130,16 @@ TEST(Faults, StoppedRankAbortsTheJobOnItsHeartbeatTimeout) {
 
 // Two workers negotiate with a standalone hvrun-coordinator; once both wait on a collective,
 // `stop` kills or stops the coordinator: both must fail within 10 s, naming its address.
-void expect_workers_fail_when_coordinator(const std::function<void(BackgroundProcess&)>& stop) {
+void expect_workers_fail_when_coordinator(const std::function<void(ChildProcess&)>& stop) {
   const std::string secret = "faults-test-secret";
-  BackgroundProcess daemon({bin_path("hvrun-coordinator"), "--world-size", "2"},
-                           {{"HVRUN_SECRET", secret}});
+  ChildProcess daemon({bin_path("hvrun-coordinator"), "--world-size", "2"},
+                      {.env = {{"HVRUN_SECRET", secret}}, .stdin_text = ""});
   ASSERT_TRUE(daemon.started());
   auto address = daemon.read_line(std::chrono::seconds(20));
-  ASSERT_TRUE(address.has_value()) << daemon.stderr_text();
+  ASSERT_TRUE(address.has_value()) << daemon.err();
 
-  char dir_template[] = "/tmp/hvrun-faults-XXXXXX";
-  ASSERT_NE(mkdtemp(dir_template), nullptr);
-  const std::string ready_dir = dir_template;
+  const TempDir ready_files("faults-ready");
+  const std::string& ready_dir = ready_files.path();
 
   std::vector<RunResult> results(2);
   std::vector<Clock::time_point> ended(2);
@@ -168,7 +168,6 @@ void expect_workers_fail_when_coordinator(const std::function<void(BackgroundPro
   const auto killed_at = Clock::now();
   stop(daemon);
   for (auto& t : workers) t.join();
-  std::filesystem::remove_all(ready_dir);
   ASSERT_TRUE(both_ready) << results[0].err << results[1].err;
   for (int r = 0; r < 2; ++r) {
     EXPECT_EQ(results[r].exit_code, 0) << "rank " << r << ":\n" << results[r].out << results[r].err;
@@ -179,12 +178,12 @@ void expect_workers_fail_when_coordinator(const std::function<void(BackgroundPro
 }
 
 TEST(Faults, KilledCoordinatorFailsEveryWorkerWithinTenSeconds) {
-  expect_workers_fail_when_coordinator([](BackgroundProcess& daemon) { daemon.kill_now(); });
+  expect_workers_fail_when_coordinator([](ChildProcess& daemon) { daemon.kill_now(); });
 }
 
 // A hung coordinator keeps its connections open: the workers' keepalive pings go unanswered.
 TEST(Faults, StoppedCoordinatorFailsEveryWorkerWithinTenSeconds) {
-  expect_workers_fail_when_coordinator([](BackgroundProcess& daemon) { kill(daemon.pid(), SIGSTOP); });
+  expect_workers_fail_when_coordinator([](ChildProcess& daemon) { kill(daemon.pid(), SIGSTOP); });
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
-// hvrun_faults_worker: one rank of a fault or join test job (started by worker_harness or by
-// the real hvrun). Each mode exits 0 when what it saw is what the mode expects, else non-zero
-// with a FAIL line on stderr.
+// hvrun_faults_worker: one rank of a fault or join test job (started by run_job,
+// tests/support/worker_job.h, or by the real hvrun). Each mode exits 0 when what it saw is what
+// the mode expects, else non-zero with a FAIL line on stderr.
 //
 //   uneven-train            ranks run 3, 5, 7, ... batches of Average allreduce then join; every
 //                           rank must end with the same weights, equal to a reference
@@ -8,17 +8,22 @@
 //                           from the joined root, which must fail), alltoall, reducescatter and
 //                           allreduce Sum/Average/Min/Max/Product (`all`: Average over all ranks)
 //   stall                   rank 1 submits 3 s after rank 0 (the coordinator warns meanwhile)
-//   kill-in-allreduce       rank 1 SIGKILLs itself ~30 ms into a 64 MiB allreduce; the others'
-//                           handles must fail (SIGTERM ignored so they can report it)
+//   kill-in-allreduce       rank 1 SIGKILLs itself inside a 64 MiB allreduce (once its first
+//                           elements hold the sum, before its last do); the others' handles
+//                           must fail (SIGTERM ignored so they can report it)
 //   coordinator-lost        after a barrier every rank writes $FAULTS_READY_DIR/ready.<rank> and
 //                           waits on a collective nobody completes; the test kills the
 //                           coordinator: the handle must fail naming its address
-//   stopped                 rank 1 stops itself (SIGSTOP; a child kills it 5 s later); the
-//                           others must fail with the coordinator's heartbeat abort naming it
+//   stopped                 rank 1 stops itself (SIGSTOP); the others must fail with the
+//                           coordinator's heartbeat abort naming it, then each writes
+//                           $FAULTS_READY_DIR/failed.<rank>; once all have, a child of rank 1
+//                           kills it (or after 25 s, so that nothing outlives the test)
+#include <sched.h>
 #include <signal.h>
 #include <sys/types.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -31,6 +36,7 @@
 #include <vector>
 
 #include "hvrun/hvrun.h"
+#include "tests/support/worker_checks.h"
 
 namespace {
 
@@ -39,12 +45,8 @@ using hvrun::Handle;
 using hvrun::ReduceOp;
 using Clock = std::chrono::steady_clock;
 
-int g_failures = 0;
-
-void fail(const std::string& what) {
-  ++g_failures;
-  std::fprintf(stderr, "FAIL: %s\n", what.c_str());
-}
+using hvrun::test::fail;
+using hvrun::test::failures;
 
 long long ms_since(Clock::time_point start) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
@@ -102,7 +104,7 @@ int run_uneven_train(hvrun::Worker& w) {
   if (w.rank() == *last && mine != weights) fail("the last rank's weights changed in broadcast");
   std::printf("rank %d: %d batches, joined; weights identical on every rank (w[0]=%.12f)\n",
               w.rank(), batches_of(w.rank()), weights[0]);
-  return g_failures == 0 ? 0 : 1;
+  return failures() == 0 ? 0 : 1;
 }
 
 // ---- joined-ops -----------------------------------------------------------------------------
@@ -223,8 +225,8 @@ int run_joined_ops(hvrun::Worker& w, bool average_over_all) {
   auto last = w.join();
   if (!last.is_ok() || *last != 2)
     fail("join: " + (last.is_ok() ? "returned " + std::to_string(*last) : last.status().to_string()));
-  std::printf("rank %d: every op worked with joined ranks, %d failures\n", me, g_failures);
-  return g_failures == 0 ? 0 : 1;
+  std::printf("rank %d: every op worked with joined ranks, %d failures\n", me, failures());
+  return failures() == 0 ? 0 : 1;
 }
 
 // ---- stall ----------------------------------------------------------------------------------
@@ -255,8 +257,20 @@ int run_kill_in_allreduce(hvrun::Worker& w) {
   auto start = Clock::now();
   Handle h = w.allreduce_async("big", view);
   if (w.rank() == 1) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(30));  // into the collective
-    std::fprintf(stderr, "rank 1: SIGKILL now\n");
+    // The data plane writes the sums back chunk by chunk from the front: the first element
+    // holding the sum means every rank is inside the collective; the last one still holding
+    // this rank's input means it has not finished. Read as atomics: the loop thread writes them.
+    const float sum = static_cast<float>(w.size());
+    auto value_at = [&data](size_t i) {
+      return std::atomic_ref<float>(data[i]).load(std::memory_order_relaxed);
+    };
+    const auto until = Clock::now() + std::chrono::seconds(20);
+    while (value_at(0) != sum && Clock::now() < until) sched_yield();
+    const bool started = value_at(0) == sum, finished = value_at(data.size() - 1) == sum;
+    if (!started || finished)
+      return fail(std::string("rank 1 could not die inside the allreduce: it ") +
+                  (started ? "had finished" : "never started")), 1;
+    std::fprintf(stderr, "rank 1: SIGKILL now, inside the allreduce\n");
     std::raise(SIGKILL);
   }
   hvrun::Status s = h.wait(std::chrono::seconds(60));
@@ -291,10 +305,25 @@ int run_coordinator_lost(hvrun::Worker& w) {
 
 int run_stopped(hvrun::Worker& w) {
   if (!w.barrier().is_ok()) return fail("barrier"), 1;
+  const char* dir = std::getenv("FAULTS_READY_DIR");
+  if (dir == nullptr) return fail("FAULTS_READY_DIR not set"), 1;
+  auto failed_file = [dir](int rank) { return std::string(dir) + "/failed." + std::to_string(rank); };
   if (w.rank() == 1) {
     const pid_t me = getpid();
-    if (fork() == 0) {  // the reaper: ends the stopped rank so the test need not wait for it
-      std::this_thread::sleep_for(std::chrono::seconds(5));
+    std::vector<std::string> others_failed;  // made before fork: the child only polls them
+    for (int r = 0; r < w.size(); ++r)
+      if (r != 1) others_failed.push_back(failed_file(r));
+    if (fork() == 0) {
+      // The reaper ends the stopped rank once every other rank saw the heartbeat abort (its
+      // death before that would be a lost stream instead), and so the test need not wait.
+      const auto until = Clock::now() + std::chrono::seconds(25);
+      auto all_failed = [&others_failed] {
+        for (const std::string& path : others_failed)
+          if (::access(path.c_str(), F_OK) != 0) return false;
+        return true;
+      };
+      while (!all_failed() && Clock::now() < until)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));  // polling for the files
       kill(me, SIGKILL);
       _exit(0);
     }
@@ -309,6 +338,8 @@ int run_stopped(hvrun::Worker& w) {
       s.message().find("heartbeat") == std::string::npos)
     return fail("after rank 1 stopped: " + s.to_string()), 1;
   std::printf("rank %d: failed after %lld ms as expected: %s\n", w.rank(), ms_since(start), s.to_string().c_str());
+  std::fflush(stdout);
+  std::ofstream(failed_file(w.rank())) << getpid() << "\n";
   return 0;
 }
 
@@ -316,12 +347,9 @@ int run_stopped(hvrun::Worker& w) {
 
 int main(int argc, char** argv) {
   std::string mode = argc > 1 ? argv[1] : "";
-  auto worker = hvrun::Worker::init();
-  if (!worker.is_ok()) {
-    std::fprintf(stderr, "init failed: %s\n", worker.status().to_string().c_str());
-    return 2;
-  }
-  hvrun::Worker& w = **worker;
+  auto worker = hvrun::test::init_or_report();
+  if (!worker) return 2;
+  hvrun::Worker& w = *worker;
   int rc = 1;
   if (mode == "uneven-train") rc = run_uneven_train(w);
   else if (mode == "joined-ops") rc = run_joined_ops(w, argc > 2 && std::string(argv[2]) == "all");

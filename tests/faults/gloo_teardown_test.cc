@@ -1,7 +1,7 @@
 // Backend::abort() on the Gloo data plane: an operation blocked in this process fails at once
 // with kAborted and the reason, a peer blocked on this rank fails promptly too (its connection
 // closes), and later operations fail without touching the network. Ranks are threads with an
-// in-memory store (tests/worker/in_process_ranks.h); operation timeout 30 s, so only the
+// in-memory store (tests/support/in_process_ranks.h); operation timeout 30 s, so only the
 // teardown can explain a prompt failure.
 #include <gtest/gtest.h>
 
@@ -12,7 +12,9 @@
 #include <thread>
 #include <vector>
 
-#include "tests/worker/in_process_ranks.h"
+#include "tests/support/in_process_ranks.h"
+#include "worker_lib/backends/gloo/gloo_backend.h"
+#include "worker_lib/backends/gloo/kv_store_adapter.h"
 
 namespace hvrun::detail {
 namespace {

@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/support/subprocess.h"
-#include "tests/worker/worker_harness.h"
+#include "tests/support/worker_job.h"
 
 namespace hvrun::test {
 namespace {

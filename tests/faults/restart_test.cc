@@ -6,6 +6,7 @@
 #include <regex>
 
 #include "tests/support/subprocess.h"
+#include "tests/support/temp_dir.h"
 
 namespace hvrun::test {
 namespace {
@@ -14,13 +15,6 @@ namespace fs = std::filesystem;
 
 class RestartTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/hvrun-restart-test-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   // hvrun [hvrun_flags] -np 2 -H localhost:2 COMMAND..., CPU job, bounded.
   RunResult hvrun(std::vector<std::string> hvrun_flags, const std::vector<std::string>& command) {
     std::vector<std::string> argv{bin_path("hvrun")};
@@ -49,7 +43,8 @@ class RestartTest : public ::testing::Test {
     return std::regex_search(out, m, line) ? m[1].str() : "";
   }
 
-  std::string dir_;
+  const TempDir temp_{"restart-test"};
+  const std::string dir_ = temp_.path();
 };
 
 TEST_F(RestartTest, AKilledRankResumesFromTheCheckpointAndEndsBitwiseIdentical) {

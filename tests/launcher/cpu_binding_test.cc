@@ -8,7 +8,7 @@
 #include <regex>
 #include <set>
 
-#include "tests/launcher/hvrun_process.h"
+#include "tests/support/child_process.h"
 
 namespace hvrun::launcher {
 namespace {

@@ -10,21 +10,13 @@
 #include <fstream>
 
 #include "tests/support/subprocess.h"
+#include "tests/support/temp_dir.h"
 
 namespace hvrun::test {
 namespace {
 
 class RemoteStartTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/hvrun-rsh-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override {
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
-  }
   // A stand-in remote shell: gets "[options] HOST COMMAND" like ssh, runs `body`.
   std::string rsh(const std::string& name, const std::string& body) {
     std::string path = dir_ + "/" + name;
@@ -41,7 +33,8 @@ class RemoteStartTest : public ::testing::Test {
     opts.timeout = std::chrono::seconds(20);
     return run_process(argv, opts);
   }
-  std::string dir_;
+  const TempDir temp_{"rsh"};
+  const std::string dir_ = temp_.path();
 };
 
 TEST_F(RemoteStartTest, HvrunMissingOnAHostIsNamedWithTheShellsMessage) {

@@ -7,7 +7,7 @@
 #include <regex>
 #include <thread>
 
-#include "tests/launcher/hvrun_process.h"
+#include "tests/support/child_process.h"
 
 namespace hvrun::test {
 namespace {

@@ -2,12 +2,7 @@
 // prints the end-of-job summary, and Debian's real Prometheus server scrapes it (its HTTP API
 // then holds hvrun series with the right rank labels). Every process is killed by pid on every
 // path; every wait is bounded.
-#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <poll.h>
-#include <signal.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -17,85 +12,17 @@
 #include <regex>
 #include <sstream>
 
-#include "tests/launcher/hvrun_process.h"
 #include "tests/metrics/dashboard_queries.h"
 #include "tests/metrics/http_get.h"
+#include "tests/support/child_process.h"
 #include "tests/support/subprocess.h"
+#include "tests/support/temp_dir.h"
 
 namespace hvrun::test {
 namespace {
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
-
-std::string fresh_dir(const std::string& name) {
-  std::string pattern =
-      (std::filesystem::temp_directory_path() / ("hvrun-metrics-" + name + "-XXXXXX")).string();
-  if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-  return pattern;
-}
-
-// A fresh directory, removed on every way out of the test.
-struct TempDir {
-  explicit TempDir(const std::string& name) : path(fresh_dir(name)) {}
-  ~TempDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path, ignored);
-  }
-  const std::string path;
-};
-
-// A program in its own process group, output to a log file; killed (TERM, then KILL) by pid.
-class BackgroundProcess {
- public:
-  BackgroundProcess(const std::vector<std::string>& argv, const std::string& log) {
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::setpgid(0, 0);
-      int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      if (fd >= 0) {
-        ::dup2(fd, 1);
-        ::dup2(fd, 2);
-      }
-      ::execvp(args[0], args.data());
-      ::_exit(127);
-    }
-    if (pid_ > 0) ::setpgid(pid_, pid_);
-  }
-  ~BackgroundProcess() { stop(); }
-  bool running() {
-    if (pid_ <= 0) return false;
-    if (::waitpid(pid_, &status_, WNOHANG) == pid_) {
-      pid_ = -1;
-      return false;
-    }
-    return true;
-  }
-  void stop() {
-    if (!running()) return;
-    ::kill(-pid_, SIGTERM);
-    const auto deadline = Clock::now() + 5s;
-    while (Clock::now() < deadline) {
-      if (::waitpid(pid_, &status_, WNOHANG) == pid_) {
-        pid_ = -1;
-        return;
-      }
-      pollfd none{};
-      ::poll(&none, 0, 20);  // the process's exit has no descriptor to wait on
-    }
-    ::kill(-pid_, SIGKILL);
-    ::waitpid(pid_, &status_, 0);
-    pid_ = -1;
-  }
-  pid_t pid() const { return pid_; }
-
- private:
-  pid_t pid_ = -1;
-  int status_ = 0;
-};
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path);
@@ -118,8 +45,8 @@ struct RunningJob {
     a.insert(a.end(), worker_args.begin(), worker_args.end());
     return a;
   }
-  std::string dir = fresh_dir("job");
-  std::string stop_file = dir + "/stop";
+  TempDir dir{"metrics-job"};
+  std::string stop_file = dir.file("stop");
   HvrunProcess hvrun;
   int port = 0;
 
@@ -151,7 +78,6 @@ struct RunningJob {
     std::ofstream(stop_file) << "stop\n";
     return hvrun.wait_exit(30s);
   }
-  ~RunningJob() { std::filesystem::remove_all(dir); }
 };
 
 bool has_rank_series(const std::string& page, const std::string& family, int rank) {
@@ -211,33 +137,22 @@ TEST(MetricsJob, OneEndpointAcrossRestartAttemptsCountsRestarts) {
 }
 
 TEST(MetricsJob, CoordinatorDaemonServesMetrics) {
-  const TempDir temp("daemon");
-  const std::string& dir = temp.path;
-  const std::string log = dir + "/daemon.log";
-  ::setenv("HVRUN_SECRET", "metrics-test-secret", 1);  // inherited by the daemon only
-  BackgroundProcess daemon({bin_path("hvrun-coordinator"), "--world-size", "1", "--listen",
-                            "127.0.0.1:0", "--metrics-port", "0"},
-                           log);
-  ::unsetenv("HVRUN_SECRET");
-  ASSERT_GT(daemon.pid(), 0);
+  ChildProcess daemon({bin_path("hvrun-coordinator"), "--world-size", "1", "--listen",
+                       "127.0.0.1:0", "--metrics-port", "0"},
+                      {.env = {{"HVRUN_SECRET", "metrics-test-secret"}}, .stdin_text = ""});
+  ASSERT_TRUE(daemon.started());
   const std::regex printed(
       R"(hvrun-coordinator: metrics at http://127\.0\.0\.1:([0-9]+)/metrics\n)");
   std::smatch m;
-  std::string text;
-  const auto deadline = Clock::now() + 15s;
-  while (Clock::now() < deadline && daemon.running()) {
-    text = read_file(log);
-    if (std::regex_search(text, m, printed)) break;
-    pollfd none{};
-    ::poll(&none, 0, 20);  // the log file has no readiness to wait on
-  }
-  ASSERT_TRUE(std::regex_search(text, m, printed)) << text;
+  daemon.read_until([&](const std::string&) { return std::regex_search(daemon.err(), m, printed); },
+                    15s);
+  ASSERT_TRUE(std::regex_search(daemon.err(), m, printed)) << daemon.out() << daemon.err();
   auto reply = http_get(std::stoi(m[1]), "/metrics");
   ASSERT_TRUE(reply);
   EXPECT_EQ(reply->status, 200);
   EXPECT_NE(reply->body.find("\nhvrun_world_size 1\n"), std::string::npos) << reply->body;
   EXPECT_NE(reply->body.find("\nhvrun_ranks_alive 0\n"), std::string::npos) << reply->body;
-  daemon.stop();
+  daemon.stop(5s);
   EXPECT_FALSE(daemon.running());
 }
 
@@ -284,8 +199,8 @@ TEST(MetricsJob, GpuSeriesFromTheWorkersSamplesThroughAStandInNvml) {
 }
 
 TEST(MetricsJob, AFailedJobStillPrintsTheSummaryAfterTheFailure) {
-  const TempDir temp("failed");
-  const std::string& dir = temp.path;
+  const TempDir temp("metrics-failed");
+  const std::string& dir = temp.path();
   RunOptions options;
   options.env["HVRUN_DEVICE"] = "cpu";
   options.env["HVRUN_GRACE_PERIOD"] = "2";
@@ -303,8 +218,8 @@ TEST(MetricsJob, AFailedJobStillPrintsTheSummaryAfterTheFailure) {
 }
 
 TEST(MetricsJob, SummaryOffWithTheSetting) {
-  const TempDir temp("nosummary");
-  const std::string& dir = temp.path;
+  const TempDir temp("metrics-nosummary");
+  const std::string& dir = temp.path();
   std::ofstream(dir + "/stop") << "stop\n";  // one step, then every rank stops
   RunOptions options;
   options.env["HVRUN_SUMMARY"] = "false";
@@ -330,19 +245,19 @@ TEST(MetricsJob, RealPrometheusScrapesTheJobWithRankLabels) {
   RunningJob job;
   ASSERT_TRUE(job.wait_for_port()) << job.hvrun.err();
 
-  const TempDir temp("prometheus");
-  const std::string& dir = temp.path;
+  const TempDir temp("metrics-prometheus");
+  const std::string& dir = temp.path();
   const int prometheus_port = free_loopback_port();
   ASSERT_GT(prometheus_port, 0);
   std::ofstream(dir + "/prometheus.yml")
       << "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
       << "scrape_configs:\n  - job_name: hvrun\n    scrape_interval: 1s\n    scrape_timeout: 1s\n"
       << "    static_configs:\n      - targets: ['127.0.0.1:" << job.port << "']\n";
-  BackgroundProcess server({prometheus, "--config.file=" + dir + "/prometheus.yml",
-                            "--web.listen-address=127.0.0.1:" + std::to_string(prometheus_port),
-                            "--storage.tsdb.path=" + dir + "/data", "--log.level=warn"},
-                           dir + "/prometheus.log");
-  ASSERT_GT(server.pid(), 0);
+  ChildProcess server({prometheus, "--config.file=" + dir + "/prometheus.yml",
+                       "--web.listen-address=127.0.0.1:" + std::to_string(prometheus_port),
+                       "--storage.tsdb.path=" + dir + "/data", "--log.level=warn"},
+                      {.log_file = dir + "/prometheus.log"});
+  ASSERT_TRUE(server.started());
 
   // Prometheus' own API: an instant query for a hvrun series, until both ranks are in it.
   const std::string query =
@@ -412,7 +327,7 @@ TEST(MetricsJob, RealPrometheusScrapesTheJobWithRankLabels) {
   EXPECT_NE(bandwidth.find("\"rank\":\"1\""), std::string::npos) << bandwidth_query << "\n"
                                                                  << bandwidth;
 
-  server.stop();
+  server.stop(5s);
   EXPECT_FALSE(server.running());
   auto code = job.finish();
   ASSERT_TRUE(code) << job.hvrun.err();

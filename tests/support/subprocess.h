@@ -1,5 +1,6 @@
-// Runs a program for a test: captured stdout/stderr, an environment of the test's choosing, and a
-// hard deadline after which the whole process group is killed. Nothing outlives the call.
+// Runs a program for a test to its end: captured stdout/stderr, an environment of the test's
+// choosing, and a hard deadline after which the whole process group is killed. Nothing outlives
+// the call. (A program the test acts on while it runs: child_process.h.)
 #pragma once
 
 #include <chrono>
@@ -14,7 +15,7 @@ struct RunOptions {
   // Added to (or, with a null value, removed from) the test's own environment.
   std::map<std::string, std::optional<std::string>> env;
   std::chrono::milliseconds timeout{30000};
-  std::string stdin_text;
+  std::string stdin_text;  // its stdin, then end of file
 };
 
 struct RunResult {

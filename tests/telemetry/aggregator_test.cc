@@ -24,7 +24,7 @@ std::string temp_path(const std::string& name) {
 }
 
 // A stream that keeps what the aggregator sends it.
-class RecordingSink final : public service::StreamSink {
+class RecordingSink final : public StreamSink {
  public:
   void send(std::shared_ptr<const grpc::ByteBuffer> message) override {
     v1::CoordinatorMessage parsed;

@@ -9,8 +9,9 @@
 #include <thread>
 
 #include "coordinator/telemetry/timeline_reader.h"
-#include "tests/launcher/hvrun_process.h"
+#include "tests/support/child_process.h"
 #include "tests/support/subprocess.h"
+#include "tests/support/temp_dir.h"
 
 namespace hvrun::test {
 namespace {
@@ -23,14 +24,7 @@ const std::vector<std::string> kEveryPhase = {"submitted", "negotiated", "queued
 
 class TimelineJob : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("hvrun-timeline-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-  std::string file(const std::string& name) const { return (dir_ / name).string(); }
+  std::string file(const std::string& name) const { return dir_.file(name); }
 
   static RunOptions job() {
     RunOptions o;
@@ -49,7 +43,7 @@ class TimelineJob : public ::testing::Test {
     }
   }
 
-  std::filesystem::path dir_;
+  const TempDir dir_{"timeline-job"};
 };
 
 TEST_F(TimelineJob, ThreeRanksWithGlooHaveEveryPhaseAndValidJson) {

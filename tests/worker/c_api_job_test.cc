@@ -1,7 +1,7 @@
 // The C test program (c_api_test.c) as ranks of a real job.
 #include <gtest/gtest.h>
 
-#include "tests/worker/worker_harness.h"
+#include "tests/support/worker_job.h"
 
 namespace hvrun::test {
 namespace {

@@ -1,6 +1,6 @@
 /* The C API from C. Without HVRUN_COORDINATOR_ADDR (plain ctest): the ABI check and init's
- * error path. Under worker_harness (several ranks): collectives through the C API. Exits 0 on
- * success; prints what failed otherwise. */
+ * error path. Under run_job (tests/support/worker_job.h, several ranks): collectives through
+ * the C API. Exits 0 on success; prints what failed otherwise. */
 #define _POSIX_C_SOURCE 200809L /* setenv */
 #include <stdio.h>
 #include <stdlib.h>

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <numeric>
 
+#include "tests/support/temp_dir.h"
 #include "worker_lib/checkpoint/checkpoint_file.h"
 
 namespace hvrun::detail {
@@ -22,15 +23,10 @@ namespace fs = std::filesystem;
 class CheckpointFileTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/hvrun-ckpt-test-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
     weights_.resize(1000);
     std::iota(weights_.begin(), weights_.end(), 0.5f);
     identity_ = {"train", 2, {{"weights", weights_.size() * sizeof(float)}, {"step", 8}}};
   }
-  void TearDown() override { fs::remove_all(dir_); }
-
   Result<std::string> save(int64_t step, float bias = 0) {
     for (float& w : weights_) w += bias;
     std::vector<CheckpointPayload> payloads{
@@ -46,7 +42,8 @@ class CheckpointFileTest : public ::testing::Test {
     return (*loaded)->step;
   }
 
-  std::string dir_;
+  const test::TempDir temp_{"ckpt-test"};
+  const std::string dir_ = temp_.path();
   std::vector<float> weights_;
   CheckpointIdentity identity_;
 };

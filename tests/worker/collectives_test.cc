@@ -1,8 +1,9 @@
-// Multi-process tests of the worker library against a real coordinator (see worker_harness.h):
-// N in {1, 2, 3, 4} worker processes run the checks of hvrun_test_worker (test_worker.cc).
+// Multi-process tests of the worker library against a real coordinator
+// (tests/support/worker_job.h): N in {1, 2, 3, 4} worker processes run the checks of
+// hvrun_test_worker (test_worker.cc).
 #include <gtest/gtest.h>
 
-#include "tests/worker/worker_harness.h"
+#include "tests/support/worker_job.h"
 
 namespace hvrun::test {
 namespace {

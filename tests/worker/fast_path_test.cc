@@ -2,12 +2,12 @@
 // tensors run without the coordinator on a single-host shared-memory job, and whatever does not
 // fit (other ops in flight, threads meeting in different orders, reshapes, late ranks, a rank
 // with the fast path off, joins, a dying rank) goes through the coordinator with the same
-// results. Real jobs: in-process coordinator, worker processes (worker_harness.h).
+// results. Real jobs: in-process coordinator, worker processes (tests/support/worker_job.h).
 #include <gtest/gtest.h>
 
 #include <cstdio>
 
-#include "tests/worker/worker_harness.h"
+#include "tests/support/worker_job.h"
 
 namespace hvrun::test {
 namespace {

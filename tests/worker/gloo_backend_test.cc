@@ -11,7 +11,7 @@
 
 #include <gtest/gtest.h>
 
-#include "tests/worker/in_process_ranks.h"
+#include "tests/support/in_process_ranks.h"
 #include "worker_lib/half.h"
 
 namespace hvrun::detail {

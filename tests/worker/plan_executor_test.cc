@@ -4,28 +4,15 @@
 // from a splits matrix, error-free barrier/join, and reuse of the fusion buffer.
 #include <gtest/gtest.h>
 
-#include "tests/worker/in_process_ranks.h"
+#include "tests/support/in_process_ranks.h"
+#include "tests/worker/plan_entries.h"
 #include "worker_lib/execution/plan_executor.h"
 
 namespace hvrun::detail {
 namespace {
 
-std::shared_ptr<PendingOp> op(const std::string& name, std::vector<int64_t> shape, DataType t,
-                              const void* in, void* out) {
-  auto p = std::make_shared<PendingOp>();
-  p->shape = std::move(shape);
-  p->dtype = t;
-  p->input = in;
-  p->output = out;
-  p->handle = std::make_shared<HandleState>(name);
-  return p;
-}
-
-void add_tensor(v1::Response& r, const std::string& name, std::vector<int64_t> shape) {
-  auto* t = r.add_tensors();
-  t->set_name(name);
-  for (auto d : shape) t->add_shape(d);
-}
+using plan_entries::add_tensor;
+using plan_entries::op;
 
 TEST(PlanExecutor, FusedAllreduceWithJoinedRankAndScaling) {
   const int size = 3;

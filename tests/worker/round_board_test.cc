@@ -6,7 +6,10 @@
 //    bytes, also when read again after a delay, while faster peers race ahead to reuse the slot);
 //  - liveness: refusals and aborts end peers' waits at once, an absent rank at the deadline, and
 //    no call outlives its deadline by much.
-// Sleeps only make interleavings likely (nothing relies on them); every wait is bounded.
+// A step that must find peers asleep in the board's futex wait (to check that it wakes them)
+// waits until the kernel says they are (tests/support/futex_sleep.h), never for a sleep to be
+// long enough. The randomised stress test's sleeps are lateness under test, not ordering; every
+// wait is bounded.
 #include "worker_lib/backends/shm/round_board.h"
 
 #include <gtest/gtest.h>
@@ -32,6 +35,8 @@
 #include <tuple>
 #include <vector>
 
+#include "tests/support/futex_sleep.h"
+
 namespace hvrun::detail::shm {
 namespace {
 
@@ -56,6 +61,29 @@ double ms_since(Clock::time_point start) {
 void await(const std::atomic<int>& count, int n) {
   const auto until = in(seconds(20));
   while (count.load() < n && Clock::now() < until) std::this_thread::yield();
+}
+
+// When a step happened, for peers on other threads (or processes: the clock is the system's
+// monotonic one) to measure how promptly it woke them: 0 until it has.
+using Stamp = std::atomic<Clock::rep>;
+void stamp_now(Stamp& stamp) { stamp = Clock::now().time_since_epoch().count(); }
+Clock::time_point time_of(const Stamp& stamp) {
+  return Clock::time_point{Clock::duration(stamp.load())};
+}
+bool happened(const Stamp& stamp) { return stamp.load() != 0; }
+
+// Until every thread of `tids` sleeps in futex(2) (peers waiting in the board), 20 s at most.
+void await_asleep(const std::vector<pid_t>& tids) {
+  EXPECT_TRUE(test::wait_until_asleep_in_futex(tids, seconds(20)))
+      << "peers never went to sleep in the board's futex wait";
+}
+
+// The thread ids of every rank but `except`, once each has written its own into `tids`.
+std::vector<pid_t> all_but(const std::vector<pid_t>& tids, int except) {
+  std::vector<pid_t> out;
+  for (size_t r = 0; r < tids.size(); ++r)
+    if (static_cast<int>(r) != except) out.push_back(tids[r]);
+  return out;
 }
 
 // Every 8 bytes of rank r's payload for gen g are distinct from any other (g, r)'s, so a torn
@@ -222,14 +250,20 @@ TEST_P(RanksTest, ARefusalBeforeOrDuringTheWaitFailsPeersPromptly) {
     ThreadBoard board(ranks);
     constexpr uint32_t kGen = 11;
     if (mode == "before") board[refuser].refuse(kGen);
-    std::atomic<int> peers_out{0};
+    std::atomic<int> peers_in{0}, peers_out{0};
+    std::vector<pid_t> tids(static_cast<size_t>(ranks));
+    Stamp refused_at{0};
     run_ranks(board, seconds(30), [&](int rank) {
       std::string error;
       EXPECT_EQ(play(board[rank], rank, ranks, kGen - 1, 16, make_key(kGen - 1, 16),
                      in(seconds(10)), &error),
                 RoundOutcome::kAgreed);
       if (rank == refuser) {  // never joins kGen
-        if (mode != "before") std::this_thread::sleep_for(milliseconds(30));
+        if (mode != "before") {  // refuses while the peers sleep in their wait for kGen
+          await(peers_in, ranks - 1);
+          await_asleep(all_but(tids, refuser));
+          stamp_now(refused_at);
+        }
         if (mode == "during") board[rank].refuse(kGen);
         const bool oversized = mode == "oversized";
         const std::byte* p =
@@ -238,11 +272,17 @@ TEST_P(RanksTest, ARefusalBeforeOrDuringTheWaitFailsPeersPromptly) {
         await(peers_out, ranks - 1);  // the refusal alone must wake them: no other step first
         if (oversized) board[rank].release();
       } else {
+        tids[static_cast<size_t>(rank)] = test::this_thread_id();
+        peers_in.fetch_add(1);
         const auto start = Clock::now();
         const auto outcome =
             play(board[rank], rank, ranks, kGen, 16, make_key(kGen, 16), in(seconds(10)), &error);
         EXPECT_EQ(name_of(outcome), "failed") << "rank " << rank;
-        EXPECT_LT(ms_since(start), kPromptMs + 30) << "rank " << rank << " missed the refusal";
+        if (mode != "before") {
+          EXPECT_TRUE(happened(refused_at)) << "rank " << rank << " failed before the refusal";
+        }
+        const auto refused = mode == "before" ? start : time_of(refused_at);
+        EXPECT_LT(ms_since(refused), kPromptMs) << "rank " << rank << " missed the refusal";
         peers_out.fetch_add(1);
       }  // all meet again in the next round
       const auto next = play(board[rank], rank, ranks, kGen + 1, 4096, make_key(kGen + 1, 4096),
@@ -259,22 +299,24 @@ TEST_P(RanksTest, ALateArrivalWakesPeersWaitingInJoin) {
   const int late = ranks - 1;
   ThreadBoard board(ranks);
   std::atomic<int> waiting{0}, peers_out{0};
-  std::atomic<Clock::rep> arrived_at{0};
+  Stamp arrived_at{0};
+  std::vector<pid_t> tids(static_cast<size_t>(ranks));
   run_ranks(board, seconds(30), [&](int rank) {
     std::byte* p = board[rank].open(3, 16, in(seconds(10)));
     ASSERT_NE(p, nullptr);
     fill_payload(p, 16, 3, rank);
     if (rank == late) {
       await(waiting, ranks - 1);
-      std::this_thread::sleep_for(milliseconds(30));  // peers are asleep by now, most likely
-      arrived_at = Clock::now().time_since_epoch().count();
+      await_asleep(all_but(tids, late));
+      stamp_now(arrived_at);
     } else {
+      tids[static_cast<size_t>(rank)] = test::this_thread_id();
       waiting.fetch_add(1);
     }
     EXPECT_EQ(board[rank].join(3, make_key(3, 16), in(seconds(10))), RoundOutcome::kAgreed);
     EXPECT_EQ(check_payloads(board[rank], ranks, 16, 3), "");
-    const Clock::time_point arrived{Clock::duration(arrived_at.load())};
-    EXPECT_TRUE(rank == late || ms_since(arrived) < kPromptMs) << "rank " << rank << " slept on";
+    EXPECT_TRUE(rank == late || (happened(arrived_at) && ms_since(time_of(arrived_at)) < kPromptMs))
+        << "rank " << rank << " slept on, or returned before the late rank arrived";
     peers_out.fetch_add(rank == late ? 0 : 1);
     await(peers_out, ranks - 1);  // the late rank releases (a ring) only once they returned
     board[rank].release();
@@ -321,9 +363,12 @@ TEST_P(RanksTest, AnAbsentRankIsRefusedAtTheDeadlineAndCannotJoinLate) {
 // another thread aborts the board: each must return kAborted at once.
 void peers_wait_until_abort(ThreadBoard& board, int absent, uint32_t gen) {
   std::atomic<int> waiting{0};
+  std::vector<pid_t> tids(static_cast<size_t>(board.ranks()));
+  Stamp aborted_at{0};
   std::thread aborter([&] {
     await(waiting, board.ranks() - 1);
-    std::this_thread::sleep_for(milliseconds(30));  // into their futex sleep, most likely
+    await_asleep(all_but(tids, absent));
+    stamp_now(aborted_at);
     board[absent].abort();
   });
   run_ranks(board, seconds(30), [&](int rank) {
@@ -331,11 +376,12 @@ void peers_wait_until_abort(ThreadBoard& board, int absent, uint32_t gen) {
     std::byte* p = board[rank].open(gen, 8, in(seconds(30)));
     ASSERT_NE(p, nullptr);
     fill_payload(p, 8, gen, rank);
+    tids[static_cast<size_t>(rank)] = test::this_thread_id();
     waiting.fetch_add(1);
-    const auto start = Clock::now();
     EXPECT_EQ(round_outcome_name(board[rank].join(gen, make_key(gen, 8), in(seconds(30)))),
               std::string("aborted"));
-    EXPECT_LT(ms_since(start), kPromptMs);
+    ASSERT_TRUE(happened(aborted_at)) << "rank " << rank << " returned before the abort";
+    EXPECT_LT(ms_since(time_of(aborted_at)), kPromptMs);
     board[rank].release();
   });
   aborter.join();
@@ -375,7 +421,8 @@ TEST_P(RanksTest, AbortWakesARankWaitingInOpenForABusySlot) {
   const int ranks = GetParam();
   ThreadBoard board(ranks);
   std::atomic<int> in_open{0}, out_of_open{0};
-  std::atomic<bool> aborted{false};
+  Stamp aborted_at{0};
+  std::vector<pid_t> tids(static_cast<size_t>(ranks));
   run_ranks(board, seconds(30), [&](int rank) {
     std::byte* p = board[rank].open(0, 16, in(seconds(10)));
     ASSERT_NE(p, nullptr);
@@ -384,8 +431,8 @@ TEST_P(RanksTest, AbortWakesARankWaitingInOpenForABusySlot) {
     if (rank == 0) {
       // Holds round 0 while peers wait for its slot (gen 4), then aborts.
       await(in_open, ranks - 1);
-      std::this_thread::sleep_for(milliseconds(30));
-      aborted = true;
+      await_asleep(all_but(tids, 0));
+      stamp_now(aborted_at);
       board[rank].abort();
       // Releases once the peers' open() returned (a slot freed as the abort lands lets it in).
       await(out_of_open, ranks - 1);
@@ -397,12 +444,12 @@ TEST_P(RanksTest, AbortWakesARankWaitingInOpenForABusySlot) {
     for (uint32_t gen = 1; gen < 4; ++gen)  // rank 0 is absent: they fail at 2 ms
       EXPECT_TRUE(not_agreed(
           play(board[rank], rank, ranks, gen, 16, make_key(gen, 16), in(milliseconds(2)), &error)));
+    tids[static_cast<size_t>(rank)] = test::this_thread_id();
     in_open.fetch_add(1);
-    const auto start = Clock::now();
     EXPECT_EQ(board[rank].open(4, 16, in(seconds(30))), nullptr) << "rank " << rank;
     out_of_open.fetch_add(1);
-    EXPECT_TRUE(aborted.load()) << "rank " << rank << "'s open() returned before the abort";
-    EXPECT_LT(ms_since(start), kPromptMs);
+    ASSERT_TRUE(happened(aborted_at)) << "rank " << rank << "'s open() returned before the abort";
+    EXPECT_LT(ms_since(time_of(aborted_at)), kPromptMs);
     board[rank].release();
   });
 }
@@ -422,7 +469,8 @@ TEST_P(SlowReaderTest, ASlowReaderKeepsItsRoundUntilItReleases) {
     ThreadBoard board(ranks);
     constexpr uint32_t g = 40;
     std::atomic<int> peers_opening{0}, peers_done{0};  // peers in open(g+4), out of it
-    std::atomic<Clock::rep> released_at{0};            // when rank 0 released round g (0: not yet)
+    Stamp released_at{0};                              // when rank 0 released round g
+    std::vector<pid_t> tids(static_cast<size_t>(ranks));
     run_ranks(board, seconds(60), [&](int rank) {
       RoundBoard& b = board[rank];
       std::string error;
@@ -433,9 +481,9 @@ TEST_P(SlowReaderTest, ASlowReaderKeepsItsRoundUntilItReleases) {
       EXPECT_EQ(check_payloads(b, ranks, bytes, g), "");
       if (rank == 0) {
         await(peers_wait_long ? peers_opening : peers_done, ranks - 1);
-        if (peers_wait_long) std::this_thread::sleep_for(milliseconds(50));  // in open(g+4)
+        if (peers_wait_long) await_asleep(all_but(tids, 0));  // in open(g+4)
         EXPECT_EQ(check_payloads(b, ranks, bytes, g), "") << "round g overwritten before release";
-        released_at = Clock::now().time_since_epoch().count();
+        stamp_now(released_at);
         b.release();
         await(peers_done, ranks - 1);  // the release alone must wake them: no other step first
         // Skips g+1..g+3 (peers refused it there); meets them at g+4 or g+5.
@@ -447,11 +495,12 @@ TEST_P(SlowReaderTest, ASlowReaderKeepsItsRoundUntilItReleases) {
         for (uint32_t gen = g + 1; gen <= g + 3; ++gen)
           EXPECT_TRUE(not_agreed(
               play(b, rank, ranks, gen, bytes, make_key(gen, bytes), in(milliseconds(3)), &error)));
+        tids[static_cast<size_t>(rank)] = test::this_thread_id();
         peers_opening.fetch_add(1);
         const auto start = Clock::now();
         std::byte* q = b.open(g + 4, bytes, in(peers_wait_long ? seconds(10) : milliseconds(30)));
-        const Clock::time_point released{Clock::duration(released_at.load())};
-        const bool was_released = released.time_since_epoch().count() != 0;
+        const Clock::time_point released = time_of(released_at);
+        const bool was_released = happened(released_at);
         peers_done.fetch_add(1);
         if (peers_wait_long) {
           ASSERT_NE(q, nullptr) << "rank " << rank;
@@ -660,13 +709,15 @@ TEST_P(StressTest, EveryRankSeesTheSameOutcomeAndExactPayloadsUnderRandomInterle
 INSTANTIATE_TEST_SUITE_P(round_board, StressTest, testing::Values(2, 3, 4));
 
 // ---- across processes ---------------------------------------------------------------------------
-// A board in a MAP_SHARED anonymous mapping, inherited by forked children, and a counter after it.
+// A board in a MAP_SHARED anonymous mapping, inherited by forked children, and a counter and a
+// stamp after it.
 class ProcessBoard {
  public:
   explicit ProcessBoard(int ranks)
       : bytes_((RoundBoard::bytes_needed(ranks) + 4095) / 4096 * 4096 + 4096),
         memory_(::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0)),
-        counter_(new (static_cast<std::byte*>(memory_) + bytes_ - 4096) std::atomic<int>{0}) {
+        counter_(new (static_cast<std::byte*>(memory_) + bytes_ - 4096) std::atomic<int>{0}),
+        stamp_(new (static_cast<std::byte*>(memory_) + bytes_ - 4096 + 64) Stamp{0}) {
     RoundBoard::initialise(memory_, ranks);
   }
   ~ProcessBoard() { ::munmap(memory_, bytes_); }
@@ -674,19 +725,22 @@ class ProcessBoard {
   ProcessBoard& operator=(const ProcessBoard&) = delete;
   void* memory() const { return memory_; }
   std::atomic<int>& counter() { return *counter_; }
+  Stamp& stamp() { return *stamp_; }
 
  private:
   size_t bytes_;
   void* memory_;  // MAP_FAILED would crash at once, in the constructor
   std::atomic<int>* counter_;
+  Stamp* stamp_;
 };
 
 // Forks one child per rank running body(rank), whose return value is its exit status; runs
-// `meanwhile` in the parent, then waits at most `limit` for all. Returns each child's exit status
-// (-1: killed by a signal, or still running at the limit: then SIGKILLed by pid and reaped;
-// -2: never started, fork failed).
-std::vector<int> run_children(int ranks, seconds limit, const std::function<int(int)>& body,
-                              const std::function<void()>& meanwhile = {}) {
+// `meanwhile(their pids)` in the parent, then waits at most `limit` for all. Returns each
+// child's exit status (-1: killed by a signal, or still running at the limit: then SIGKILLed by
+// pid and reaped; -2: never started, fork failed).
+std::vector<int> run_children(
+    int ranks, seconds limit, const std::function<int(int)>& body,
+    const std::function<void(const std::vector<pid_t>&)>& meanwhile = {}) {
   std::fflush(nullptr);  // buffered output would be written once per child too
   std::vector<pid_t> pids;
   for (int r = 0; r < ranks; ++r) {
@@ -695,7 +749,7 @@ std::vector<int> run_children(int ranks, seconds limit, const std::function<int(
     if (pid < 0) break;  // its status stays -2 (never started): the caller's check fails
     pids.push_back(pid);
   }
-  if (meanwhile) meanwhile();
+  if (meanwhile) meanwhile(pids);
   constexpr int kRunning = -2;
   std::vector<int> status(static_cast<size_t>(ranks), kRunning);
   const auto until = in(limit);
@@ -766,6 +820,7 @@ TEST_P(RanksTest, AbortInOneProcessWakesWaitersInOtherProcesses) {
   ProcessBoard shared(ranks);
   RoundBoard parent(shared.memory(), parent_rank, ranks);
   std::atomic<int>& waiting = shared.counter();
+  Stamp& aborted_at = shared.stamp();
   const auto status = run_children(
       ranks - 1, seconds(30),
       [&](int rank) {
@@ -774,18 +829,19 @@ TEST_P(RanksTest, AbortInOneProcessWakesWaitersInOtherProcesses) {
         if (p == nullptr) return kChildNullOpen;
         fill_payload(p, 64, 5, rank);
         waiting.fetch_add(1);
-        const auto start = Clock::now();
         const RoundOutcome outcome = b.join(5, make_key(5, 64), in(seconds(30)));
-        if (ms_since(start) > kPromptMs + 30) return kChildTooSlow;
+        if (!happened(aborted_at)) return kChildWrongOutcome;  // returned before the abort
+        if (ms_since(time_of(aborted_at)) > kPromptMs) return kChildTooSlow;
         if (outcome != RoundOutcome::kAborted) return kChildWrongOutcome;
         b.release();
         if (b.open(6, 64, in(seconds(30))) != nullptr) return kChildWrongOutcome;
         b.release();
         return kChildOk;
       },
-      [&] {
+      [&](const std::vector<pid_t>& children) {
         await(waiting, ranks - 1);
-        std::this_thread::sleep_for(milliseconds(30));  // into their futex sleep, most likely
+        await_asleep(children);  // single-threaded: each child's pid is its thread's id
+        stamp_now(aborted_at);
         parent.abort();
       });
   for (int r = 0; r < ranks - 1; ++r)

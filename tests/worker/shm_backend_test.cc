@@ -13,8 +13,8 @@
 #include <random>
 #include <thread>
 
-#include "tests/worker/in_process_ranks.h"
-#include "tests/worker/shm_files.h"
+#include "tests/support/in_process_ranks.h"
+#include "tests/support/shm_files.h"
 #include "tests/worker/tensor_values.h"
 #include "worker_lib/backends/shm/shm_segment.h"
 #include "worker_lib/runtime/cpu_backend_factory.h"
@@ -23,55 +23,10 @@ namespace hvrun::detail {
 namespace {
 
 using test::close_enough;
+using test::input_value;
 using test::kAllDtypes;
 using test::load_value;
 using test::store_value;
-
-std::string fresh_job_id() {
-  static std::atomic<int> counter{0};
-  return "test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
-}
-
-
-struct Ranks {
-  std::string job_id = fresh_job_id();
-  size_t chunk_bytes = 1 << 20;
-  std::chrono::milliseconds timeout{20000};
-};
-
-// Runs fn(backend) on `size` threads, each with its own shm backend of the same job.
-void run_shm_ranks(int size, const Ranks& cfg, const std::function<void(Backend&)>& fn) {
-  MemoryStore store;
-  std::vector<std::thread> threads;
-  for (int r = 0; r < size; ++r) {
-    threads.emplace_back([&, r] {
-      auto backend = make_shm_backend({.rank = r,
-                                       .size = size,
-                                       .job_id = cfg.job_id,
-                                       .host = "testhost",
-                                       .chunk_bytes = cfg.chunk_bytes,
-                                       .kv_prefix = "shm/testhost",
-                                       .connect_timeout = std::chrono::seconds(20),
-                                       .timeout = cfg.timeout},
-                                      store);
-      ASSERT_TRUE(backend.is_ok()) << backend.status().to_string();
-      fn(**backend);
-    });
-  }
-  for (auto& t : threads) t.join();
-  EXPECT_TRUE(test::shm_files_named(shm::segment_prefix(cfg.job_id)).empty());
-}
-
-// Values each dtype holds exactly for small sums and products; floats get a random fraction so
-// the bitwise comparison across ranks means something.
-double input_value(DataType t, ReduceOp op, int rank, size_t i, std::mt19937& rng) {
-  if (op == ReduceOp::kProduct) return 1.0 + static_cast<double>((rank + i) % 2);
-  double v = static_cast<double>((rank * 5 + i * 3) % 7);
-  if (t == DataType::kUInt8) return v;
-  if (t == DataType::kFloat32 || t == DataType::kFloat64)
-    return v - 3 + std::uniform_real_distribution<double>(0, 1)(rng);
-  return v - 3;
-}
 
 double reference(DataType t, ReduceOp op, int size, size_t i,
                  const std::vector<std::vector<double>>& in) {
@@ -102,7 +57,7 @@ class ShmBackendTest : public ::testing::TestWithParam<int> {};
 
 TEST_P(ShmBackendTest, AllreduceEveryDtypeOpAndSizeMatchesReferenceOnEveryRankBitwise) {
   const int size = GetParam();
-  Ranks cfg;
+  ShmRanks cfg;
   cfg.chunk_bytes = 16 << 10;  // many chunks for the larger sizes, uneven parts
   const size_t sizes[] = {0, 1, 7, 1001, 2048, 5000, 65537};
   // Every rank's inputs (as doubles) and results (bytes), kept for the cross-rank comparison.
@@ -153,7 +108,7 @@ TEST_P(ShmBackendTest, AllreduceEveryDtypeOpAndSizeMatchesReferenceOnEveryRankBi
 
 TEST_P(ShmBackendTest, AllgathervBroadcastAlltoallvBarrierAcrossChunkSizes) {
   const int size = GetParam();
-  Ranks cfg;
+  ShmRanks cfg;
   cfg.chunk_bytes = 4096;  // small slots: several rounds per op
   run_shm_ranks(size, cfg, [&](Backend& b) {
     const int r = b.rank();
@@ -208,7 +163,7 @@ INSTANTIATE_TEST_SUITE_P(WorldSizes, ShmBackendTest, ::testing::Values(1, 2, 3, 
 // Ranks 0 and 1 wait in a large allreduce that rank 2 never joins; rank 2's abort (what the
 // runtime does on JobAbort) must fail them promptly with its reason, not at the op timeout.
 TEST(ShmBackendAbort, AbortOfOneRankWakesPeersBlockedMidCollective) {
-  Ranks cfg;
+  ShmRanks cfg;
   cfg.timeout = std::chrono::seconds(60);
   std::atomic<int> waiting{0};
   run_shm_ranks(3, cfg, [&](Backend& b) {
@@ -232,7 +187,7 @@ TEST(ShmBackendAbort, AbortOfOneRankWakesPeersBlockedMidCollective) {
 }
 
 TEST(ShmBackendAbort, AbortFromAnotherThreadWakesThisRanksWait) {
-  Ranks cfg;
+  ShmRanks cfg;
   cfg.timeout = std::chrono::seconds(60);
   run_shm_ranks(2, cfg, [&](Backend& b) {
     if (b.rank() == 1) return;  // never joins
@@ -256,7 +211,7 @@ TEST(ShmBackendAbort, AbortFromAnotherThreadWakesThisRanksWait) {
 }
 
 TEST(ShmBackendAbort, MissingPeerTimesOutAndFailsTheOthersToo) {
-  Ranks cfg;
+  ShmRanks cfg;
   cfg.timeout = std::chrono::milliseconds(300);
   run_shm_ranks(3, cfg, [&](Backend& b) {
     if (b.rank() == 2) return;  // never joins

@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "launcher/process/shm_cleanup.h"
-#include "tests/launcher/hvrun_process.h"
-#include "tests/worker/shm_files.h"
-#include "tests/worker/worker_harness.h"
+#include "tests/support/child_process.h"
+#include "tests/support/shm_files.h"
+#include "tests/support/worker_job.h"
 #include "worker_lib/backends/shm/shm_segment.h"
 
 namespace hvrun::test {

@@ -16,8 +16,8 @@
 #include <random>
 #include <thread>
 
-#include "tests/worker/in_process_ranks.h"
-#include "tests/worker/shm_files.h"
+#include "tests/support/in_process_ranks.h"
+#include "tests/worker/plan_entries.h"
 #include "tests/worker/tensor_values.h"
 #include "worker_lib/backends/shm/shm_backend.h"
 #include "worker_lib/backends/shm/shm_segment.h"
@@ -27,50 +27,11 @@ namespace hvrun::detail {
 namespace {
 
 using test::close_enough;
+using test::input_value;
 using test::is_integer;
 using test::kAllDtypes;
 using test::load_value;
 using test::store_value;
-
-std::string fresh_job_id() {
-  static std::atomic<int> counter{0};
-  return "pieces-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
-}
-
-// Runs fn(backend) on `size` threads, each with its own shm backend of one job.
-void run_shm_ranks(int size, size_t chunk_bytes, const std::function<void(Backend&)>& fn) {
-  MemoryStore store;
-  const std::string job = fresh_job_id();
-  std::vector<std::thread> threads;
-  for (int r = 0; r < size; ++r) {
-    threads.emplace_back([&, r] {
-      auto backend = make_shm_backend({.rank = r,
-                                       .size = size,
-                                       .job_id = job,
-                                       .host = "testhost",
-                                       .chunk_bytes = chunk_bytes,
-                                       .kv_prefix = "shm/testhost",
-                                       .connect_timeout = std::chrono::seconds(20),
-                                       .timeout = std::chrono::seconds(20)},
-                                      store);
-      ASSERT_TRUE(backend.is_ok()) << backend.status().to_string();
-      fn(**backend);
-    });
-  }
-  for (auto& t : threads) t.join();
-  EXPECT_TRUE(test::shm_files_named(shm::segment_prefix(job)).empty());
-}
-
-// Exact in every dtype for small sums; floats get a random fraction, so that bitwise
-// comparisons mean something.
-double input_value(DataType t, ReduceOp op, int rank, size_t i, std::mt19937& rng) {
-  if (op == ReduceOp::kProduct) return 1.0 + static_cast<double>((rank + i) % 2);
-  double v = static_cast<double>((rank * 5 + i * 3) % 7);
-  if (t == DataType::kUInt8) return v;
-  if (t == DataType::kFloat32 || t == DataType::kFloat64)
-    return v - 3 + std::uniform_real_distribution<double>(0, 1)(rng);
-  return v - 3;
-}
 
 struct Scaling {
   double prescale, postscale;
@@ -114,7 +75,7 @@ double reference(const Case& c, const std::vector<RankResult>& ranks, size_t pie
 void run_cases(int size, size_t chunk_bytes, const std::vector<Case>& cases) {
   std::vector<std::vector<RankResult>> results(cases.size(), std::vector<RankResult>(size));
   std::mutex mutex;
-  run_shm_ranks(size, chunk_bytes, [&](Backend& b) {
+  run_shm_ranks(size, {.chunk_bytes = chunk_bytes}, [&](Backend& b) {
     std::mt19937 rng(static_cast<unsigned>(b.rank() + 7));
     std::vector<std::byte> staging;
     for (size_t ci = 0; ci < cases.size(); ++ci) {
@@ -223,7 +184,7 @@ TEST_P(ShmPiecesTest, MixedPiecesEveryDtypeOpAndScalingMatchReferenceAndPackedDe
 }
 
 TEST_P(ShmPiecesTest, EmptyAndAllZeroPiecesAreNoOps) {
-  run_shm_ranks(GetParam(), 16 << 10, [&](Backend& b) {
+  run_shm_ranks(GetParam(), {.chunk_bytes = 16 << 10}, [&](Backend& b) {
     std::vector<std::byte> staging;
     EXPECT_TRUE(b.allreduce_pieces({}, DataType::kFloat32, ReduceOp::kSum, {}, staging, nullptr)
                     .is_ok());
@@ -237,26 +198,12 @@ TEST_P(ShmPiecesTest, EmptyAndAllZeroPiecesAreNoOps) {
 INSTANTIATE_TEST_SUITE_P(WorldSizes, ShmPiecesTest, ::testing::Values(1, 2, 3, 4));
 
 // PlanExecutor on the shm backend: what the runtime runs.
-std::shared_ptr<PendingOp> op(const std::string& name, std::vector<int64_t> shape, DataType t,
-                              const void* in, void* out) {
-  auto p = std::make_shared<PendingOp>();
-  p->shape = std::move(shape);
-  p->dtype = t;
-  p->input = in;
-  p->output = out;
-  p->handle = std::make_shared<HandleState>(name);
-  return p;
-}
-
-void add_tensor(v1::Response& r, const std::string& name, std::vector<int64_t> shape) {
-  auto* t = r.add_tensors();
-  t->set_name(name);
-  for (auto d : shape) t->add_shape(d);
-}
+using plan_entries::add_tensor;
+using plan_entries::op;
 
 TEST(ShmPlanExecutor, FusedAverageWithJoinedRankAndScalingOverChunks) {
   const int size = 3;
-  run_shm_ranks(size, 4096, [&](Backend& b) {
+  run_shm_ranks(size, {.chunk_bytes = 4096}, [&](Backend& b) {
     PlanExecutor ex(b, b.rank(), size);
     v1::Response r;
     r.set_op(v1::COLLECTIVE_OP_ALLREDUCE);
@@ -297,7 +244,7 @@ TEST(ShmPlanExecutor, FusedAverageWithJoinedRankAndScalingOverChunks) {
 
 TEST(ShmPlanExecutor, ReducescatterKeepsOnlyThisRanksRowsOfEveryTensor) {
   const int size = 3;
-  run_shm_ranks(size, 4096, [&](Backend& b) {
+  run_shm_ranks(size, {.chunk_bytes = 4096}, [&](Backend& b) {
     PlanExecutor ex(b, b.rank(), size);
     v1::Response r;
     r.set_op(v1::COLLECTIVE_OP_REDUCESCATTER);
@@ -359,7 +306,7 @@ void expect_phases_of_one_response(const RecordingObserver& seen, uint64_t bytes
 }
 
 TEST(ShmPlanExecutor, ReportsPackCollectiveUnpackOncePerResponse) {
-  run_shm_ranks(2, 4096, [&](Backend& b) {
+  run_shm_ranks(2, {.chunk_bytes = 4096}, [&](Backend& b) {
     PlanExecutor ex(b, b.rank(), 2);
     RecordingObserver seen;
     ex.set_phase_observer(&seen, "shm");

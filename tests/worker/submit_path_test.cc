@@ -1,10 +1,10 @@
-// The submitting thread sends its own RequestBatch (runtime.cc flush_outbox, which saves a hop
+// The submitting thread sends its own RequestBatch (Submitter::flush_outbox, which saves a hop
 // to the background thread): many threads at once, cache hits and metadata changes, through
-// real jobs (worker_harness.h: in-process coordinator, worker processes, shm data plane on one
-// host).
+// real jobs (tests/support/worker_job.h: in-process coordinator, worker processes, shm data
+// plane on one host).
 #include <gtest/gtest.h>
 
-#include "tests/worker/worker_harness.h"
+#include "tests/support/worker_job.h"
 
 namespace hvrun::test {
 namespace {

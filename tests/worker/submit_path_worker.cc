@@ -18,16 +18,14 @@
 #include <vector>
 
 #include "hvrun/hvrun.h"
+#include "tests/support/worker_checks.h"
 
 namespace {
 
 using hvrun::DataType;
 
-std::atomic<int> g_failures{0};
-
-void fail(const std::string& what) {
-  if (++g_failures <= 10) std::fprintf(stderr, "FAIL: %s\n", what.c_str());
-}
+using hvrun::test::fail;
+using hvrun::test::failures;
 
 // Rank r contributes r + seed + i at element i: the sum over ranks is known.
 int32_t expected_sum(int size, int seed, int64_t i) {
@@ -130,19 +128,16 @@ int shutdown_race() {
     waiter.join();
     if (!down.is_ok()) fail("round " + std::to_string(round) + " shutdown: " + down.to_string());
   }
-  if (g_failures == 0) std::printf("shutdown-race ok\n");
-  return g_failures == 0 ? 0 : 1;
+  if (failures() == 0) std::printf("shutdown-race ok\n");
+  return failures() == 0 ? 0 : 1;
 }
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
   if (mode == "shutdown-race") return shutdown_race();
-  auto init = hvrun::Worker::init();
-  if (!init.is_ok()) {
-    std::fprintf(stderr, "init: %s\n", init.status().to_string().c_str());
-    return 2;
-  }
-  hvrun::Worker& w = **init;
+  auto worker = hvrun::test::init_or_report();
+  if (!worker) return 2;
+  hvrun::Worker& w = *worker;
   if (mode == "cached-threads") cached_threads(w);
   else if (mode == "lone-latency") lone_latency(w);
   else if (mode == "changing-shape") changing_shape(w);
@@ -150,6 +145,6 @@ int main(int argc, char** argv) {
   else fail("unknown mode '" + mode + "'");
   hvrun::Status down = w.shutdown();
   if (!down.is_ok()) fail("shutdown: " + down.to_string());
-  if (g_failures == 0) std::printf("rank %d: %s ok\n", w.rank(), mode.c_str());
-  return g_failures == 0 ? 0 : 1;
+  if (failures() == 0) std::printf("rank %d: %s ok\n", w.rank(), mode.c_str());
+  return failures() == 0 ? 0 : 1;
 }

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <random>
 #include <vector>
 
 #include "hvrun/types.h"
@@ -60,5 +61,17 @@ inline constexpr DataType kAllDtypes[] = {DataType::kUInt8,   DataType::kInt8,
                                           DataType::kInt32,   DataType::kInt64,
                                           DataType::kFloat16, DataType::kBFloat16,
                                           DataType::kFloat32, DataType::kFloat64};
+
+// An input of `rank` at element `i` that every dtype holds exactly, and whose sums and products
+// over a few ranks it holds exactly too; float32/float64 get a random fraction (from `rng`), so
+// that comparing results bitwise across ranks means something.
+inline double input_value(DataType t, ReduceOp op, int rank, size_t i, std::mt19937& rng) {
+  if (op == ReduceOp::kProduct) return 1.0 + static_cast<double>((rank + i) % 2);
+  double v = static_cast<double>((rank * 5 + i * 3) % 7);
+  if (t == DataType::kUInt8) return v;
+  if (t == DataType::kFloat32 || t == DataType::kFloat64)
+    return v - 3 + std::uniform_real_distribution<double>(0, 1)(rng);
+  return v - 3;
+}
 
 }  // namespace hvrun::test

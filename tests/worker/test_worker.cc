@@ -1,6 +1,6 @@
-// hvrun_test_worker: one rank of a worker test job (started by worker_harness with the
-// environment hvrun sets). Each mode runs many checks in this one process and exits non-zero
-// with a message on the first kind of failure it sees.
+// hvrun_test_worker: one rank of a worker test job (started by run_job, tests/support/
+// worker_job.h, with the environment hvrun sets). Each mode runs many checks in this one process
+// and exits non-zero with a message on the first kind of failure it sees.
 //
 //   collectives [--large]   every collective x every dtype x sizes 0, 1, 1001 vs a reference
 //   mismatch                shapes differ across ranks: every rank's handle must fail
@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "hvrun/hvrun.h"
+#include "tests/support/worker_checks.h"
 #include "tests/worker/tensor_values.h"
 
 namespace {
@@ -38,11 +39,8 @@ using hvrun::test::is_integer;
 using hvrun::test::load_value;
 using hvrun::test::store_value;
 
-int g_failures = 0;
-
-void fail(const std::string& what) {
-  if (++g_failures <= 10) std::fprintf(stderr, "FAIL: %s\n", what.c_str());
-}
+using hvrun::test::fail;
+using hvrun::test::failures;
 
 std::vector<std::byte> buffer_of(DataType t, int64_t n) {
   return std::vector<std::byte>(static_cast<size_t>(std::max<int64_t>(n, 1)) * hvrun::dtype_size(t));
@@ -254,8 +252,8 @@ int run_collectives_round(hvrun::Worker& w, bool large) {
     if (h.wait(std::chrono::seconds(5)).code() != hvrun::StatusCode::kAlreadyExists)
       fail("grouped allreduce with a repeated name was not refused");
   if (hvrun::Status s = w.barrier(); !s.is_ok()) fail("barrier: " + s.to_string());
-  std::printf("rank %d: %zu cases checked, %d failures\n", w.rank(), cases.size() + 3, g_failures);
-  return g_failures == 0 ? 0 : 1;
+  std::printf("rank %d: %zu cases checked, %d failures\n", w.rank(), cases.size() + 3, failures());
+  return failures() == 0 ? 0 : 1;
 }
 
 int run_collectives(hvrun::Worker& w, bool large) {
@@ -455,7 +453,7 @@ int run_names(hvrun::Worker& w) {
   if (!s.is_ok() || data[3] != static_cast<float>(w.size()))
     fail("allreduce of a valid UTF-8 name after the refusals: " + s.to_string());
   if (!w.barrier().is_ok()) fail("barrier after the refusals");
-  if (g_failures) return 1;
+  if (failures()) return 1;
   std::printf("rank %d: bad names refused, job unharmed\n", w.rank());
   return 0;
 }
@@ -509,12 +507,9 @@ int run_fail_exit(hvrun::Worker& w) {
 int main(int argc, char** argv) {
   std::string mode = argc > 1 ? argv[1] : "collectives";
   bool large = argc > 2 && std::string(argv[2]) == "--large";
-  auto worker = hvrun::Worker::init();
-  if (!worker.is_ok()) {
-    std::fprintf(stderr, "init failed: %s\n", worker.status().to_string().c_str());
-    return 2;
-  }
-  hvrun::Worker& w = **worker;
+  auto worker = hvrun::test::init_or_report();
+  if (!worker) return 2;
+  hvrun::Worker& w = *worker;
   int rc = 1;
   if (mode == "collectives") rc = run_collectives(w, large);
   else if (mode == "mismatch") rc = run_mismatch(w);

@@ -1,7 +1,7 @@
 // examples/train as a real job: the loss falls and every rank ends with identical weights.
 #include <gtest/gtest.h>
 
-#include "tests/worker/worker_harness.h"
+#include "tests/support/worker_job.h"
 #include "tests/worker/train_output.h"
 
 namespace hvrun::test {

@@ -1,20 +1,19 @@
-// In-process ranks for worker tests: threads, each with its own Gloo backend, bootstrapped
-// through an in-memory key-value store (every wait bounded).
+// In-process ranks for worker tests: threads acting as ranks, each with its own backend (Gloo
+// over loopback TCP, or shm over one segment of a made-up job), bootstrapped through an
+// in-memory key-value store. Every wait is bounded.
 #pragma once
 
 #include <chrono>
 #include <condition_variable>
+#include <cstddef>
 #include <functional>
 #include <map>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
-#include <gtest/gtest.h>
-
-#include "worker_lib/backends/gloo/gloo_backend.h"
-#include "worker_lib/backends/gloo/kv_store_adapter.h"
+#include "worker_lib/backend.h"
+#include "worker_lib/kv_store.h"
 
 namespace hvrun::detail {
 
@@ -48,21 +47,20 @@ class MemoryStore final : public KeyValueStore {
   std::map<std::string, std::string> data_;
 };
 
-// Runs fn(backend) on `size` threads, one backend per rank.
-inline void run_ranks(int size, const std::function<void(Backend&)>& fn) {
-  MemoryStore store;
-  std::vector<std::thread> threads;
-  for (int r = 0; r < size; ++r) {
-    threads.emplace_back([&, r] {
-      GlooStoreAdapter adapter(store, std::chrono::seconds(20));
-      auto backend = make_gloo_backend({.rank = r, .size = size, .connect_timeout = std::chrono::seconds(20),
-                                        .timeout = std::chrono::seconds(20)},
-                                       adapter);
-      ASSERT_TRUE(backend.is_ok()) << backend.status().to_string();
-      fn(**backend);
-    });
-  }
-  for (auto& t : threads) t.join();
-}
+// Runs fn(backend) on `size` threads, one Gloo backend per rank (20 s timeouts).
+void run_ranks(int size, const std::function<void(Backend&)>& fn);
+
+// A job id no other test of this process (or another process) uses: its shm segment is its own.
+std::string fresh_job_id();
+
+struct ShmRanks {
+  std::string job_id = fresh_job_id();
+  size_t chunk_bytes = 1 << 20;
+  std::chrono::milliseconds timeout{20000};
+};
+
+// Runs fn(backend) on `size` threads, each with its own shm backend of the job `ranks.job_id`
+// on host "testhost"; then checks that the job's segment is gone from /dev/shm.
+void run_shm_ranks(int size, const ShmRanks& ranks, const std::function<void(Backend&)>& fn);
 
 }  // namespace hvrun::detail

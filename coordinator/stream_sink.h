@@ -1,6 +1,9 @@
-// Where the negotiation loop sends one worker's messages (its Negotiate stream). Messages are
+// Where the coordinator sends one worker's messages (its Negotiate stream): the service's
+// negotiation loop sends plans, the telemetry aggregator the timeline's state. Messages are
 // CoordinatorMessages serialized once (a plan goes to every rank: serializing it per stream
-// would cost the loop thread as much as negotiating it).
+// would cost the loop thread as much as negotiating it). The service implements it
+// (service/negotiate_reactor.h); this interface sits at the coordinator's root so that both
+// the service and telemetry/ depend on it, and telemetry/ never on the service.
 #pragma once
 
 #include <memory>
@@ -10,7 +13,7 @@
 #include "common/status.h"
 #include "hvrun.pb.h"
 
-namespace hvrun::coordinator::service {
+namespace hvrun::coordinator {
 
 class StreamSink {
  public:
@@ -24,4 +27,4 @@ class StreamSink {
 // A CoordinatorMessage as the bytes every stream sends.
 std::shared_ptr<const grpc::ByteBuffer> serialize(const v1::CoordinatorMessage& message);
 
-}  // namespace hvrun::coordinator::service
+}  // namespace hvrun::coordinator

@@ -1,4 +1,4 @@
-#include "tests/worker/worker_harness.h"
+#include "tests/support/worker_job.h"
 
 #include <thread>
 

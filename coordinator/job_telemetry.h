@@ -1,0 +1,86 @@
+// A point-in-time snapshot of what a job's ranks are doing: the contract between the
+// coordinator's telemetry aggregator (which fills it from worker TelemetryReports and its own
+// negotiation bookkeeping), the Prometheus /metrics endpoint, and hvrun's end-of-job summary.
+//
+// Plain values only: taking a snapshot copies, so readers on other threads (the HTTP server,
+// the launcher at the end of the job) never hold the coordinator's locks.
+//
+// Part of the coordinator's interface (CoordinatorServer::telemetry() returns it), so it stands
+// at the coordinator's root; the aggregator in telemetry/ fills it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace hvrun::coordinator::telemetry {
+
+// One rank's data-plane work for one (collective, backend) pair, cumulative since its init.
+struct CollectiveTotals {
+  std::string op;       // "allreduce", "allgather", "broadcast", "alltoall", "reducescatter"
+  std::string backend;  // "shm", "gloo", "hierarchical", "nccl", "local"
+  uint64_t tensors = 0;
+  uint64_t responses = 0;
+  uint64_t bytes = 0;
+  double collective_seconds = 0;
+  double pack_seconds = 0;
+  double unpack_seconds = 0;
+  double queue_seconds = 0;
+};
+
+// One GPU as the rank's last report saw it (NVML). Values NVML could not read are -1.
+struct GpuTelemetry {
+  int index = 0;
+  std::string name;
+  std::string pci_bus_id;
+  double utilization_percent = -1;
+  int64_t memory_used_bytes = -1;
+  int64_t memory_total_bytes = -1;
+  double temperature_celsius = -1;
+  double power_watts = -1;
+};
+
+struct RankTelemetry {
+  int rank = 0;
+  std::string host;
+  int local_rank = 0;
+  bool alive = true;    // stream attached and not lost
+  bool joined = false;  // called join() and waits for the others
+
+  std::vector<CollectiveTotals> collectives;  // from the rank's reports
+
+  // Coordinator's bookkeeping, over this rank's requests:
+  double negotiation_seconds = 0;  // request arrived -> plan holding it sent
+  double wait_seconds = 0;         // the part of that spent waiting for other ranks
+  uint64_t tensors_negotiated = 0;
+  uint64_t cache_hits = 0;         // requests sent as a cache id only
+  uint64_t stalls = 0;             // stall warnings that named this rank as missing
+
+  uint64_t steps = 0;              // hvrun::mark_step() count
+  double step_rate = 0;            // steps per second over the last reports (0: unknown)
+  std::vector<GpuTelemetry> gpus;
+
+  // The tensor this rank waited longest for (other ranks late), and how long.
+  std::string longest_wait_tensor;
+  double longest_wait_seconds = 0;
+  double seconds_since_report = -1;  // -1: no report yet
+};
+
+struct JobTelemetry {
+  std::string job_id;
+  int world_size = 0;
+  int ranks_alive = 0;
+  int ranks_joined = 0;
+  int restarts = 0;  // filled by the launcher (the coordinator lives for one attempt)
+  uint64_t steps = 0;       // the slowest rank's step count
+  double step_rate = 0;     // the slowest rank's step rate
+  // Fusion: responses that carried more than one tensor, their payload, and the threshold.
+  uint64_t fused_responses = 0;
+  uint64_t fused_bytes = 0;
+  int64_t fusion_threshold_bytes = 0;
+  uint64_t plans = 0;
+  bool timeline_recording = false;
+  std::vector<RankTelemetry> ranks;  // by rank
+};
+
+}  // namespace hvrun::coordinator::telemetry
