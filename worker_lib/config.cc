@@ -1,11 +1,12 @@
 // The worker library's settings from the environment, read in one place: Config::
-// from_environment (the variables hvrun sets for every worker, see README.md) and
-// CheckpointOptions::from_environment.
+// from_environment (the variables hvrun sets for every worker, see docs/launcher.md),
+// detail::apply_tuning_from_environment and CheckpointOptions::from_environment.
 #include <cstdlib>
 #include <string>
 
 #include "common/setting_keys.h"
 #include "common/settings.h"
+#include "worker_lib/config_environment.h"
 #include "hvrun/checkpoint.h"
 #include "hvrun/hvrun.h"
 
@@ -26,6 +27,18 @@ Result<int> int_from_env(const char* name, int fallback) {
 
 std::chrono::milliseconds seconds_to_ms(double s) {
   return std::chrono::milliseconds(static_cast<int64_t>(s * 1000.0));
+}
+
+void apply_tuning(const Settings& settings, Config& config) {
+  config.cpu_backend.backend = settings.get(setting::kCpuBackend);
+  config.cpu_backend.hierarchical = settings.get(setting::kHierarchicalAllreduce);
+  config.cpu_backend.shm_chunk_bytes = static_cast<size_t>(settings.get(setting::kShmChunkKb))
+                                       << 10;
+  config.fast_path.enabled = settings.get(setting::kFastPath);
+  config.fast_path.wait =
+      std::chrono::duration<double, std::milli>(settings.get(setting::kFastPathWaitMs));
+  if (const char* visible = env("CUDA_VISIBLE_DEVICES"))
+    config.telemetry.cuda_visible_devices = visible;
 }
 
 }  // namespace
@@ -50,13 +63,15 @@ Result<Config> Config::from_environment() {
   config.start_timeout = seconds_to_ms(settings.get(setting::kStartTimeoutSeconds));
   config.op_timeout = seconds_to_ms(settings.get(setting::kOpTimeoutSeconds));
   config.log_level = settings.get(setting::kLogLevel);
-  config.cpu_backend.backend = settings.get(setting::kCpuBackend);
-  config.cpu_backend.hierarchical = settings.get(setting::kHierarchicalAllreduce);
-  config.cpu_backend.shm_chunk_bytes = static_cast<size_t>(settings.get(setting::kShmChunkKb)) << 10;
-  config.fast_path.enabled = settings.get(setting::kFastPath);
-  config.fast_path.wait = std::chrono::duration<double, std::milli>(settings.get(setting::kFastPathWaitMs));
-  if (const char* visible = env("CUDA_VISIBLE_DEVICES")) config.telemetry.cuda_visible_devices = visible;
+  apply_tuning(settings, config);
   return config;
+}
+
+Status detail::apply_tuning_from_environment(Config& config) {
+  Settings settings;
+  HVRUN_RETURN_IF_ERROR(settings.apply_process_environment());
+  apply_tuning(settings, config);
+  return Status::ok();
 }
 
 Result<CheckpointOptions> CheckpointOptions::from_environment() {

@@ -1,7 +1,5 @@
 #include "launcher/plan/env_forwarding.h"
 
-#include <cctype>
-
 namespace hvrun::launcher {
 
 const std::vector<std::string>& ignored_for_remote_list() {
@@ -22,20 +20,6 @@ bool ignored_for_remote(const std::string& name) {
     }
   }
   return false;
-}
-
-Result<ExportSpec> parse_export(const std::string& text) {
-  ExportSpec spec;
-  size_t eq = text.find('=');
-  spec.name = text.substr(0, eq);
-  if (eq != std::string::npos) spec.value = text.substr(eq + 1);
-  bool ok = !spec.name.empty() && std::isdigit(static_cast<unsigned char>(spec.name[0])) == 0;
-  for (char c : spec.name) ok &= std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_';
-  if (!ok)
-    return invalid_argument("-x '" + text +
-                            "': expected NAME or NAME=VALUE with NAME made of "
-                            "letters, digits and '_'");
-  return spec;
 }
 
 Environment with_exports(Environment env, const Environment& launch,

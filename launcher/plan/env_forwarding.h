@@ -16,9 +16,6 @@
 
 namespace hvrun::launcher {
 
-// "NAME" or "NAME=VALUE" (NAME: letters, digits, '_', not starting with a digit).
-Result<ExportSpec> parse_export(const std::string& text);
-
 // True for variables that stay behind (HOSTNAME, SSH_*, DISPLAY, ...).
 bool ignored_for_remote(const std::string& name);
 

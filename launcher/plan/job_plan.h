@@ -10,7 +10,7 @@
 
 #include "common/status.h"
 #include "launcher/plan/gpu_probe.h"
-#include "launcher/cli/options.h"
+#include "launcher/options/options.h"
 
 namespace hvrun::launcher {
 

@@ -15,7 +15,7 @@
 #include "common/build_info.h"
 #include "common/setting_keys.h"
 #include "launcher/remote/agent_link.h"
-#include "launcher/cli/control_plane.h"
+#include "launcher/control/control_plane.h"
 #include "launcher/plan/env_forwarding.h"
 #include "launcher/remote/multi_host_runner.h"
 #include "launcher/plan/network_choice.h"

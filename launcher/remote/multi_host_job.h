@@ -14,7 +14,7 @@
 
 #include "launcher/plan/job_plan.h"
 #include "launcher/supervisor/job_summary.h"
-#include "launcher/cli/options.h"
+#include "launcher/options/options.h"
 #include "launcher/process/orphan_guard.h"
 #include "launcher/telemetry/telemetry_hub.h"
 

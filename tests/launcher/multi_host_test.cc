@@ -7,7 +7,7 @@
 #include "launcher/plan/env_forwarding.h"
 #include "launcher/plan/network_choice.h"
 #include "launcher/plan/network_interfaces.h"
-#include "launcher/cli/options.h"
+#include "launcher/options/options.h"
 #include "launcher/remote/reach_probe.h"
 #include "launcher/remote/remote_shell.h"
 

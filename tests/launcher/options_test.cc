@@ -1,4 +1,4 @@
-#include "launcher/cli/options.h"
+#include "launcher/options/options.h"
 
 #include <gtest/gtest.h>
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "hvrun.pb.h"
-#include "worker_lib/runtime/pending_op.h"
+#include "worker_lib/execution/pending_op.h"
 
 namespace hvrun::detail::plan_entries {
 

@@ -97,6 +97,8 @@ const char* hvrun_status_name(hvrun_status_t status);
 
 /* Reads the environment hvrun sets. */
 hvrun_status_t hvrun_init(int abi_version, hvrun_worker_t** worker);
+/* How to reach the job from `config`; the data plane's tuning (HVRUN_CPU_BACKEND,
+   HVRUN_FAST_PATH, ...) from the environment, as hvrun_init. */
 hvrun_status_t hvrun_init_with_config(int abi_version, const hvrun_config_t* config,
                                       hvrun_worker_t** worker);
 /* Shuts down (idempotent, see hvrun::Worker::shutdown) and frees the worker. */

@@ -27,6 +27,9 @@ struct ExportSpec {
   std::optional<std::string> value;  // nullopt: take the launch host's value
 };
 
+// "NAME" or "NAME=VALUE" (NAME: letters, digits, '_', not starting with a digit).
+Result<ExportSpec> parse_export(const std::string& text);
+
 struct LaunchOptions {
   std::optional<int> num_proc;       // -np / --num-proc
   std::vector<HostSlots> hosts;      // -H / --hosts, or --hostfile

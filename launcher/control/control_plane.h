@@ -12,7 +12,7 @@
 
 #include "common/settings.h"
 #include "common/status.h"
-#include "coordinator/telemetry/job_telemetry.h"
+#include "coordinator/job_telemetry.h"
 #include "launcher/plan/job_plan.h"
 #include "launcher/supervisor/job_verdict.h"
 

@@ -1,4 +1,4 @@
-#include "launcher/cli/control_plane.h"
+#include "launcher/control/control_plane.h"
 
 #include <sys/socket.h>
 #include <sys/stat.h>

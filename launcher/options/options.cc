@@ -1,12 +1,26 @@
-#include "launcher/cli/options.h"
+#include "launcher/options/options.h"
 
+#include <cctype>
 #include <charconv>
 #include <fstream>
 #include <sstream>
 
-#include "launcher/plan/env_forwarding.h"
-
 namespace hvrun::launcher {
+
+Result<ExportSpec> parse_export(const std::string& text) {
+  ExportSpec spec;
+  size_t eq = text.find('=');
+  spec.name = text.substr(0, eq);
+  if (eq != std::string::npos) spec.value = text.substr(eq + 1);
+  bool ok = !spec.name.empty() && std::isdigit(static_cast<unsigned char>(spec.name[0])) == 0;
+  for (char c : spec.name) ok &= std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_';
+  if (!ok)
+    return invalid_argument("-x '" + text +
+                            "': expected NAME or NAME=VALUE with NAME made of "
+                            "letters, digits and '_'");
+  return spec;
+}
+
 namespace {
 
 Result<int> parse_positive_int(const std::string& text, const std::string& what) {

@@ -9,6 +9,7 @@
 
 #include "hvrun/checkpoint.h"
 #include "hvrun/hvrun.h"
+#include "worker_lib/config_environment.h"
 
 struct hvrun_worker {
   std::unique_ptr<hvrun::Worker> worker;
@@ -136,6 +137,8 @@ hvrun_status_t hvrun_init_with_config(int abi_version, const hvrun_config_t* c,
     if (c->data_address) config.data_address = c->data_address;
     if (c->start_timeout_ms > 0) config.start_timeout = std::chrono::milliseconds(c->start_timeout_ms);
     if (c->op_timeout_ms > 0) config.op_timeout = std::chrono::milliseconds(c->op_timeout_ms);
+    if (hvrun::Status s = hvrun::detail::apply_tuning_from_environment(config); !s.is_ok())
+      return record(s);
     return init_common(abi_version, config, worker);
   });
 }
