@@ -66,7 +66,7 @@ std::vector<double> run_rank(const std::string& address, int rank, const std::ve
     return ctx;
   };
   v1::RegisterRequest request;
-  request.set_protocol_version(1);
+  request.set_protocol_version(v1::PROTOCOL_VERSION_CURRENT);
   request.mutable_worker()->set_host("localhost");
   request.mutable_worker()->set_requested_rank(rank);
   request.mutable_worker()->set_pid(getpid());

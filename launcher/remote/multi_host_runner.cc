@@ -1,7 +1,5 @@
 #include "launcher/remote/multi_host_runner.h"
 
-#include <filesystem>
-
 #include "launcher/remote/agent_links.h"
 #include "launcher/supervisor/job_supervisor.h"
 #include "launcher/supervisor/rank_streams.h"
@@ -13,10 +11,8 @@ MultiHostRunner::MultiHostRunner(const MultiHostRunnerConfig& config, OutputSink
     : SupervisedJob(config, out, err), config_(config) {}
 
 int MultiHostRunner::run(std::vector<AgentLink> links, const std::vector<RemoteRank>& ranks) {
-  if (!config_.output_dir.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(config_.output_dir, ec);
-  }
+  // The agents already run their ranks: without the directory each rank's copy fails alone.
+  make_output_dir();
   std::vector<WorkerRecord>& workers = supervisor().workers();
   workers.resize(ranks.size());
   std::vector<size_t> link_of_rank(ranks.size());

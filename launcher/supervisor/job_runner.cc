@@ -1,7 +1,5 @@
 #include "launcher/supervisor/job_runner.h"
 
-#include <filesystem>
-
 #include <spdlog/spdlog.h>
 
 #include "launcher/plan/cpu_binding.h"
@@ -15,15 +13,7 @@ JobRunner::JobRunner(JobRunnerConfig config, OutputSink& out, OutputSink& err, O
     : SupervisedJob(config, out, err), config_(std::move(config)), guard_(guard) {}
 
 int JobRunner::run(const std::vector<WorkerLaunch>& launches) {
-  if (!config_.output_dir.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(config_.output_dir, ec);
-    if (ec) {
-      supervisor().say("cannot create the --output-filename directory " + config_.output_dir +
-                       ": " + ec.message());
-      return 2;
-    }
-  }
+  if (!make_output_dir()) return 2;
   // Sized once: the pipes and the summary hold references into it.
   std::vector<WorkerRecord>& workers = supervisor().workers();
   workers.resize(launches.size());

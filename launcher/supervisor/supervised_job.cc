@@ -1,5 +1,7 @@
 #include "launcher/supervisor/supervised_job.h"
 
+#include <filesystem>
+
 #include "launcher/supervisor/job_supervisor.h"
 #include "launcher/supervisor/rank_streams.h"
 
@@ -16,7 +18,7 @@ struct SupervisedJob::Parts {
 };
 
 SupervisedJob::SupervisedJob(const SupervisedJobConfig& config, OutputSink& out, OutputSink& err)
-    : parts_(std::make_unique<Parts>(config, out, err)) {}
+    : parts_(std::make_unique<Parts>(config, out, err)), output_dir_(config.output_dir) {}
 SupervisedJob::~SupervisedJob() = default;
 
 std::optional<JobEnd> SupervisedJob::end() const { return parts_->supervisor.end(); }
@@ -28,5 +30,15 @@ void SupervisedJob::post_note(std::string message) {
 }
 JobSupervisor& SupervisedJob::supervisor() { return parts_->supervisor; }
 RankStreams& SupervisedJob::streams() { return parts_->streams; }
+
+bool SupervisedJob::make_output_dir() {
+  if (output_dir_.empty()) return true;
+  std::error_code ec;
+  std::filesystem::create_directories(output_dir_, ec);
+  if (ec)
+    supervisor().say("cannot create the --output-filename directory " + output_dir_ + ": " +
+                     ec.message());
+  return !ec;
+}
 
 }  // namespace hvrun::launcher

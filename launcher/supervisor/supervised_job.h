@@ -43,10 +43,13 @@ class SupervisedJob {
  protected:
   JobSupervisor& supervisor();
   RankStreams& streams();
+  // Creates the --output-filename directory, if any; false (said) when it cannot.
+  bool make_output_dir();
 
  private:
   struct Parts;
   std::unique_ptr<Parts> parts_;
+  std::string output_dir_;
 };
 
 }  // namespace hvrun::launcher

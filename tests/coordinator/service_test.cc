@@ -105,7 +105,7 @@ TEST(CoordinatorService, TopologyFollowsThePlan) {
   for (auto [host, local] : std::vector<std::pair<std::string, int>>{{"beta", 0}, {"alpha", 1}, {"alpha", 0}}) {
     futures.push_back(std::async(std::launch::async, [&client, host = host, local = local] {
       v1::RegisterRequest request;
-      request.set_protocol_version(1);
+      request.set_protocol_version(v1::PROTOCOL_VERSION_CURRENT);
       request.mutable_worker()->set_host(host);
       request.mutable_worker()->set_local_rank(local);
       request.mutable_worker()->set_requested_rank(-1);
@@ -142,7 +142,7 @@ TEST(CoordinatorService, RanksSharingAGpuOrDifferingInNcclFailTheRendezvous) {
     for (int r = 0; r < 2; ++r) {
       futures.push_back(std::async(std::launch::async, [&, r] {
         v1::RegisterRequest request;
-        request.set_protocol_version(1);
+        request.set_protocol_version(v1::PROTOCOL_VERSION_CURRENT);
         request.mutable_worker()->set_host("h");
         request.mutable_worker()->set_requested_rank(r);
         request.mutable_worker()->set_gpu_uuid(c.gpu_and_nccl[r].first);

@@ -33,7 +33,7 @@ class TestClient {
                                v1::RegisterResponse* response,
                                std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
     v1::RegisterRequest request;
-    request.set_protocol_version(1);
+    request.set_protocol_version(v1::PROTOCOL_VERSION_CURRENT);
     request.mutable_worker()->set_host(host);
     request.mutable_worker()->set_local_rank(-1);
     request.mutable_worker()->set_pid(1000 + requested_rank);

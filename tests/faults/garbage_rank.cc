@@ -37,7 +37,7 @@ int run_rank() {
     return c;
   };
   hvrun::v1::RegisterRequest request;
-  request.set_protocol_version(1);
+  request.set_protocol_version(hvrun::v1::PROTOCOL_VERSION_CURRENT);
   request.mutable_worker()->set_host(env("HVRUN_HOST"));
   request.mutable_worker()->set_local_rank(std::atoi(env("HVRUN_LOCAL_RANK").c_str()));
   request.mutable_worker()->set_pid(static_cast<int32_t>(getpid()));

@@ -5,7 +5,7 @@
 namespace hvrun::detail {
 namespace {
 
-constexpr int kProtocolVersion = 1;
+constexpr int kProtocolVersion = v1::PROTOCOL_VERSION_CURRENT;
 constexpr std::chrono::seconds kRegisterSlack{10};
 
 }  // namespace
@@ -22,8 +22,9 @@ Result<Registration> register_worker(const Config& config, CoordinatorClient& cl
   info->set_hvrun_version(hvrun::version());
   HVRUN_ASSIGN_OR_RETURN(
       v1::RegisterResponse registered,
-      client.register_worker(request, config.start_timeout +
-                                          std::chrono::duration_cast<std::chrono::milliseconds>(kRegisterSlack)));
+      client.register_worker(
+          request, config.start_timeout +
+                       std::chrono::duration_cast<std::chrono::milliseconds>(kRegisterSlack)));
   if (registered.protocol_version() != 0 && registered.protocol_version() != kProtocolVersion)
     return failed_precondition("coordinator speaks protocol version " +
                                std::to_string(registered.protocol_version()) +

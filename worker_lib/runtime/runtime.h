@@ -32,8 +32,9 @@
 //   1. ExecutionLane::mutex   the executor's lock: a plan, or a fast collective
 //   2. Submitter's send lock  one RequestBatch writer at a time; guards the request cache
 //   3. WorkState::mutex       the shared work state
-// Leaves, held with nothing else taken inside: Heartbeat's lock, NegotiationStream's write
-// lock, a HandleState's mutex, the GPU executor's lock.
+// Leaves, held with nothing else taken inside (some under WorkState::mutex): Heartbeat's lock,
+// NegotiationStream's write lock, a HandleState's mutex, the GPU executor's lock,
+// WorkerTelemetry's mutex, ReportSender's lock.
 #pragma once
 
 #include <memory>

@@ -56,8 +56,6 @@ namespace detail {
 class Runtime;
 }
 
-// How to reach the job. init() fills it from the environment hvrun sets (HVRUN_RANK,
-// HVRUN_COORDINATOR_ADDR, HVRUN_SECRET, ...); other launchers may fill it themselves.
 // The CPU data plane (--cpu-backend, --hierarchical-allreduce, --shm-chunk-kb; how a job picks
 // one: worker_lib/runtime/cpu_backend_factory.h). Every rank of a job must use the same values.
 struct CpuBackendConfig {
@@ -76,11 +74,16 @@ struct FastPathConfig {
 
 // What the worker's telemetry samples.
 struct TelemetryConfig {
-  // The GPUs this process sees, as CUDA_VISIBLE_DEVICES says; nullopt when it is unset (every
-  // GPU).
+  // The GPUs this process sees, as CUDA_VISIBLE_DEVICES said when the Config was made; nullopt
+  // when it is unset (every GPU).
   std::optional<std::string> cuda_visible_devices;
 };
 
+// How to reach the job. init() fills it from the environment hvrun sets (HVRUN_RANK,
+// HVRUN_COORDINATOR_ADDR, HVRUN_SECRET, ...); other launchers may fill it themselves.
+// init(config) reads nothing from the environment: a Config built by hand runs with its
+// sub-structs' defaults unless its caller sets them (Config::from_environment() reads them
+// all; the C API's hvrun_init_with_config takes cpu_backend, fast_path and telemetry from it).
 struct Config {
   std::string coordinator_address;  // "127.0.0.1:40123" or "unix:/path"
   std::string secret;               // the job secret (never logged)
