@@ -270,6 +270,17 @@ Status Worker::wait(const Handle& handle) const {
 
 // Blocking allreduces may run on the fast path, right here without the coordinator (runtime.h,
 // 7.), when the call is plainly valid; everything else is checked and submitted as usual.
+namespace {
+// A two-view allreduce plainly valid for the fast path: CPU tensors of one dtype and shape.
+bool fast_path_may_take(const ConstTensorView& input, const TensorView& output,
+                        const AllreduceOptions& options) {
+  return input.device.type == DeviceType::kCpu && input.device == output.device &&
+         input.data != nullptr && output.data != nullptr && input.dtype == output.dtype &&
+         input.shape == output.shape && is_valid_dtype(static_cast<int>(input.dtype)) &&
+         is_valid_reduce_op(static_cast<int>(options.op));
+}
+}  // namespace
+
 Status Worker::allreduce(const std::string& name, const TensorView& inout,
                          const AllreduceOptions& options) {
   // Not through the two-view overload: a ConstTensorView copy costs the hot path an allocation.
@@ -284,10 +295,7 @@ Status Worker::allreduce(const std::string& name, const TensorView& inout,
 
 Status Worker::allreduce(const std::string& name, const ConstTensorView& input,
                          const TensorView& output, const AllreduceOptions& options) {
-  if (input.device.type == DeviceType::kCpu && input.device == output.device &&
-      input.data != nullptr && output.data != nullptr && input.dtype == output.dtype &&
-      input.shape == output.shape && is_valid_dtype(static_cast<int>(input.dtype)) &&
-      is_valid_reduce_op(static_cast<int>(options.op)))
+  if (fast_path_may_take(input, output, options))
     if (auto done = runtime_->try_fast_allreduce(
             {name, input.data, output.data, input.dtype, input.shape, options}))
       return *done;
@@ -296,10 +304,7 @@ Status Worker::allreduce(const std::string& name, const ConstTensorView& input,
 
 Handle Worker::allreduce_now_or_async(const std::string& name, const ConstTensorView& input,
                                       const TensorView& output, const AllreduceOptions& options) {
-  if (input.device.type == DeviceType::kCpu && input.device == output.device &&
-      input.data != nullptr && output.data != nullptr && input.dtype == output.dtype &&
-      input.shape == output.shape && is_valid_dtype(static_cast<int>(input.dtype)) &&
-      is_valid_reduce_op(static_cast<int>(options.op)))
+  if (fast_path_may_take(input, output, options))
     if (auto done = runtime_->try_fast_allreduce(
             {name, input.data, output.data, input.dtype, input.shape, options}))
       return Handle(HandleState::failed(name, *done));  // complete, with the fast path's status
