@@ -61,7 +61,7 @@ class Agent final : public RankOutput, public ChildrenEvents {
 
  private:
   bool send(const std::string& bytes);
-  bool receive_job();
+  void on_job_frame(const Frame& f);
   void start_workers();
   void sweep_shared_memory_on_exit();
   void read_stdin();
@@ -75,7 +75,9 @@ class Agent final : public RankOutput, public ChildrenEvents {
   std::vector<std::string> argv_;
   std::string cwd_;
   std::string coordinator_;
-  bool lost_ = false;  // hvrun is gone: nothing more can be sent
+  std::vector<int> listeners_;  // probe listeners, until the job starts
+  bool started_ = false;        // START came: the workers run under loop_
+  bool lost_ = false;           // hvrun is gone: nothing more can be sent
   bool finished_ = false;
   int coordinator_failures_ = 0;
 
@@ -109,58 +111,50 @@ int Agent::run() {
   send(encode_frame("HELLO", {}, std::string(build_info().version)));
 
   std::vector<NetInterface> interfaces = list_local_interfaces();
-  std::vector<int> listeners = open_probe_listeners(interfaces);
+  listeners_ = open_probe_listeners(interfaces);
   for (const NetInterface& iface : interfaces)
     send(encode_frame("IFACE", {},
                       join_list({iface.name, iface.address, std::to_string(iface.probe_port),
                                  interface_flags(iface)})));
   send(encode_frame("IFACES_DONE"));
-  bool job = receive_job();
-  close_listeners(listeners);
-  if (!job) {
-    if (guard_) guard_->release();
-    return 1;
-  }
-  sweep_shared_memory_on_exit();
-  start_workers();
+  stdin_ = std::make_unique<asio::posix::stream_descriptor>(io_, ::dup(0));
+  read_stdin();
   io_.run();
+  close_listeners(listeners_);
   if (guard_) guard_->release();
-  return lost_ ? 1 : 0;
+  // Without a job (hvrun went away or gave up before START) there is nothing to report.
+  return lost_ || !started_ ? 1 : 0;
 }
 
-// Phase 1, blocking: probes and the job description, until START (true) or end of input.
-bool Agent::receive_job() {
-  std::array<char, 65536> buffer{};
-  while (true) {
-    auto frame = reader_.next();
-    if (!frame.is_ok()) return false;
-    if (!frame->has_value()) {
-      ssize_t n = ::read(0, buffer.data(), buffer.size());
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return false;  // hvrun went away before the job started
-      reader_.feed(std::string_view(buffer.data(), static_cast<size_t>(n)));
-      continue;
+// Before START: the probes and the job's description. hvrun ending the start (KILL, SIGNAL)
+// ends the agent.
+void Agent::on_job_frame(const Frame& f) {
+  if (f.type == "PROBE") {
+    // Blocks this loop for at most kProbeTimeout: nothing else runs here before the job.
+    for (const ProbeResult& r : probe_targets(split_list(f.payload), kProbeTimeout))
+      send(encode_frame("PROBED", {r.target, r.reached ? "ok" : "fail"}, r.error));
+    send(encode_frame("PROBES_DONE"));
+  } else if (f.type == "CWD") {
+    cwd_ = f.payload;
+  } else if (f.type == "ARGV") {
+    argv_ = split_list(f.payload);
+  } else if (f.type == "WORKER") {
+    WorkerRecord w;
+    w.rank = static_cast<int>(f.int_arg(0));
+    workers_.push_back(w);
+    envps_.push_back(split_list(f.payload));
+  } else if (f.type == "START") {
+    coordinator_ = f.payload;
+    close_listeners(listeners_);
+    if (argv_.empty()) {
+      io_.stop();
+      return;
     }
-    const Frame& f = **frame;
-    if (f.type == "PROBE") {
-      for (const ProbeResult& r : probe_targets(split_list(f.payload), kProbeTimeout))
-        send(encode_frame("PROBED", {r.target, r.reached ? "ok" : "fail"}, r.error));
-      send(encode_frame("PROBES_DONE"));
-    } else if (f.type == "CWD") {
-      cwd_ = f.payload;
-    } else if (f.type == "ARGV") {
-      argv_ = split_list(f.payload);
-    } else if (f.type == "WORKER") {
-      WorkerRecord w;
-      w.rank = static_cast<int>(f.int_arg(0));
-      workers_.push_back(w);
-      envps_.push_back(split_list(f.payload));
-    } else if (f.type == "START") {
-      coordinator_ = f.payload;
-      return !argv_.empty();
-    } else if (f.type == "KILL" || f.type == "SIGNAL") {
-      return false;
-    }
+    started_ = true;
+    sweep_shared_memory_on_exit();
+    start_workers();
+  } else if (f.type == "KILL" || f.type == "SIGNAL") {
+    io_.stop();
   }
 }
 
@@ -198,9 +192,7 @@ void Agent::start_workers() {
                     [this] { finish(); }});
   local_.emplace(io_, workers_, *this, *this, guard_ ? &*guard_ : nullptr);
   coordinator_timer_ = std::make_unique<asio::steady_timer>(io_);
-  stdin_ = std::make_unique<asio::posix::stream_descriptor>(io_, ::dup(0));
   loop_->start(*local_);
-  read_stdin();
 
   if (!cwd_.empty() && ::chdir(cwd_.c_str()) != 0)
     send(encode_frame("NOTE", {},
@@ -244,7 +236,10 @@ void Agent::read_stdin() {
       }
       if (!frame->has_value()) break;
       const Frame& f = **frame;
-      if (f.type == "SIGNAL")
+      if (!started_) {
+        on_job_frame(f);
+        if (io_.stopped()) return;
+      } else if (f.type == "SIGNAL")
         local_->signal_all(static_cast<int>(f.int_arg(0, SIGTERM)));
       else if (f.type == "KILL")
         local_->signal_all(SIGKILL);
@@ -278,6 +273,10 @@ void Agent::check_coordinator() {
 }
 
 void Agent::connection_lost(const std::string& why) {
+  if (!started_) {  // hvrun went away before the job started: nothing runs here
+    io_.stop();
+    return;
+  }
   if (!lost_ && !finished_)  // stderr reaches hvrun (through ssh) only if it is still there
     std::fprintf(stderr, "hvrun agent: %s: killing this host's workers\n", why.c_str());
   lost_ = true;

@@ -1,14 +1,12 @@
 // hvrun's end of one host's agent: the remote shell (or, for the launch host itself, the agent
 // process) with its stdin/stdout/stderr, and what the agent reported before the job started.
 //
-// Before the workers start, hvrun talks to every agent at once through pump_until() (blocking,
-// poll-based, bounded by a deadline); afterwards agent_links.h takes the descriptors over.
+// agent_links.h reads every link on the launcher's event loop, from the agent's HELLO to its BYE;
+// what an agent says before its job starts (HELLO, IFACE, PROBED, ...) lands here.
 #pragma once
 
 #include <sys/types.h>
 
-#include <chrono>
-#include <functional>
 #include <string>
 #include <vector>
 
@@ -33,11 +31,9 @@ struct AgentLink {
   bool probes_done = false;
   std::vector<NetInterface> interfaces;
   std::vector<ProbeOutcome> probes;  // prober = host
-  std::vector<std::string> notes;
 
   bool exited = false;
   int wait_status = 0;
-  bool out_closed = false;
   std::string failure;  // set when the agent could not be used (why, naming the host)
 
   // Sends one frame; false when the agent is gone.
@@ -49,13 +45,8 @@ struct AgentLink {
 Result<AgentLink> start_agent_link(const std::string& host, const std::vector<std::string>& argv,
                                    OrphanGuard* guard);
 
-// Reads from every link (frames before the job starts: HELLO, IFACE, PROBED, ...) until
-// `done(link)` holds for every link that has not failed, or `deadline`. A link whose process
-// exits, or that sends garbage, gets `failure` set (`describe_exit` words it). On the deadline,
-// every link not done gets `failure` = `late(link)`.
-void pump_until(std::vector<AgentLink>& links, std::chrono::steady_clock::time_point deadline,
-                const std::function<bool(const AgentLink&)>& done,
-                const std::function<std::string(const AgentLink&)>& describe_exit,
-                const std::function<std::string(const AgentLink&)>& late);
+// Records a frame an agent sends before its job starts (HELLO, IFACE, IFACES_DONE, PROBED,
+// PROBES_DONE) in `link`; false for any other frame.
+bool apply_prestart_frame(AgentLink& link, const Frame& f);
 
 }  // namespace hvrun::launcher

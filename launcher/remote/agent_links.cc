@@ -19,10 +19,9 @@ constexpr size_t kShellErrKept = 4096;
 }  // namespace
 
 AgentLinks::AgentLinks(asio::io_context& io, std::vector<WorkerRecord>& records,
-                       std::vector<size_t> link_of_rank, RankOutput& output,
-                       ChildrenEvents& events, bool verbose)
-    : io_(io), records_(records), link_of_rank_(std::move(link_of_rank)), output_(output),
-      events_(events), verbose_(verbose), shell_timer_(io) {}
+                       RankOutput& output, ChildrenEvents& events, bool verbose)
+    : io_(io), records_(records), output_(output), events_(events), verbose_(verbose),
+      shell_timer_(io) {}
 
 AgentLinks::~AgentLinks() {
   for (auto& link : links_)
@@ -34,7 +33,8 @@ WorkerRecord* AgentLinks::record(long long rank) {
   return &records_[static_cast<size_t>(rank)];
 }
 
-void AgentLinks::start(std::vector<AgentLink> links) {
+void AgentLinks::start(std::vector<AgentLink> links, PreStartHooks hooks) {
+  prestart_ = std::move(hooks);
   for (AgentLink& agent : links) {
     auto link = std::make_unique<Link>();
     link->agent = std::move(agent);
@@ -47,14 +47,28 @@ void AgentLinks::start(std::vector<AgentLink> links) {
     links_.push_back(std::move(link));
   }
   for (size_t i = 0; i < links_.size(); ++i) {
-    // Frames that arrived with the last pre-start read are already in the reader.
-    while (true) {
-      auto frame = links_[i]->agent.reader.next();
-      if (!frame.is_ok() || !frame->has_value()) break;
-      on_frame(i, **frame);
-    }
     read_frames(i);
     if (links_[i]->err_open) read_shell_err(i);
+  }
+}
+
+std::vector<AgentLink*> AgentLinks::agents() {
+  std::vector<AgentLink*> out;
+  for (auto& link : links_) out.push_back(&link->agent);
+  return out;
+}
+
+void AgentLinks::job_started(std::vector<size_t> link_of_rank) {
+  link_of_rank_ = std::move(link_of_rank);
+  job_started_ = true;
+}
+
+void AgentLinks::abandon() {
+  for (auto& link : links_) {
+    AgentLink& a = link->agent;
+    if (a.in_fd >= 0) ::close(a.in_fd);
+    a.in_fd = -1;
+    if (a.pid > 0 && !a.exited) ::kill(-a.pid, SIGKILL);
   }
 }
 
@@ -64,7 +78,13 @@ bool AgentLinks::feed_frames(size_t index, const char* data, size_t n) {
   while (true) {
     auto frame = l.agent.reader.next();
     if (!frame.is_ok()) {
-      events_.say("host " + l.agent.host + ": " + frame.status().message());
+      std::string what = "host " + l.agent.host + ": " + frame.status().message();
+      if (job_started_) {
+        events_.say(what);
+      } else if (l.agent.failure.empty()) {
+        l.agent.failure = what + " (is something on that host printing to stdout at login?)";
+        prestart_.progress();
+      }
       return false;
     }
     if (!frame->has_value()) return true;
@@ -97,6 +117,14 @@ void AgentLinks::read_frames(size_t index) {
   });
 }
 
+void AgentLinks::close_shell_err(size_t index) {
+  Link& l = *links_[index];
+  if (!l.err_open) return;
+  l.err_open = false;
+  error_code ignored;
+  l.err->close(ignored);
+}
+
 void AgentLinks::read_shell_err(size_t index) {
   Link& link = *links_[index];
   link.err->async_read_some(asio::buffer(link.err_buffer), [this, index](error_code ec, size_t n) {
@@ -115,9 +143,8 @@ void AgentLinks::read_shell_err(size_t index) {
     }
     if (ec || n == 0) {
       if (!l.err_open) return;
-      l.err_open = false;
-      error_code ignored;
-      l.err->close(ignored);
+      close_shell_err(index);
+      if (l.agent.exited) on_link_end(index);
       events_.progress();
       return;
     }
@@ -127,6 +154,10 @@ void AgentLinks::read_shell_err(size_t index) {
 
 void AgentLinks::on_frame(size_t index, const Frame& f) {
   Link& link = *links_[index];
+  if (!job_started_) {
+    if (apply_prestart_frame(link.agent, f)) prestart_.progress();
+    return;
+  }
   if (f.type == "OUT") {
     long long rank = f.int_arg(0), stream = f.int_arg(1);
     if (record(rank) != nullptr)
@@ -169,7 +200,7 @@ WorkerRecord* AgentLinks::reap() {
 
 void AgentLinks::on_link_exit(size_t index) {
   Link& link = *links_[index];
-  if (!link.out_open) {
+  if (!link.out_open && !link.err_open) {
     on_link_end(index);
     return;
   }
@@ -177,6 +208,7 @@ void AgentLinks::on_link_exit(size_t index) {
   link.eof_wait->async_wait([this, index](error_code ec) {
     if (ec) return;
     close_frames(index);
+    close_shell_err(index);
     on_link_end(index);
     events_.progress();
   });
@@ -184,9 +216,14 @@ void AgentLinks::on_link_exit(size_t index) {
 
 void AgentLinks::on_link_end(size_t index) {
   Link& link = *links_[index];
-  if (link.judged) return;
+  // Judged on everything it said: its frames and its remote shell's last words.
+  if (link.judged || link.out_open || link.err_open) return;
   link.judged = true;
   if (link.eof_wait) link.eof_wait->cancel();
+  if (!job_started_) {
+    on_prestart_end(index);
+    return;
+  }
   if (link.bye) return;
   // The agent is gone before saying BYE: its workers were killed by it (or by their
   // PR_SET_PDEATHSIG); nobody can tell how each ended.
@@ -204,9 +241,19 @@ void AgentLinks::on_link_end(size_t index) {
                                 (said.empty() ? "" : ": " + said) + ")"});
 }
 
+void AgentLinks::on_prestart_end(size_t index) {
+  AgentLink& agent = links_[index]->agent;
+  if (agent.failure.empty()) agent.failure = prestart_.describe_exit(agent);
+  prestart_.progress();
+}
+
 bool AgentLinks::awaits_explanation(const JobEnd&) const { return true; }
 
 void AgentLinks::signal_all(int sig) {
+  if (!job_started_) {  // no worker runs yet: nothing to give a grace period to
+    abandon();
+    return;
+  }
   send_all(encode_frame("SIGNAL", {std::to_string(sig)}));
   for (WorkerRecord& w : records_)
     if (w.pid > 0 && !w.exited) w.signalled_by_hvrun = true;
@@ -253,9 +300,13 @@ bool AgentLinks::output_open() const {
 
 void AgentLinks::close_output() {
   if (closed_) return;
-  // Links still waiting for their frame stream's end are weighed on what they said.
+  // Links still waiting for their streams' end are weighed on what they said.
   for (size_t i = 0; i < links_.size(); ++i)
-    if (links_[i]->agent.exited) on_link_end(i);
+    if (links_[i]->agent.exited) {
+      close_frames(i);
+      close_shell_err(i);
+      on_link_end(i);
+    }
   if (closed_) return;
   closed_ = true;
   for (auto& link : links_) {

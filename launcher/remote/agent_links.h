@@ -1,16 +1,22 @@
-// The agents of a multi-host job as a supervisor's children (supervisor/children.h), once their
-// START was sent: their frames (the ranks' output, starts and exits, notes, BYE) are read and
-// acted on, their remote shells reaped, and the teardown goes to them as SIGNAL and KILL frames;
-// remote shells still running kShellKillAfterGrace after the KILL are killed, which makes their
-// agents kill their workers. An agent whose remote shell ended before its BYE (host down, agent
-// killed, ssh session cut) is lost: its ranks' fate is unknown, and that ends the job.
+// The agents of a multi-host job as a supervisor's children (supervisor/children.h), read on the
+// launcher's event loop from the moment they are started.
 //
-// A reaped remote shell's last frames (its agent's BYE among them) may still be in the pipe, or
-// read but not yet handled: its link is judged only once its frame stream has ended, or
-// kOutputDrainLimit later if something else still holds the pipe open.
+// Before the job starts, what the agents say (HELLO, interfaces, probe results) is recorded in
+// their AgentLink and the pre-start's owner is told (PreStartHooks); an agent that ends, or
+// sends garbage, gets its `failure` set. From job_started() on, their frames (the ranks'
+// output, starts and exits, notes, BYE) are acted on, their remote shells reaped, and the
+// teardown goes to them as SIGNAL and KILL frames; remote shells still running
+// kShellKillAfterGrace after the KILL are killed, which makes their agents kill their workers.
+// An agent whose remote shell ended before its BYE (host down, agent killed, ssh session cut) is
+// lost: its ranks' fate is unknown, and that ends the job.
+//
+// A reaped remote shell's last frames (its agent's BYE among them) and last words on stderr may
+// still be in the pipes, or read but not yet handled: its link is judged only once both streams
+// have ended, or kOutputDrainLimit later if something else still holds a pipe open.
 #pragma once
 
 #include <array>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -24,17 +30,29 @@
 
 namespace hvrun::launcher {
 
+// What the owner of a job's start hears from the links until job_started().
+struct PreStartHooks {
+  std::function<void()> progress;  // a link said something, or failed
+  // The `failure` of a link whose agent ended before its job started.
+  std::function<std::string(const AgentLink&)> describe_exit;
+};
+
 class AgentLinks final : public Children {
  public:
-  // `records` is indexed by rank; `link_of_rank[r]` is the index (into the links given to
-  // start()) of rank r's agent. `verbose`: the remote shells' stderr lines are shown.
-  AgentLinks(boost::asio::io_context& io, std::vector<WorkerRecord>& records,
-             std::vector<size_t> link_of_rank, RankOutput& output, ChildrenEvents& events,
-             bool verbose);
+  // `records` is indexed by rank (sized by job_started()). `verbose`: the remote shells' stderr
+  // lines are shown.
+  AgentLinks(boost::asio::io_context& io, std::vector<WorkerRecord>& records, RankOutput& output,
+             ChildrenEvents& events, bool verbose);
   ~AgentLinks() override;
 
-  // Takes the links over and starts reading them (frames already read are handled first).
-  void start(std::vector<AgentLink> links);
+  // Takes the links over and starts reading them.
+  void start(std::vector<AgentLink> links, PreStartHooks hooks);
+  // The links, in the order given to start().
+  std::vector<AgentLink*> agents();
+  // Every agent is about to get its job: `link_of_rank[r]` is the index of rank r's agent.
+  void job_started(std::vector<size_t> link_of_rank);
+  // The job will not start: every agent is ended now.
+  void abandon();
 
   WorkerRecord* reap() override;  // reaps remote shells; ranks report their exits in frames
   // Always: a lost agent explains everything else (the coordinator sees the host's workers'
@@ -66,7 +84,9 @@ class AgentLinks final : public Children {
   bool feed_frames(size_t index, const char* data, size_t n);
   void close_frames(size_t index);
   void read_shell_err(size_t index);
+  void close_shell_err(size_t index);
   void on_frame(size_t index, const Frame& f);
+  void on_prestart_end(size_t index);
   void on_worker_exit(int rank, int wait_status);
   void on_link_exit(size_t index);
   void on_link_end(size_t index);
@@ -76,6 +96,8 @@ class AgentLinks final : public Children {
   boost::asio::io_context& io_;
   std::vector<WorkerRecord>& records_;
   std::vector<size_t> link_of_rank_;
+  bool job_started_ = false;
+  PreStartHooks prestart_;
   RankOutput& output_;
   ChildrenEvents& events_;
   const bool verbose_;

@@ -8,21 +8,23 @@
 #include <climits>
 #include <cstdlib>
 #include <filesystem>
-#include <functional>
 #include <iostream>
+#include <memory>
 #include <optional>
+
+#include <boost/asio/steady_timer.hpp>
 
 #include "common/build_info.h"
 #include "common/setting_keys.h"
-#include "launcher/remote/agent_link.h"
 #include "launcher/control/control_plane.h"
 #include "launcher/plan/env_forwarding.h"
-#include "launcher/remote/multi_host_runner.h"
 #include "launcher/plan/network_choice.h"
 #include "launcher/plan/rank_environment.h"
+#include "launcher/plan/secret.h"
+#include "launcher/remote/agent_link.h"
+#include "launcher/remote/multi_host_runner.h"
 #include "launcher/remote/reach_probe.h"
 #include "launcher/remote/remote_shell.h"
-#include "launcher/plan/secret.h"
 
 namespace hvrun::launcher {
 namespace {
@@ -53,54 +55,66 @@ void stop_links(std::vector<AgentLink>& links) {
   }
 }
 
-void report_failures(const std::vector<AgentLink>& links, const std::string& what) {
-  std::cerr << "hvrun: " << what << ":\n";
-  for (const AgentLink& link : links)
-    if (!link.failure.empty()) std::cerr << "hvrun:   " << link.failure << "\n";
-}
-
 std::string exit_code_of(int wait_status) {
   return std::to_string(WIFEXITED(wait_status) ? WEXITSTATUS(wait_status)
                                                : 128 + WTERMSIG(wait_status));
 }
 
-// The launch in phases; each returns false (after telling the user) when the job cannot start.
-class MultiHostLaunch {
+// The launch: the agents are started here, then everything else happens on the launcher's event
+// loop (multi_host_runner.h) as the agents answer: pre-flight, probes, the network choice, the
+// coordinator, the job to every agent. A phase that fails tells the user and ends the agents.
+class MultiHostLaunch final : public MultiHostRunner::Starter {
  public:
-  MultiHostLaunch(const LaunchOptions& opts, const JobPlan& plan, OrphanGuard* guard)
+  MultiHostLaunch(const LaunchOptions& opts, const JobPlan& plan, OrphanGuard* guard,
+                  TelemetryHub* telemetry)
       : opts_(opts),
         settings_(opts.settings),
         plan_(plan),
         guard_(guard),
+        telemetry_(telemetry),
         verbose_(settings_.get(setting::kVerbose)),
         hvrun_path_(this_executable()),
         forced_(split_names(settings_.get(setting::kNetworkInterface))) {}
-  ~MultiHostLaunch() {
+  ~MultiHostLaunch() override {
     close_listeners(own_listeners_);
     stop_links(links_);  // nothing left once run() handed them over
   }
 
   int run();
   const std::optional<JobEnd>& end() const { return end_; }
-  void set_telemetry(TelemetryHub* hub) { telemetry_ = hub; }  // /metrics and the summary
 
- private:
-  bool start_agents();
-  bool preflight();
-  bool probe_network();
-  bool choose_network();
-  std::string network_summary(const std::string& job_id, const std::string& coordinator) const;
-  std::string network_details() const;
-  // CWD, ARGV, a WORKER per rank (the secret inside its environment) and START to every agent.
-  std::vector<RemoteRank> send_job(const JobIdentity& job, const NcclTuning& nccl,
-                                   const Environment& launch_env, const Environment& forwarded,
-                                   OutputSink& err);
-
-  std::string describe_exit(const AgentLink& link) const {
+  void begin() override;
+  void progress() override;
+  std::string describe_exit(const AgentLink& link) const override {
     return describe_remote_failure(link.host, link.program,
                                    std::atoi(exit_code_of(link.wait_status).c_str()), link.err_text,
                                    hvrun_path_);
   }
+
+ private:
+  enum class Phase { kHello, kProbes, kRunning, kOver };
+
+  bool start_agents();
+  void check_versions();
+  void send_probes();
+  void start_job();
+  bool choose_network();
+  std::string network_summary(const std::string& coordinator) const;
+  std::string network_details() const;
+  std::vector<RemoteRank> ranks_by_link() const;
+  // CWD, ARGV, a WORKER per rank (the secret inside its environment) and START to every agent.
+  void send_job(const JobIdentity& job, const NcclTuning& nccl, const Environment& launch_env,
+                const Environment& forwarded);
+
+  // Whether every agent that has not failed says `done` of itself.
+  bool all_answered(bool (*done)(const AgentLink&)) const;
+  bool any_failed() const;
+  void arm_deadline(std::chrono::steady_clock::time_point deadline);
+  void on_deadline();
+  // The agents' failures under the heading `what`, then the job ends before it started.
+  void fail(const std::string& what);
+  // The job ends before it started; the user was told why.
+  void give_up(const std::string& why);
   std::string late(const AgentLink& link) const {
     std::string said = link.err_text;
     while (!said.empty() && said.back() == '\n') said.pop_back();
@@ -108,33 +122,36 @@ class MultiHostLaunch {
            settings_.text(setting::kStartTimeoutSeconds.name) + " s)" +
            (said.empty() ? "" : "; " + link.program + " said: " + said);
   }
-  void pump(std::chrono::steady_clock::time_point deadline,
-            const std::function<bool(const AgentLink&)>& done) {
-    pump_until(
-        links_, deadline, done, [this](const AgentLink& l) { return describe_exit(l); },
-        [this](const AgentLink& l) { return late(l); });
-  }
-  bool any_failed() const {
-    for (const AgentLink& link : links_)
-      if (!link.failure.empty()) return true;
-    return false;
-  }
+
+  static bool answered_hello(const AgentLink& l) { return l.hello && l.interfaces_done; }
+  static bool answered_probes(const AgentLink& l) { return l.probes_done; }
 
   const LaunchOptions& opts_;
   const Settings& settings_;
   const JobPlan& plan_;
   OrphanGuard* guard_;
-  TelemetryHub* telemetry_ = nullptr;
+  TelemetryHub* telemetry_;
   const bool verbose_;
   const std::string hvrun_path_;
   const std::vector<std::string> forced_;  // --network-interface
-  std::vector<AgentLink> links_;           // one per host, in plan_.hosts order
+  std::vector<AgentLink> links_;           // one per host, in plan_.hosts order, until run()
   std::vector<NetInterface> own_;          // the launch host's interfaces (the coordinator's)
   std::vector<int> own_listeners_;
-  std::chrono::steady_clock::time_point deadline_;
+  std::string secret_, job_id_;
+
+  // While run() runs:
+  MultiHostRunner* runner_ = nullptr;
+  std::vector<AgentLink*> agents_;  // the links, read by the runner
+  OutputSink* err_ = nullptr;
+  Phase phase_ = Phase::kHello;
+  std::chrono::steady_clock::time_point deadline_;  // --start-timeout from begin()
+  std::optional<boost::asio::steady_timer> deadline_timer_;
   std::vector<InterfaceChoice> choices_;  // per link
   InterfaceChoice coordinator_;
-  std::optional<JobEnd> end_;  // how the job ended, when it failed after starting
+  std::unique_ptr<ControlPlane> control_;
+  std::optional<ScopedTelemetrySource> telemetry_source_;
+
+  std::optional<JobEnd> end_;  // how the job ended, when it failed
 };
 
 bool MultiHostLaunch::start_agents() {
@@ -162,24 +179,92 @@ bool MultiHostLaunch::start_agents() {
   return true;
 }
 
-bool MultiHostLaunch::preflight() {
+void MultiHostLaunch::begin() {
+  agents_ = runner_->agents();
   deadline_ = std::chrono::steady_clock::now() +
               std::chrono::milliseconds(
                   static_cast<int64_t>(settings_.get(setting::kStartTimeoutSeconds) * 1000.0));
-  pump(deadline_, [](const AgentLink& l) { return l.hello && l.interfaces_done; });
-  const std::string version(build_info().version);
-  for (AgentLink& link : links_)
-    if (link.failure.empty() && link.version != version)
-      link.failure = "host " + link.host + " runs hvrun " + link.version + " at " + hvrun_path_ +
-                     ", this is hvrun " + version + ": install the same version on every host";
-  if (any_failed()) {
-    report_failures(links_, "pre-flight check of the hosts failed");
-    return false;
+  arm_deadline(deadline_);
+  progress();
+}
+
+void MultiHostLaunch::progress() {
+  if (phase_ == Phase::kRunning || phase_ == Phase::kOver) return;
+  if (runner_->ending()) {  // a signal to hvrun: the supervisor ends the agents
+    phase_ = Phase::kOver;
+    deadline_timer_->cancel();
+    return;
   }
+  if (phase_ == Phase::kHello) {
+    if (!all_answered(answered_hello)) return;
+    check_versions();
+    if (any_failed()) return fail("pre-flight check of the hosts failed");
+    phase_ = Phase::kProbes;
+    arm_deadline(std::max(deadline_, std::chrono::steady_clock::now() + kProbeWindow));
+    send_probes();
+    return;
+  }
+  if (!all_answered(answered_probes)) return;
+  close_listeners(own_listeners_);
+  if (any_failed()) return fail("probing the network failed");
+  deadline_timer_->cancel();
+  phase_ = Phase::kRunning;
+  start_job();
+}
+
+bool MultiHostLaunch::all_answered(bool (*done)(const AgentLink&)) const {
+  for (const AgentLink* link : agents_)
+    if (link->failure.empty() && !done(*link)) return false;
   return true;
 }
 
-bool MultiHostLaunch::probe_network() {
+bool MultiHostLaunch::any_failed() const {
+  for (const AgentLink* link : agents_)
+    if (!link->failure.empty()) return true;
+  return false;
+}
+
+void MultiHostLaunch::arm_deadline(std::chrono::steady_clock::time_point deadline) {
+  deadline_timer_->expires_at(deadline);
+  deadline_timer_->async_wait([this](boost::system::error_code ec) {
+    if (!ec) on_deadline();
+  });
+}
+
+void MultiHostLaunch::on_deadline() {
+  if (phase_ != Phase::kHello && phase_ != Phase::kProbes) return;
+  const bool hello = phase_ == Phase::kHello;
+  for (AgentLink* link : agents_)
+    if (link->failure.empty() && !(hello ? answered_hello(*link) : answered_probes(*link)))
+      link->failure = late(*link);
+  fail(hello ? "pre-flight check of the hosts failed" : "probing the network failed");
+}
+
+void MultiHostLaunch::fail(const std::string& what) {
+  std::string text = "hvrun: " + what + ":\n";
+  for (const AgentLink* link : agents_)
+    if (!link->failure.empty()) text += "hvrun:   " + link->failure + "\n";
+  err_->write_message(text);
+  give_up(what);
+}
+
+void MultiHostLaunch::give_up(const std::string& why) {
+  phase_ = Phase::kOver;
+  deadline_timer_->cancel();
+  close_listeners(own_listeners_);
+  runner_->end_before_start(1, why);
+}
+
+void MultiHostLaunch::check_versions() {
+  const std::string version(build_info().version);
+  for (AgentLink* link : agents_)
+    if (link->failure.empty() && link->version != version)
+      link->failure = "host " + link->host + " runs hvrun " + link->version + " at " +
+                      hvrun_path_ + ", this is hvrun " + version +
+                      ": install the same version on every host";
+}
+
+void MultiHostLaunch::send_probes() {
   // Each agent tries the other hosts' candidates (unless --network-interface decided them) and
   // the launch host's (for the coordinator).
   auto targets_of = [](const std::vector<NetInterface>& ifaces) {
@@ -188,38 +273,30 @@ bool MultiHostLaunch::probe_network() {
       if (i.probe_port > 0) out.push_back(i.address + ":" + std::to_string(i.probe_port));
     return out;
   };
-  for (size_t i = 0; i < links_.size(); ++i) {
+  for (size_t i = 0; i < agents_.size(); ++i) {
     std::vector<std::string> targets = targets_of(own_);
     if (forced_.empty())
-      for (size_t j = 0; j < links_.size(); ++j)
+      for (size_t j = 0; j < agents_.size(); ++j)
         if (j != i)
-          for (const std::string& t : targets_of(links_[j].interfaces)) targets.push_back(t);
-    links_[i].send(encode_frame("PROBE", {}, join_list(targets)));
+          for (const std::string& t : targets_of(agents_[j]->interfaces)) targets.push_back(t);
+    agents_[i]->send(encode_frame("PROBE", {}, join_list(targets)));
   }
-  pump(std::max(deadline_, std::chrono::steady_clock::now() + kProbeWindow),
-       [](const AgentLink& l) { return l.probes_done; });
-  close_listeners(own_listeners_);
-  if (any_failed()) {
-    report_failures(links_, "probing the network failed");
-    return false;
-  }
-  return true;
 }
 
 bool MultiHostLaunch::choose_network() {
   std::vector<ProbeOutcome> probes;
   std::vector<std::string> all_hosts;
-  for (const AgentLink& link : links_) {
-    probes.insert(probes.end(), link.probes.begin(), link.probes.end());
-    all_hosts.push_back(link.host);
+  for (const AgentLink* link : agents_) {
+    probes.insert(probes.end(), link->probes.begin(), link->probes.end());
+    all_hosts.push_back(link->host);
   }
   std::vector<std::string> errors;
-  for (const AgentLink& link : links_) {
+  for (const AgentLink* link : agents_) {
     std::vector<std::string> peers;
     for (const std::string& h : all_hosts)
-      if (h != link.host) peers.push_back(h);
+      if (h != link->host) peers.push_back(h);
     auto choice =
-        choose_interface(HostInterfaces{link.host, link.interfaces}, peers, probes, forced_);
+        choose_interface(HostInterfaces{link->host, link->interfaces}, peers, probes, forced_);
     if (choice.is_ok())
       choices_.push_back(*choice);
     else
@@ -231,16 +308,16 @@ bool MultiHostLaunch::choose_network() {
   else
     errors.push_back("coordinator: " + coordinator.status().message());
   if (errors.empty()) return true;
-  std::cerr << "hvrun: no usable network between the hosts:\n";
-  for (const std::string& e : errors) std::cerr << "hvrun:   " << e << "\n";
+  std::string text = "hvrun: no usable network between the hosts:\n";
+  for (const std::string& e : errors) text += "hvrun:   " + e + "\n";
+  err_->write_message(text);
   return false;
 }
 
-std::string MultiHostLaunch::network_summary(const std::string& job_id,
-                                             const std::string& coordinator) const {
-  std::string text = "hvrun: job " + job_id + ": " + std::to_string(plan_.size) + " ranks on " +
-                     std::to_string(links_.size()) + " hosts; coordinator " + coordinator + " (" +
-                     coordinator_.interface + ")";
+std::string MultiHostLaunch::network_summary(const std::string& coordinator) const {
+  std::string text = "hvrun: job " + job_id_ + ": " + std::to_string(plan_.size) + " ranks on " +
+                     std::to_string(agents_.size()) + " hosts; coordinator " + coordinator +
+                     " (" + coordinator_.interface + ")";
   for (const InterfaceChoice& c : choices_)
     text += "; " + c.host + " uses " + c.interface + " " + c.address;
   return text + "\n";
@@ -255,14 +332,20 @@ std::string MultiHostLaunch::network_details() const {
   return text;
 }
 
-std::vector<RemoteRank> MultiHostLaunch::send_job(const JobIdentity& job, const NcclTuning& nccl,
-                                                  const Environment& launch_env,
-                                                  const Environment& forwarded, OutputSink& err) {
+std::vector<RemoteRank> MultiHostLaunch::ranks_by_link() const {
+  std::vector<RemoteRank> ranks;
+  for (size_t i = 0; i < agents_.size(); ++i)
+    for (const RankSlot& slot : plan_.ranks)
+      if (slot.host == agents_[i]->host) ranks.push_back(RemoteRank{slot.rank, slot.host, i});
+  return ranks;
+}
+
+void MultiHostLaunch::send_job(const JobIdentity& job, const NcclTuning& nccl,
+                               const Environment& launch_env, const Environment& forwarded) {
   std::error_code ec;
   const std::string cwd = std::filesystem::current_path(ec).string();
-  std::vector<RemoteRank> ranks;
-  for (size_t i = 0; i < links_.size(); ++i) {
-    AgentLink& link = links_[i];
+  for (size_t i = 0; i < agents_.size(); ++i) {
+    AgentLink& link = *agents_[i];
     const InterfaceChoice& choice = choices_[i];
     std::vector<std::string> reasons;
     NcclTuning host_tuning = nccl;
@@ -271,7 +354,7 @@ std::vector<RemoteRank> MultiHostLaunch::send_job(const JobIdentity& job, const 
       host_tuning.set[k] = v;
     if (verbose_)
       for (const std::string& r : reasons)
-        err.write_message("hvrun: NCCL: " + choice.host + ": " + r + "\n");
+        err_->write_message("hvrun: NCCL: " + choice.host + ": " + r + "\n");
     JobIdentity identity = job;
     identity.data_address = choice.address;
     link.send(encode_frame("CWD", {}, cwd));
@@ -283,55 +366,31 @@ std::vector<RemoteRank> MultiHostLaunch::send_job(const JobIdentity& job, const 
       if (verbose_) {
         std::string line = "hvrun: rank " + std::to_string(slot.rank) + " environment:";
         for (const auto& [k, v] : describe_additions(env, forwarded)) line += " " + k + "=" + v;
-        err.write_message(line + "\n");
+        err_->write_message(line + "\n");
       }
       link.send(encode_frame("WORKER", {std::to_string(slot.rank)}, join_list(to_envp(env))));
-      ranks.push_back(RemoteRank{slot.rank, slot.host, i});
     }
     link.send(encode_frame("START", {}, job.coordinator_address));
   }
-  return ranks;
 }
 
-int MultiHostLaunch::run() {
-  if (!start_agents()) return 2;
-  if (!preflight() || !probe_network() || !choose_network()) return 1;
-
-  auto secret = random_hex(32);
-  auto job_suffix = random_hex(4);
-  if (!secret.is_ok() || !job_suffix.is_ok()) {
-    std::cerr << "hvrun: cannot make the job secret\n";
-    return 1;
-  }
-  const std::string job_id = "hvrun-" + *job_suffix;
-
-  OpenLine terminal_line;
-  const bool one_file = same_file(1, 2);
-  OutputSink out = one_file ? OutputSink(1, terminal_line) : OutputSink(1);
-  OutputSink err = one_file ? OutputSink(2, terminal_line) : OutputSink(2);
-  std::unique_ptr<ControlPlane> control;
-  MultiHostRunnerConfig config;
-  config.grace_period = std::chrono::milliseconds(
-      static_cast<int64_t>(settings_.get(setting::kGracePeriodSeconds) * 1000.0));
-  config.output_dir = settings_.get(setting::kOutputFilename);
-  config.verbose = verbose_;
-  config.tag_output = settings_.get(setting::kTagOutput);
-  config.coordinator = coordinator_hooks(&control, nullptr);
-  MultiHostRunner runner(std::move(config), out, err);
+void MultiHostLaunch::start_job() {
+  if (!choose_network()) return give_up("no usable network between the hosts");
   ControlPlaneEvents events;
-  events.on_failure = [&runner](const std::string& m, int rank) {
-    runner.post_control_plane_failure(m, rank);
+  MultiHostRunner* runner = runner_;
+  events.on_failure = [runner](const std::string& m, int rank) {
+    runner->post_control_plane_failure(m, rank);
   };
-  events.on_note = [&runner](const std::string& m) { runner.post_note(m); };
+  events.on_note = [runner](const std::string& m) { runner->post_note(m); };
   const std::string listen =
       coordinator_.address + ":" + std::to_string(settings_.get(setting::kCoordinatorPort));
-  auto started = start_control_plane(settings_, plan_, *secret, job_id, std::move(events), listen);
+  auto started = start_control_plane(settings_, plan_, secret_, job_id_, std::move(events), listen);
   if (!started.is_ok()) {
-    std::cerr << "hvrun: " << started.status().message() << "\n";
-    return 1;
+    err_->write_message("hvrun: " + started.status().message() + "\n");
+    return give_up(started.status().message());
   }
-  control = std::move(started).value();
-  ScopedTelemetrySource telemetry_source(telemetry_, [&control] { return control->telemetry(); });
+  control_ = std::move(started).value();
+  telemetry_source_.emplace(telemetry_, [this] { return control_->telemetry(); });
 
   const Environment session = current_process_environment();
   std::vector<std::string> notes;
@@ -342,20 +401,53 @@ int MultiHostLaunch::run() {
   // GPU pairs of other hosts cannot be asked from here: --nccl-p2p auto leaves P2P to NCCL.
   NcclTuning nccl =
       decide_nccl(plan_, settings_.get(setting::kNcclP2p), launch_env, PeerAccessProbe{});
-  err.write_message(network_summary(job_id, control->address()));
-  for (const std::string& n : notes) err.write_message("hvrun: " + n + "\n");
+  err_->write_message(network_summary(control_->address()));
+  for (const std::string& n : notes) err_->write_message("hvrun: " + n + "\n");
   if (verbose_) {
     std::string text = network_details();
     for (const std::string& r : nccl.reasons) text += "hvrun: NCCL: " + r + "\n";
-    err.write_message(text);
+    err_->write_message(text);
   }
-  JobIdentity job{control->address(), *secret, job_id, ""};
-  std::vector<RemoteRank> ranks = send_job(job, nccl, launch_env, forwarded, err);
+  runner_->job_starting(ranks_by_link());
+  send_job(JobIdentity{control_->address(), secret_, job_id_, ""}, nccl, launch_env, forwarded);
+}
 
-  int code = runner.run(std::move(links_), ranks);
+int MultiHostLaunch::run() {
+  if (!start_agents()) return 2;
+  auto secret = random_hex(32);
+  auto job_suffix = random_hex(4);
+  if (!secret.is_ok() || !job_suffix.is_ok()) {
+    std::cerr << "hvrun: cannot make the job secret\n";
+    return 1;
+  }
+  secret_ = *secret;
+  job_id_ = "hvrun-" + *job_suffix;
+
+  OpenLine terminal_line;
+  const bool one_file = same_file(1, 2);
+  OutputSink out = one_file ? OutputSink(1, terminal_line) : OutputSink(1);
+  OutputSink err = one_file ? OutputSink(2, terminal_line) : OutputSink(2);
+  MultiHostRunnerConfig config;
+  config.grace_period = std::chrono::milliseconds(
+      static_cast<int64_t>(settings_.get(setting::kGracePeriodSeconds) * 1000.0));
+  config.output_dir = settings_.get(setting::kOutputFilename);
+  config.verbose = verbose_;
+  config.tag_output = settings_.get(setting::kTagOutput);
+  config.coordinator = coordinator_hooks(&control_, nullptr);
+  MultiHostRunner runner(std::move(config), out, err);
+  runner_ = &runner;
+  err_ = &err;
+  deadline_timer_.emplace(runner.io());
+
+  int code = runner.run(std::move(links_), *this);
   if (auto e = runner.end()) end_ = *e;
   links_.clear();
-  control->shutdown();
+  deadline_timer_.reset();
+  telemetry_source_.reset();
+  if (control_) control_->shutdown();
+  agents_.clear();
+  runner_ = nullptr;
+  err_ = nullptr;
   return code;
 }
 
@@ -363,8 +455,7 @@ int MultiHostLaunch::run() {
 
 int run_multi_host_job(const LaunchOptions& opts, const JobPlan& plan, OrphanGuard* guard,
                        JobEnd* end, TelemetryHub* telemetry) {
-  MultiHostLaunch launch(opts, plan, guard);
-  launch.set_telemetry(telemetry);
+  MultiHostLaunch launch(opts, plan, guard, telemetry);
   int code = launch.run();
   if (end != nullptr) *end = launch.end().value_or(JobEnd{JobEndKind::kStartFailed, -1, code, 0, ""});
   return code;

@@ -9,9 +9,30 @@ namespace hvrun::launcher {
 MultiHostRunner::MultiHostRunner(const MultiHostRunnerConfig& config, OutputSink& out,
                                  OutputSink& err)
     : SupervisedJob(config, out, err), config_(config) {}
+MultiHostRunner::~MultiHostRunner() = default;
 
-int MultiHostRunner::run(std::vector<AgentLink> links, const std::vector<RemoteRank>& ranks) {
-  // The agents already run their ranks: without the directory each rank's copy fails alone.
+int MultiHostRunner::run(std::vector<AgentLink> links, Starter& starter) {
+  AgentLinks agents(supervisor().io(), supervisor().workers(), streams(), supervisor(),
+                    config_.verbose);
+  agents_ = &agents;
+  PreStartHooks hooks{[&starter] { starter.progress(); },
+                      [&starter](const AgentLink& link) { return starter.describe_exit(link); }};
+  int code = supervisor().run(agents, [&] {
+    agents.start(std::move(links), std::move(hooks));
+    starter.begin();
+  });
+  agents_ = nullptr;
+  return code;
+}
+
+boost::asio::io_context& MultiHostRunner::io() { return supervisor().io(); }
+
+std::vector<AgentLink*> MultiHostRunner::agents() { return agents_->agents(); }
+
+bool MultiHostRunner::ending() const { return supervisor().ending(); }
+
+void MultiHostRunner::job_starting(const std::vector<RemoteRank>& ranks) {
+  // The agents start their ranks on START: without the directory each rank's copy fails alone.
   make_output_dir();
   std::vector<WorkerRecord>& workers = supervisor().workers();
   workers.resize(ranks.size());
@@ -23,9 +44,12 @@ int MultiHostRunner::run(std::vector<AgentLink> links, const std::vector<RemoteR
     link_of_rank[static_cast<size_t>(r.rank)] = r.link;
     streams().begin(w);  // output may come from any rank once the agents run
   }
-  AgentLinks agents(supervisor().io(), workers, std::move(link_of_rank), streams(), supervisor(),
-                    config_.verbose);
-  return supervisor().run(agents, [&] { agents.start(std::move(links)); });
+  agents_->job_started(std::move(link_of_rank));
+}
+
+void MultiHostRunner::end_before_start(int exit_code, std::string message) {
+  agents_->abandon();
+  supervisor().end_before_start(exit_code, std::move(message));
 }
 
 }  // namespace hvrun::launcher

@@ -31,8 +31,9 @@ void print_summary(OutputSink& err, const JobEnd& end, const std::vector<WorkerR
   const std::string after = names_cause && end.rank >= 0
                                 ? " (after rank " + std::to_string(end.rank) + "'s failure)"
                                 : " (after the job failed)";
-  out << "hvrun: " << std::left << std::setw(6) << "rank" << std::setw(16) << "host"
-      << std::setw(9) << "pid" << "status\n";
+  if (!workers.empty())  // none: the job ended before its ranks were placed
+    out << "hvrun: " << std::left << std::setw(6) << "rank" << std::setw(16) << "host"
+        << std::setw(9) << "pid" << "status\n";
   for (const WorkerRecord& w : workers) {
     out << "hvrun: " << std::left << std::setw(6) << w.rank << std::setw(16) << w.host
         << std::setw(9) << (w.pid > 0 ? std::to_string(w.pid) : "-");

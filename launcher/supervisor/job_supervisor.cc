@@ -38,11 +38,20 @@ int JobSupervisor::run(Children& children, const std::function<void()>& start) {
   // Everyone exited while a verdict still waited for its explanation: the verdict stands.
   if (!end_ && first_seen_)
     end_ = first_cause(*first_seen_, config_.coordinator.read_verdict(), workers_);
-  if (end_)
+  if (end_ && !told_)
     print_summary(err_, *end_, workers_);
   else if (config_.verbose)
     say("all " + std::to_string(workers_.size()) + " ranks exited 0");
   return end_ ? end_->exit_code : 0;
+}
+
+void JobSupervisor::end_before_start(int exit_code, std::string message) {
+  if (tearing_down_) return;
+  explain_timer_.cancel();
+  tearing_down_ = true;
+  told_ = true;
+  end_ = JobEnd{JobEndKind::kStartFailed, -1, exit_code, 0, std::move(message)};
+  loop_.check_progress();
 }
 
 void JobSupervisor::post_control_plane_failure(std::string message, int rank) {

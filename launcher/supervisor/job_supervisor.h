@@ -62,6 +62,12 @@ class JobSupervisor final : public ChildrenEvents {
   // After run(): how the job ended (none when it succeeded).
   std::optional<JobEnd> end() const { return end_; }
 
+  // The job cannot start, and its starter already said why and is ending the children: once
+  // they are gone, run() returns `exit_code` without a summary.
+  void end_before_start(int exit_code, std::string message);
+  // True once the job is ending (a failure, a signal, or end_before_start()).
+  bool ending() const { return tearing_down_; }
+
   // Thread-safe: the control plane failed (message for the user; rank it concerns or -1).
   void post_control_plane_failure(std::string message, int rank);
   // Thread-safe: a line worth printing with --verbose.
@@ -88,6 +94,7 @@ class JobSupervisor final : public ChildrenEvents {
   Children* children_ = nullptr;
   std::vector<WorkerRecord> workers_;
   bool tearing_down_ = false;
+  bool told_ = false;  // end_before_start(): the starter already told the user
   std::optional<JobEnd> first_seen_;  // the first failure seen, while the cause is settled
   bool explaining_ = false;           // explain_timer_ runs
   bool explained_ = false;            // explain_timer_ ran out: decide with what is known

@@ -29,6 +29,7 @@ void SupervisedJob::post_note(std::string message) {
   parts_->supervisor.post_note(std::move(message));
 }
 JobSupervisor& SupervisedJob::supervisor() { return parts_->supervisor; }
+const JobSupervisor& SupervisedJob::supervisor() const { return parts_->supervisor; }
 RankStreams& SupervisedJob::streams() { return parts_->streams; }
 
 bool SupervisedJob::make_output_dir() {

@@ -42,6 +42,7 @@ class SupervisedJob {
 
  protected:
   JobSupervisor& supervisor();
+  const JobSupervisor& supervisor() const;
   RankStreams& streams();
   // Creates the --output-filename directory, if any; false (said) when it cannot.
   bool make_output_dir();

@@ -1,14 +1,17 @@
 // The pre-flight check of a multi-host job through the real hvrun, with stand-in remote shells
 // (--rsh) that fail the ways real ones do: hvrun missing on the host, another hvrun version, no
 // answer. Each failure names the host, carries the remote shell's words, exits 1 and leaves
-// nothing running.
+// nothing running; a signal to hvrun during the check ends it at once.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 
+#include "tests/support/child_process.h"
+#include "tests/support/poll_until.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
 
@@ -65,6 +68,42 @@ TEST_F(RemoteStartTest, AHostThatNeverAnswersFailsWithinTheStartTimeout) {
       << r.err;
   EXPECT_NE(r.err.find("connecting slowly..."), std::string::npos) << r.err;
   EXPECT_LT(r.elapsed.count(), 8000);
+}
+
+TEST_F(RemoteStartTest, SigintDuringThePreFlightEndsItAtOnceAndLeavesNoShell) {
+  // Shells that hang (a host that accepts the connection and never starts the agent), each
+  // leaving its pid behind.
+  const std::string shell =
+      rsh("hanging", "echo $$ > " + dir_ + "/shell-$$.pid; exec sleep 60");
+  ChildProcess hvrun_process({bin_path("hvrun"), "-H", "nodeA.test:1,nodeB.test:1", "--rsh", shell,
+                              "--start-timeout", "60", "true"});
+  ASSERT_TRUE(hvrun_process.started());
+  std::vector<pid_t> shells;
+  ASSERT_TRUE(poll_until([&] {
+    shells.clear();
+    for (const auto& entry : std::filesystem::directory_iterator(dir_)) {
+      if (entry.path().extension() != ".pid") continue;
+      pid_t pid = 0;
+      std::ifstream(entry.path()) >> pid;
+      if (pid > 0) shells.push_back(pid);
+    }
+    return shells.size() == 2;
+  }, std::chrono::seconds(10), std::chrono::milliseconds(20)));
+  for (pid_t pid : shells) hvrun_process.also_kill_on_exit(pid);
+
+  const auto signalled = std::chrono::steady_clock::now();
+  ASSERT_EQ(::kill(hvrun_process.pid(), SIGINT), 0);
+  std::optional<int> code = hvrun_process.wait_exit(std::chrono::seconds(10));
+  const auto took = std::chrono::steady_clock::now() - signalled;
+  ASSERT_TRUE(code.has_value()) << hvrun_process.err();
+  EXPECT_EQ(*code, 130) << hvrun_process.err();
+  EXPECT_LT(took, std::chrono::seconds(3)) << hvrun_process.err();
+  EXPECT_NE(hvrun_process.err().find("hvrun received SIGINT"), std::string::npos)
+      << hvrun_process.err();
+  for (pid_t pid : shells)
+    EXPECT_TRUE(poll_until([pid] { return ::kill(pid, 0) != 0; }, std::chrono::seconds(2),
+                           std::chrono::milliseconds(20)))
+        << "remote shell " << pid << " outlived hvrun";
 }
 
 TEST_F(RemoteStartTest, SshsOwnMessageIsShown) {
