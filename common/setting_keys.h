@@ -23,6 +23,8 @@ inline constexpr SettingKey<std::string> kBindTo{"bind_to"};
 inline constexpr SettingKey<int64_t> kSshPort{"ssh_port"};
 inline constexpr SettingKey<std::string> kSshIdentityFile{"ssh_identity_file"};
 inline constexpr SettingKey<std::string> kRsh{"rsh"};
+inline constexpr SettingKey<std::string> kRemoteLauncher{"remote_launcher"};
+inline constexpr SettingKey<std::string> kSrunArgs{"srun_args"};
 inline constexpr SettingKey<std::string> kNetworkInterface{"network_interface"};
 inline constexpr SettingKey<std::string> kNetwork{"network"};
 inline constexpr SettingKey<int64_t> kMaxRestarts{"max_restarts"};

@@ -68,6 +68,17 @@ constexpr std::array kCatalog = {
                 .default_value = "ssh", .unit = "command", .scope = "launcher",
                 .description = "Multi-host jobs: the remote shell that starts 'hvrun agent' on "
                                "each host, split at spaces; BatchMode is added for ssh."},
+    SettingSpec{.name = "remote_launcher", .flag = "--remote-launcher",
+                .env = "HVRUN_REMOTE_LAUNCHER", .kind = SettingKind::kChoice,
+                .default_value = "auto", .choices = "auto|ssh|srun", .scope = "launcher",
+                .description = "Multi-host jobs: how 'hvrun agent' is started on each host: "
+                               "srun (a one-task step per node of the Slurm allocation), ssh "
+                               "(--rsh), or auto: srun inside a Slurm allocation, else ssh."},
+    SettingSpec{.name = "srun_args", .flag = "--srun-args", .env = "HVRUN_SRUN_ARGS",
+                .kind = SettingKind::kString, .default_value = "", .unit = "ARGS",
+                .scope = "launcher",
+                .description = "Multi-host jobs started with srun: more srun options for every "
+                               "agent's step, split at spaces (e.g. --gres=gpu:4)."},
     SettingSpec{.name = "network_interface", .flag = "--network-interface",
                 .env = "HVRUN_NETWORK_INTERFACE", .kind = SettingKind::kString,
                 .default_value = "", .unit = "NAME[,NAME]", .scope = "launcher",

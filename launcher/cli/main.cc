@@ -30,6 +30,7 @@
 #include "launcher/plan/rank_environment.h"
 #include "launcher/cli/restart_policy.h"
 #include "launcher/plan/secret.h"
+#include "launcher/plan/slurm_allocation.h"
 #include "launcher/process/shm_cleanup.h"
 #include "launcher/telemetry/telemetry_hub.h"
 #include "launcher/telemetry/telemetry_summary.h"
@@ -193,7 +194,29 @@ int run_single_host_attempt(const LaunchOptions& opts, const JobPlan& plan,
   return code;
 }
 
-int run_job(const LaunchOptions& opts) {
+// Inside a Slurm allocation, a job given no -H or --hostfile runs on the allocation's nodes.
+Result<LaunchOptions> with_slurm_hosts(const LaunchOptions& opts) {
+  auto getenv_fn = [](const char* name) { return std::getenv(name); };
+  HVRUN_ASSIGN_OR_RETURN(std::optional<SlurmAllocation> allocation, slurm_allocation(getenv_fn));
+  if (!allocation) {
+    if (opts.settings.get(setting::kRemoteLauncher) == "srun")
+      return invalid_argument(
+          "--remote-launcher srun needs a Slurm allocation (SLURM_JOB_ID is not set): run hvrun "
+          "inside salloc or sbatch, or use --remote-launcher ssh");
+    return opts;
+  }
+  if (!opts.hosts.empty()) return opts;
+  LaunchOptions job = opts;
+  std::vector<std::string> notes;
+  HVRUN_ASSIGN_OR_RETURN(job.hosts, slurm_job_hosts(*allocation, opts.num_proc, &notes));
+  for (const std::string& note : notes) std::cerr << "hvrun: " << note << "\n";
+  return job;
+}
+
+int run_job(const LaunchOptions& given) {
+  auto job_options = with_slurm_hosts(given);
+  if (!job_options.is_ok()) return fail(job_options.status().message());
+  const LaunchOptions& opts = *job_options;
   const Settings& settings = opts.settings;
   auto getenv_fn = [](const char* name) { return std::getenv(name); };
   if (Status s = logging::init("hvrun", settings.get(setting::kLogLevel)); !s.is_ok())

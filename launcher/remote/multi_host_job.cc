@@ -155,10 +155,12 @@ class MultiHostLaunch final : public MultiHostRunner::Starter {
 };
 
 bool MultiHostLaunch::start_agents() {
-  const RemoteShellOptions rsh = RemoteShellOptions::from_settings(settings_);
+  const RemoteShellOptions rsh =
+      RemoteShellOptions::from_settings(settings_, std::getenv("SLURM_JOB_ID") != nullptr);
   const LocalHostNames local = LocalHostNames::of_this_machine();
   for (const HostSlots& h : plan_.hosts) {
-    std::vector<std::string> argv = local.is_local(h.host)
+    // Under srun every host's agent is a step of the allocation, this one's too.
+    std::vector<std::string> argv = !rsh.srun && local.is_local(h.host)
                                         ? std::vector<std::string>{hvrun_path_, "agent"}
                                         : remote_agent_command(rsh, h.host, hvrun_path_);
     if (verbose_) {

@@ -34,8 +34,12 @@ std::string trim_lines(const std::string& text) {
 
 }  // namespace
 
-RemoteShellOptions RemoteShellOptions::from_settings(const Settings& settings) {
+RemoteShellOptions RemoteShellOptions::from_settings(const Settings& settings,
+                                                     bool in_slurm_allocation) {
   RemoteShellOptions o;
+  const std::string launcher = settings.get(setting::kRemoteLauncher);
+  o.srun = launcher == "srun" || (launcher == "auto" && in_slurm_allocation);
+  o.srun_args = settings.get(setting::kSrunArgs);
   o.rsh = settings.get(setting::kRsh);
   o.port = static_cast<int>(settings.get(setting::kSshPort));
   o.identity_file = settings.get(setting::kSshIdentityFile);
@@ -57,6 +61,16 @@ std::string shell_quote(const std::string& word) {
 std::vector<std::string> remote_agent_command(const RemoteShellOptions& options,
                                               const std::string& host,
                                               const std::string& hvrun_path) {
+  if (options.srun) {
+    std::vector<std::string> argv = {"srun",         "--nodes=1",        "--ntasks=1",
+                                     "--nodelist=" + host, "--overlap",  "--whole",
+                                     "--unbuffered", "--kill-on-bad-exit=1", "--quiet",
+                                     "--job-name=hvrun-agent"};
+    for (const std::string& w : split_words(options.srun_args)) argv.push_back(w);
+    argv.push_back(hvrun_path);
+    argv.push_back("agent");
+    return argv;
+  }
   std::vector<std::string> argv = split_words(options.rsh);
   if (argv.empty()) argv.push_back("ssh");
   if (is_ssh(argv[0])) {

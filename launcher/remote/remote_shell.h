@@ -10,15 +10,21 @@
 namespace hvrun::launcher {
 
 struct RemoteShellOptions {
+  bool srun = false;              // --remote-launcher srun (or auto inside a Slurm allocation)
+  std::string srun_args;          // --srun-args, split at spaces
   std::string rsh = "ssh";        // --rsh, split at spaces
   int port = 0;                   // --ssh-port; 0: the remote shell's default
   std::string identity_file;      // --ssh-identity-file
   double connect_timeout_s = 30;  // --start-timeout bounds ssh's TCP connect
-  static RemoteShellOptions from_settings(const Settings& settings);
+  // `in_slurm_allocation`: SLURM_JOB_ID is set (auto picks srun).
+  static RemoteShellOptions from_settings(const Settings& settings, bool in_slurm_allocation);
 };
 
 // argv for `rsh [options] HOST 'HVRUN_PATH' agent`. For ssh (rsh's program named ssh) BatchMode
 // (never a password prompt) and ConnectTimeout are added; -p and -i whenever they are set.
+// With `srun`: a one-task step on HOST that may share the allocation's resources with the
+// others (--overlap) and gets all of them on its node (--whole), unbuffered both ways (-u: the
+// agent's frames are binary and not line-structured).
 std::vector<std::string> remote_agent_command(const RemoteShellOptions& options,
                                               const std::string& host,
                                               const std::string& hvrun_path);

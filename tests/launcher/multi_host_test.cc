@@ -197,7 +197,7 @@ TEST(EnvForwardingTest, MinusXParsing) {
   ASSERT_EQ(opts->exports.size(), 2u);
   EXPECT_EQ(opts->exports[0].name, "A");
   EXPECT_EQ(opts->exports[1].name, "B");
-  RemoteShellOptions rsh = RemoteShellOptions::from_settings(opts->settings);
+  RemoteShellOptions rsh = RemoteShellOptions::from_settings(opts->settings, false);
   EXPECT_EQ(rsh.port, 2222);
   EXPECT_EQ(rsh.identity_file, "/k");
   auto bad = parse_command_line({"-x", "no good", "prog"},

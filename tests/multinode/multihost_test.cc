@@ -5,23 +5,19 @@
 //
 // Every wait is bounded; every process is found and killed by pid; the namespaces (and whatever
 // still runs in them) are removed at the end, also on failure.
-#include <dirent.h>
-#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "tests/support/host_processes.h"
 #include "tests/support/subprocess.h"
 #include "tests/worker/train_output.h"
 
@@ -38,126 +34,6 @@ const char* kRsh =
     "ssh -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR "
     "-o KexAlgorithms=curve25519-sha256";
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-std::string readlink_text(const std::string& path) {
-  std::error_code ec;
-  auto target = std::filesystem::read_symlink(path, ec);
-  return ec ? std::string() : target.string();
-}
-
-std::vector<std::string> cmdline_of(pid_t pid) {
-  std::string raw = read_file("/proc/" + std::to_string(pid) + "/cmdline");
-  std::vector<std::string> words;
-  std::string w;
-  for (char c : raw) {
-    if (c == '\0') {
-      words.push_back(w);
-      w.clear();
-    } else {
-      w += c;
-    }
-  }
-  return words;
-}
-
-std::vector<pid_t> all_pids() {
-  std::vector<pid_t> pids;
-  DIR* d = ::opendir("/proc");
-  if (d == nullptr) return pids;
-  while (dirent* e = ::readdir(d)) {
-    char* end = nullptr;
-    long v = std::strtol(e->d_name, &end, 10);
-    if (end != e->d_name && *end == '\0') pids.push_back(static_cast<pid_t>(v));
-  }
-  ::closedir(d);
-  return pids;
-}
-
-bool is_zombie(pid_t pid) {
-  std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat");
-  size_t paren = stat.rfind(')');
-  return paren == std::string::npos || paren + 2 >= stat.size() || stat[paren + 2] == 'Z';
-}
-
-// Live processes running `exe` (any namespace).
-std::vector<pid_t> processes_running(const std::string& exe) {
-  std::vector<pid_t> out;
-  for (pid_t pid : all_pids())
-    if (readlink_text("/proc/" + std::to_string(pid) + "/exe") == exe && !is_zombie(pid))
-      out.push_back(pid);
-  return out;
-}
-
-// The network namespace identity of a named namespace and of a process.
-std::string netns_of_name(const std::string& ns) {
-  struct stat st {};
-  if (::stat(("/run/netns/" + ns).c_str(), &st) != 0) return "?";
-  return "net:[" + std::to_string(st.st_ino) + "]";
-}
-std::string netns_of_pid(pid_t pid) {
-  return readlink_text("/proc/" + std::to_string(pid) + "/ns/net");
-}
-
-// A process with stdout/stderr in files, in its own process group.
-struct Started {
-  pid_t pid = -1;
-  std::string out_path, err_path;
-  std::optional<int> wait(milliseconds timeout) {
-    auto deadline = Clock::now() + timeout;
-    while (Clock::now() < deadline) {
-      int status = 0;
-      pid_t got = ::waitpid(pid, &status, WNOHANG);
-      if (got == pid) {
-        pid = -1;
-        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      }
-      ::usleep(20000);  // polling a child that cannot notify us otherwise
-    }
-    return std::nullopt;
-  }
-  ~Started() {
-    if (pid > 0) {
-      ::kill(-pid, SIGKILL);
-      ::waitpid(pid, nullptr, 0);
-    }
-  }
-};
-
-std::unique_ptr<Started> start(const std::vector<std::string>& argv, const std::string& dir,
-                               const std::string& name) {
-  auto s = std::make_unique<Started>();
-  s->out_path = dir + "/" + name + ".out";
-  s->err_path = dir + "/" + name + ".err";
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    ::setpgid(0, 0);
-    int out = ::open(s->out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    int err = ::open(s->err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    ::dup2(out, 1);
-    ::dup2(err, 2);
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    ::execvp(args[0], args.data());
-    ::_exit(127);
-  }
-  ::setpgid(pid, pid);
-  s->pid = pid;
-  return s;
-}
-
-// run_process does not search PATH.
-std::string ip_command() {
-  for (const char* p : {"/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"})
-    if (::access(p, X_OK) == 0) return p;
-  return "ip";
-}
 
 class MultiHostTest : public ::testing::Test {
  protected:
@@ -245,7 +121,7 @@ class MultiHostTest : public ::testing::Test {
   }
 
   // hvrun in the background, once rank 0 printed its first epoch.
-  std::unique_ptr<Started> start_training(const char* name);
+  std::unique_ptr<LoggedProcess> start_training(const char* name);
   // Kills `victim` (a pid in hostB's namespace) once training is under way; the job must end
   // within 15 s naming hostB, and no worker may survive anywhere.
   void kill_mid_run_and_check(const std::function<pid_t(pid_t agent)>& victim_of, const char* what);
@@ -267,16 +143,6 @@ class MultiHostTest : public ::testing::Test {
         return pid;
     }
     return -1;
-  }
-  static pid_t parent_of(pid_t pid) {
-    std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat");
-    size_t paren = stat.rfind(')');
-    if (paren == std::string::npos || paren + 2 > stat.size()) return -1;
-    std::istringstream rest(stat.substr(paren + 2));
-    char state = 0;
-    pid_t parent = -1;
-    rest >> state >> parent;
-    return parent;
   }
 
   static inline std::string dir_;
@@ -379,8 +245,8 @@ TEST_F(MultiHostTest, NamedInterfacesEnvironmentAndMinusXReachRemoteRanks) {
       << r.err;
 }
 
-std::unique_ptr<Started> MultiHostTest::start_training(const char* name) {
-  auto job = start(hvrun_argv({"--epochs", "100000"}), dir_, name);
+std::unique_ptr<LoggedProcess> MultiHostTest::start_training(const char* name) {
+  auto job = start_logged(hvrun_argv({"--epochs", "100000"}), dir_, name);
   // Training is under way once rank 0 printed an epoch.
   auto deadline = Clock::now() + seconds(60);
   while (Clock::now() < deadline && epoch_losses(read_file(job->out_path)).empty()) ::usleep(50000);

@@ -1,0 +1,100 @@
+// Reading a Slurm allocation from the variables Slurm sets, and the agents' srun command line.
+#include "launcher/plan/slurm_allocation.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "launcher/remote/remote_shell.h"
+
+namespace hvrun::launcher {
+namespace {
+
+using Names = std::vector<std::string>;
+
+GetEnv env_of(std::map<std::string, std::string> vars) {
+  return [vars = std::move(vars)](const char* name) -> const char* {
+    auto it = vars.find(name);
+    return it == vars.end() ? nullptr : it->second.c_str();
+  };
+}
+
+TEST(SlurmAllocationTest, HostlistsExpandRangesListsAndPadding) {
+  EXPECT_EQ(*expand_slurm_hostlist("hostA,hostB"), (Names{"hostA", "hostB"}));
+  EXPECT_EQ(*expand_slurm_hostlist("node[01-03,7],gpu5"),
+            (Names{"node01", "node02", "node03", "node7", "gpu5"}));
+  EXPECT_EQ(*expand_slurm_hostlist("rack[9-11]-a"), (Names{"rack9-a", "rack10-a", "rack11-a"}));
+  EXPECT_EQ(*expand_slurm_hostlist("n[098-101]"), (Names{"n098", "n099", "n100", "n101"}));
+  for (const char* bad : {"", "a,,b", "n[1-", "n[3-1]", "n[a-b]", "n[1[2]]"}) {
+    auto r = expand_slurm_hostlist(bad);
+    ASSERT_FALSE(r.is_ok()) << bad;
+    EXPECT_NE(r.status().message().find("SLURM_JOB_NODELIST="), std::string::npos);
+  }
+}
+
+TEST(SlurmAllocationTest, TasksPerNodeExpandRepeats) {
+  EXPECT_EQ(*expand_slurm_tasks_per_node("2(x3),1"), (std::vector<int>{2, 2, 2, 1}));
+  EXPECT_EQ(*expand_slurm_tasks_per_node("4"), (std::vector<int>{4}));
+  for (const char* bad : {"", "x", "2(x)", "2(x0)", "2(x3", "-1"})
+    EXPECT_FALSE(expand_slurm_tasks_per_node(bad).is_ok()) << bad;
+}
+
+TEST(SlurmAllocationTest, OutsideAnAllocationThereIsNone) {
+  auto none = slurm_allocation(env_of({}));
+  ASSERT_TRUE(none.is_ok());
+  EXPECT_FALSE(none->has_value());
+  auto mismatch = slurm_allocation(env_of(
+      {{"SLURM_JOB_ID", "7"}, {"SLURM_JOB_NODELIST", "a,b"}, {"SLURM_TASKS_PER_NODE", "2(x3)"}}));
+  ASSERT_FALSE(mismatch.is_ok());
+  EXPECT_NE(mismatch.status().message().find("3 counts for the 2 nodes"), std::string::npos)
+      << mismatch.status().message();
+}
+
+TEST(SlurmAllocationTest, JobHostsFollowTheTaskCountOrSpreadWithoutOne) {
+  auto made = slurm_allocation(env_of(
+      {{"SLURM_JOB_ID", "7"}, {"SLURM_JOB_NODELIST", "a,b"}, {"SLURM_TASKS_PER_NODE", "1(x2)"}}));
+  ASSERT_TRUE(made.is_ok() && made->has_value());
+  const SlurmAllocation& by_nodes = **made;
+  EXPECT_FALSE(by_nodes.tasks_requested);
+  std::vector<std::string> notes;
+  auto hosts = slurm_job_hosts(by_nodes, std::nullopt, &notes);
+  ASSERT_TRUE(hosts.is_ok());
+  ASSERT_EQ(hosts->size(), 2u);
+  EXPECT_EQ((*hosts)[1].host, "b");
+  EXPECT_EQ((*hosts)[1].slots, 1);
+  // salloc -N2 then -np 3: spread over the nodes, said.
+  notes.clear();
+  hosts = slurm_job_hosts(by_nodes, 3, &notes);
+  ASSERT_TRUE(hosts.is_ok());
+  EXPECT_EQ((*hosts)[0].slots, 2);
+  EXPECT_EQ((*hosts)[1].slots, 2);
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("without a task count"), std::string::npos) << notes[0];
+
+  auto tasks = slurm_allocation(env_of({{"SLURM_JOB_ID", "8"},
+                                        {"SLURM_JOB_NODELIST", "n[1-2]"},
+                                        {"SLURM_TASKS_PER_NODE", "2(x2)"},
+                                        {"SLURM_NTASKS", "4"}}));
+  ASSERT_TRUE(tasks.is_ok() && tasks->has_value());
+  EXPECT_TRUE((*tasks)->tasks_requested);
+  EXPECT_TRUE(slurm_job_hosts(**tasks, 4, nullptr).is_ok());
+  auto over = slurm_job_hosts(**tasks, 5, nullptr);
+  ASSERT_FALSE(over.is_ok());
+  EXPECT_NE(over.status().message().find(
+                "-np 5 is more than the 4 tasks of Slurm allocation 8 (SLURM_TASKS_PER_NODE=2(x2))"),
+            std::string::npos)
+      << over.status().message();
+}
+
+TEST(SlurmAllocationTest, AgentsStartAsOneTaskStepsPerNode) {
+  RemoteShellOptions o;
+  o.srun = true;
+  o.srun_args = "--gres=gpu:4  --mpi=none";
+  EXPECT_EQ(remote_agent_command(o, "node2", "/opt/hvrun/bin/hvrun"),
+            (Names{"srun", "--nodes=1", "--ntasks=1", "--nodelist=node2", "--overlap", "--whole",
+                   "--unbuffered", "--kill-on-bad-exit=1", "--quiet", "--job-name=hvrun-agent",
+                   "--gres=gpu:4", "--mpi=none", "/opt/hvrun/bin/hvrun", "agent"}));
+}
+
+}  // namespace
+}  // namespace hvrun::launcher
