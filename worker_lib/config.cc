@@ -2,8 +2,10 @@
 // from_environment (the variables hvrun sets for every worker, see docs/launcher.md),
 // detail::apply_tuning_from_environment and CheckpointOptions::from_environment.
 #include <cstdlib>
+#include <initializer_list>
 #include <string>
 
+#include "common/ipv4_interfaces.h"
 #include "common/setting_keys.h"
 #include "common/settings.h"
 #include "worker_lib/config_environment.h"
@@ -23,6 +25,18 @@ Result<int> int_from_env(const char* name, int fallback) {
   if (*end != '\0' || parsed < -1 || parsed > 1000000)
     return invalid_argument(std::string(name) + "='" + v + "' is not a valid rank or count");
   return static_cast<int>(parsed);
+}
+
+// The first of `names` that is set, read as a rank or count; `fallback` when none is. Launchers
+// other than hvrun (mpirun, srun, PMI launchers) say a worker's rank in their own variables:
+// hvrun's name comes first, so a worker hvrun started inside such a launcher's task (an srun step
+// running hvrun's agent) keeps the rank hvrun gave it.
+Result<int> int_from_first(std::initializer_list<const char*> names, int fallback) {
+  for (const char* name : names) {
+    const char* v = env(name);
+    if (v != nullptr && *v != '\0') return int_from_env(name, fallback);
+  }
+  return fallback;
 }
 
 std::chrono::milliseconds seconds_to_ms(double s) {
@@ -53,10 +67,27 @@ Result<Config> Config::from_environment() {
         "coordinator you started (hvrun-coordinator)");
   config.coordinator_address = address;
   if (const char* secret = env("HVRUN_SECRET")) config.secret = secret;
-  HVRUN_ASSIGN_OR_RETURN(config.requested_rank, int_from_env("HVRUN_RANK", -1));
-  HVRUN_ASSIGN_OR_RETURN(config.local_rank, int_from_env("HVRUN_LOCAL_RANK", -1));
+  HVRUN_ASSIGN_OR_RETURN(config.requested_rank,
+                         int_from_first({"HVRUN_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK",
+                                         "PMI_RANK", "SLURM_PROCID"},
+                                        -1));
+  HVRUN_ASSIGN_OR_RETURN(config.local_rank,
+                         int_from_first({"HVRUN_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
+                                         "MPI_LOCALRANKID", "SLURM_LOCALID"},
+                                        -1));
   if (const char* host = env("HVRUN_HOST")) config.host = host;
-  if (const char* data = env("HVRUN_DATA_ADDR"); data && *data) config.data_address = data;
+  if (const char* data = env("HVRUN_DATA_ADDR"); data && *data) {
+    config.data_address = data;
+  } else {
+    // Started by another launcher: Gloo's own variable (Horovod's name too) picks the interface.
+    for (const char* variable : {"GLOO_SOCKET_IFNAME", "HOROVOD_GLOO_IFACE"}) {
+      const char* names = env(variable);
+      if (names == nullptr || *names == '\0') continue;
+      HVRUN_ASSIGN_OR_RETURN(config.data_address,
+                             address_of_named_interface(variable, names, list_ipv4_interfaces()));
+      break;
+    }
+  }
 
   Settings settings;
   HVRUN_RETURN_IF_ERROR(settings.apply_process_environment());

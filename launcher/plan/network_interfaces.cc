@@ -1,12 +1,10 @@
 #include "launcher/plan/network_interfaces.h"
 
-#include <arpa/inet.h>
-#include <ifaddrs.h>
-#include <net/if.h>
-#include <netinet/in.h>
 #include <sys/stat.h>
 
 #include <algorithm>
+
+#include "common/ipv4_interfaces.h"
 
 namespace hvrun::launcher {
 namespace {
@@ -24,23 +22,15 @@ int name_preference(const std::string& name) {
 
 std::vector<NetInterface> list_local_interfaces() {
   std::vector<NetInterface> out;
-  ifaddrs* list = nullptr;
-  if (::getifaddrs(&list) != 0) return out;
-  for (ifaddrs* it = list; it != nullptr; it = it->ifa_next) {
-    if (it->ifa_addr == nullptr || it->ifa_addr->sa_family != AF_INET) continue;
-    if ((it->ifa_flags & IFF_UP) == 0) continue;
-    char text[INET_ADDRSTRLEN] = {};
-    const auto* sin = reinterpret_cast<const sockaddr_in*>(it->ifa_addr);
-    if (::inet_ntop(AF_INET, &sin->sin_addr, text, sizeof text) == nullptr) continue;
+  for (const Ipv4Interface& found : list_ipv4_interfaces()) {
     NetInterface iface;
-    iface.name = it->ifa_name;
-    iface.address = text;
-    iface.loopback = (it->ifa_flags & IFF_LOOPBACK) != 0;
+    iface.name = found.name;
+    iface.address = found.address;
+    iface.loopback = found.loopback;
     struct stat st {};
     iface.bridge = ::stat(("/sys/class/net/" + iface.name + "/bridge").c_str(), &st) == 0;
     out.push_back(iface);
   }
-  ::freeifaddrs(list);
   return out;
 }
 

@@ -1,0 +1,127 @@
+// The example trainer started by Open MPI's mpirun on two hosts made of network namespaces
+// (scripts/netns-cluster: real sshd, each host its own hostname), against an hvrun-coordinator on
+// hostA: each worker takes its rank from OMPI_COMM_WORLD_RANK and binds Gloo to the interface
+// GLOO_SOCKET_IFNAME names on its host (eth1 on hostA, ens5 on hostB).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "tests/support/child_process.h"
+#include "tests/support/host_processes.h"
+#include "tests/support/subprocess.h"
+#include "tests/worker/train_output.h"
+
+namespace hvrun::test {
+namespace {
+
+using std::chrono::seconds;
+
+std::string find_mpirun() {
+  for (const char* p : {"/usr/bin/mpirun", "/usr/local/bin/mpirun"})
+    if (::access(p, X_OK) == 0) return p;
+  return "";
+}
+
+class MpirunTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (find_mpirun().empty()) {
+      skip_reason_ = "no mpirun (install openmpi-bin)";
+      return;
+    }
+    char tmpl[] = "/tmp/hvrun-mpi-XXXXXX";
+    dir_ = ::mkdtemp(tmpl) != nullptr ? tmpl : "/tmp/hvrun-mpi";
+    RunOptions opts;
+    opts.timeout = seconds(60);
+    RunResult up = run_process({source_dir() + "/scripts/netns-cluster", "up", dir_}, opts);
+    if (up.exit_code == 77) {
+      skip_reason_ = "multi-host harness unavailable: " + up.err;
+      return;
+    }
+    if (up.exit_code != 0) {
+      setup_error_ =
+          "scripts/netns-cluster up failed (" + std::to_string(up.exit_code) + "): " + up.err;
+      return;
+    }
+    for (const std::string& line : split_lines(up.out)) {
+      size_t eq = line.find('=');
+      if (eq != std::string::npos) env_[line.substr(0, eq)] = line.substr(eq + 1);
+    }
+  }
+
+  static void TearDownTestSuite() {
+    if (dir_.empty()) return;
+    RunOptions opts;
+    opts.timeout = seconds(30);
+    run_process({source_dir() + "/scripts/netns-cluster", "down", dir_}, opts);
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+
+  void SetUp() override {
+    if (!skip_reason_.empty()) GTEST_SKIP() << skip_reason_;
+    ASSERT_TRUE(setup_error_.empty()) << setup_error_;
+  }
+
+  // mpirun on hostA's namespace, every rank over ssh on hostA:2,hostB:2; Open MPI's own
+  // traffic kept on the veth.
+  static std::vector<std::string> mpirun_argv(const std::string& coordinator,
+                                              const std::vector<std::string>& command) {
+    const std::string veth = "10.231.0.0/24";
+    std::vector<std::string> argv = {
+        ip_command(), "netns", "exec", env_["NS_A"], find_mpirun(), "--allow-run-as-root",
+        "--tag-output", "-np", "4", "-H", "hostA:2,hostB:2", "--mca", "plm_rsh_agent", "ssh",
+        "--mca", "plm_rsh_args",
+        "-p " + env_["SSH_PORT"] + " -i " + env_["KEY"] +
+            " -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR",
+        "--mca", "oob_tcp_if_include", veth, "--mca", "btl", "self,tcp", "--mca",
+        "btl_tcp_if_include", veth, "-x", "HVRUN_COORDINATOR_ADDR=" + coordinator, "-x",
+        "HVRUN_SECRET", "-x", "GLOO_SOCKET_IFNAME=" + env_["IFACE_A"] + "," + env_["IFACE_B"]};
+    argv.insert(argv.end(), command.begin(), command.end());
+    return argv;
+  }
+
+  static inline std::string dir_;
+  static inline std::string skip_reason_;
+  static inline std::string setup_error_;
+  static inline std::map<std::string, std::string> env_;
+};
+
+TEST_F(MpirunTest, TheTrainerTakesItsRanksFromMpirunAndTrainsAcrossBothHosts) {
+  const std::string secret = "mpirun-test-secret";
+  ChildOptions coordinator_options;
+  coordinator_options.env["HVRUN_SECRET"] = secret;
+  ChildProcess coordinator({ip_command(), "netns", "exec", env_["NS_A"], bin_path("hvrun-coordinator"),
+                            "--world-size", "4", "--listen", env_["ADDR_A"] + ":0"},
+                           coordinator_options);
+  ASSERT_TRUE(coordinator.started());
+  std::optional<std::string> address = coordinator.read_line(std::chrono::seconds(20));
+  ASSERT_TRUE(address.has_value()) << coordinator.err();
+  ASSERT_EQ(address->rfind(env_["ADDR_A"] + ":", 0), 0u) << *address;
+
+  RunOptions opts;
+  opts.timeout = seconds(90);
+  opts.env["HVRUN_SECRET"] = secret;
+  RunResult r = run_process(mpirun_argv(*address, {bin_path("train"), "--epochs", "3"}), opts);
+  ASSERT_FALSE(r.timed_out) << r.err;
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  // Each rank's hvrun rank is its MPI rank ([1,R] is mpirun's tag for rank R).
+  for (int rank = 0; rank < 4; ++rank)
+    EXPECT_NE(r.out.find("[1," + std::to_string(rank) + "]<stdout>:rank " + std::to_string(rank) +
+                         ": weights identical on all 4 ranks"),
+              std::string::npos)
+        << r.out;
+  std::vector<double> losses = epoch_losses(r.out);
+  ASSERT_EQ(losses.size(), 3u) << r.out;
+  EXPECT_LT(losses.back(), losses.front());
+  std::optional<int> code = coordinator.wait_exit(std::chrono::seconds(10));
+  EXPECT_EQ(code, std::optional<int>(0)) << coordinator.err();
+}
+
+}  // namespace
+}  // namespace hvrun::test
