@@ -198,6 +198,7 @@ int run_single_host_attempt(const LaunchOptions& opts, const JobPlan& plan,
 Result<LaunchOptions> with_slurm_hosts(const LaunchOptions& opts) {
   auto getenv_fn = [](const char* name) { return std::getenv(name); };
   HVRUN_ASSIGN_OR_RETURN(std::optional<SlurmAllocation> allocation, slurm_allocation(getenv_fn));
+  HVRUN_RETURN_IF_ERROR(refuse_many_launchers_in_one_step(getenv_fn));
   if (!allocation) {
     if (opts.settings.get(setting::kRemoteLauncher) == "srun")
       return invalid_argument(

@@ -112,6 +112,21 @@ Result<std::optional<SlurmAllocation>> slurm_allocation(const GetEnv& getenv) {
   return std::optional<SlurmAllocation>(std::move(allocation));
 }
 
+Status refuse_many_launchers_in_one_step(const GetEnv& getenv) {
+  const char* step = getenv("SLURM_STEP_ID");
+  const char* tasks = getenv("SLURM_STEP_NUM_TASKS");
+  if (step == nullptr || tasks == nullptr) return Status::ok();
+  auto count = parse_number(tasks);
+  if (!count || *count <= 1) return Status::ok();
+  const char* task = getenv("SLURM_PROCID");
+  return failed_precondition(
+      std::string("hvrun is task ") + (task ? task : "?") + " of the " + tasks +
+      " tasks of srun step " + (getenv("SLURM_JOB_ID") ? getenv("SLURM_JOB_ID") : "?") + "." +
+      step + ": each would start its own job. Run hvrun once, from the batch script or salloc "
+      "(it starts its agents with srun), or srun the trainer itself against hvrun-coordinator "
+      "(docs/slurm.md)");
+}
+
 Result<std::vector<HostSlots>> slurm_job_hosts(const SlurmAllocation& allocation,
                                                std::optional<int> num_proc,
                                                std::vector<std::string>* notes) {

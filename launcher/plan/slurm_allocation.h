@@ -32,6 +32,10 @@ using GetEnv = std::function<const char*(const char*)>;
 // cannot be read (names the variable and its value).
 Result<std::optional<SlurmAllocation>> slurm_allocation(const GetEnv& getenv);
 
+// hvrun started as every task of a several-task srun step (`srun -N2 hvrun ...`) would start one
+// job per task: refused, naming the step. A one-task step (or no step) is fine.
+Status refuse_many_launchers_in_one_step(const GetEnv& getenv);
+
 // The hosts a job of `num_proc` ranks (nullopt: one per task slot) runs on. An allocation made
 // without a task count (salloc -N2) has one task per node by Slurm's count: a larger -np is
 // spread evenly over its nodes, said in `notes`. With a task count, -np may not exceed it.

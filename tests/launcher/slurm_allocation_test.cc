@@ -86,6 +86,21 @@ TEST(SlurmAllocationTest, JobHostsFollowTheTaskCountOrSpreadWithoutOne) {
       << over.status().message();
 }
 
+TEST(SlurmAllocationTest, HvrunAsEveryTaskOfAStepIsRefused) {
+  EXPECT_TRUE(refuse_many_launchers_in_one_step(env_of({})).is_ok());
+  EXPECT_TRUE(refuse_many_launchers_in_one_step(
+                  env_of({{"SLURM_STEP_ID", "0"}, {"SLURM_STEP_NUM_TASKS", "1"}}))
+                  .is_ok());
+  Status many = refuse_many_launchers_in_one_step(env_of({{"SLURM_JOB_ID", "9"},
+                                                          {"SLURM_STEP_ID", "0"},
+                                                          {"SLURM_STEP_NUM_TASKS", "4"},
+                                                          {"SLURM_PROCID", "2"}}));
+  ASSERT_FALSE(many.is_ok());
+  EXPECT_NE(many.message().find("hvrun is task 2 of the 4 tasks of srun step 9.0"),
+            std::string::npos)
+      << many.message();
+}
+
 TEST(SlurmAllocationTest, AgentsStartAsOneTaskStepsPerNode) {
   RemoteShellOptions o;
   o.srun = true;

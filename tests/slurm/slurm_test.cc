@@ -1,13 +1,17 @@
 // hvrun inside a Slurm allocation on a real Slurm cluster made of two network-namespace hosts
 // (scripts/slurm-cluster): with no -H, the hosts and slots come from the allocation and every
 // host's agent is a one-task srun step; a lost worker ends the job naming its node, and nothing
-// is left on either node. Every wait is bounded; the cluster is torn down at the end.
+// is left on either node. Also the trainer srun directly against hvrun-coordinator, and hvrun
+// refusing to be every task of a step. Every wait is bounded; the cluster is torn down at the
+// end.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
@@ -183,6 +187,47 @@ TEST_F(SlurmTest, AKilledWorkerOnANodeEndsTheJobNamingTheNodeAndLeavesNothing) {
     ::usleep(50000);
   EXPECT_TRUE(our_trainers().empty()) << err;
   EXPECT_TRUE(our_agents().empty()) << err;
+}
+
+TEST_F(SlurmTest, SrunOfTheTrainerAgainstHvrunCoordinatorTrainsWithSlurmsRanks) {
+  // The batch-script form: the coordinator on the first node, then srun of the trainer itself;
+  // each task's rank is its SLURM_PROCID.
+  const std::string script = dir_ + "/direct.sh";
+  {
+    std::ofstream out(script);
+    out << "#!/bin/sh\nset -e\nexport HVRUN_SECRET=direct-launch-secret\n"
+        << bin_path("hvrun-coordinator") << " --world-size $SLURM_NTASKS --listen "
+        << env_["ADDR_A"] << ":0 > " << dir_ << "/coordinator.addr &\n"
+        << "while [ ! -s " << dir_ << "/coordinator.addr ]; do sleep 0.05; done\n"
+        << "export HVRUN_COORDINATOR_ADDR=$(head -n 1 " << dir_ << "/coordinator.addr)\n"
+        << "export GLOO_SOCKET_IFNAME=" << env_["IFACE_A"] << "," << env_["IFACE_B"] << "\n"
+        << "srun --label " << bin_path("train") << " --epochs 3\nwait\n";
+  }
+  ::chmod(script.c_str(), 0755);
+  RunOptions opts;
+  opts.timeout = seconds(90);
+  RunResult r = run_process({env_["ON_A"], "salloc", "-N2", "--ntasks-per-node=2", script}, opts);
+  ASSERT_FALSE(r.timed_out) << r.err;
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  // srun's label is the task's SLURM_PROCID: it must be the hvrun rank.
+  for (int rank = 0; rank < 4; ++rank)
+    EXPECT_NE(r.out.find(std::to_string(rank) + ": rank " + std::to_string(rank) +
+                         ": weights identical on all 4 ranks"),
+              std::string::npos)
+        << r.out;
+  EXPECT_EQ(epoch_losses(r.out).size(), 3u) << r.out;
+}
+
+TEST_F(SlurmTest, HvrunAsEveryTaskOfAStepIsRefusedAtOnce) {
+  RunOptions opts;
+  opts.timeout = seconds(60);
+  RunResult r = run_process({env_["ON_A"], "srun", "-N2", "--ntasks-per-node=1", bin_path("hvrun"),
+                             "-np", "2", bin_path("train")},
+                            opts);
+  EXPECT_NE(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("of the 2 tasks of srun step"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("each would start its own job"), std::string::npos) << r.err;
+  EXPECT_TRUE(our_trainers().empty());
 }
 
 TEST(SlurmLauncherTest, SrunOutsideAnAllocationIsRefusedInOneLine) {
