@@ -3,6 +3,7 @@
 #
 #   prefix layout (cmake --install)         wheel layout (site-packages = the install prefix)
 #   bin/hvrun, bin/hvrun-coordinator        <scripts>/hvrun, <scripts>/hvrun-coordinator
+#   libexec/hvrun/train (the example)       (not in the wheel)
 #   lib/libhvrun.so*, lib/libhvrun_cuda.so  hvrun/lib/libhvrun.so*, hvrun/lib/libhvrun_cuda.so
 #   include/hvrun/...                       hvrun/include/hvrun/...
 #   lib/cmake/hvrun/                        hvrun/lib/cmake/hvrun/  (hvrun.cmake_prefix_path)
@@ -25,6 +26,11 @@ endif()
 set(_cmakedir "${HVRUN_INSTALL_LIBDIR}/cmake/hvrun")
 
 install(TARGETS hvrun hvrun-coordinator RUNTIME DESTINATION ${HVRUN_INSTALL_BINDIR} COMPONENT runtime)
+# The example trainer (the README's main job), for images and installs that want a job to run.
+if(TARGET train AND NOT SKBUILD)
+  set_target_properties(train PROPERTIES INSTALL_RPATH "$ORIGIN/../../${HVRUN_INSTALL_LIBDIR}")
+  install(TARGETS train RUNTIME DESTINATION libexec/hvrun COMPONENT examples)
+endif()
 
 # libhvrun.so with only its public headers on the interface of the installed target.
 target_include_directories(hvrun_worker INTERFACE $<INSTALL_INTERFACE:${HVRUN_INSTALL_INCLUDEDIR}>)
