@@ -123,5 +123,38 @@ TEST_F(MpirunTest, TheTrainerTakesItsRanksFromMpirunAndTrainsAcrossBothHosts) {
   EXPECT_EQ(code, std::optional<int>(0)) << coordinator.err();
 }
 
+TEST_F(MpirunTest, APyTorchScriptTrainsUnderMpirun) {
+#ifndef HVRUN_TEST_PYTHON
+  GTEST_SKIP() << "no project Python environment (scripts/install-deps)";
+#else
+  RunResult has_torch = run_process({HVRUN_TEST_PYTHON, "-c", "import torch"});
+  if (has_torch.exit_code != 0) GTEST_SKIP() << "the project's Python has no torch";
+  const std::string secret = "mpirun-torch-secret";
+  ChildOptions coordinator_options;
+  coordinator_options.env["HVRUN_SECRET"] = secret;
+  ChildProcess coordinator({ip_command(), "netns", "exec", env_["NS_A"],
+                            bin_path("hvrun-coordinator"), "--world-size", "4", "--listen",
+                            env_["ADDR_A"] + ":0"},
+                           coordinator_options);
+  std::optional<std::string> address = coordinator.read_line(std::chrono::seconds(20));
+  ASSERT_TRUE(address.has_value()) << coordinator.err();
+
+  RunOptions opts;
+  opts.timeout = seconds(120);
+  opts.env["HVRUN_SECRET"] = secret;
+  std::vector<std::string> argv = mpirun_argv(
+      *address, {"-x", std::string("PYTHONPATH=") + HVRUN_TEST_PYTHONPATH, "-x", "OMP_NUM_THREADS=1",
+                 HVRUN_TEST_PYTHON, source_dir() + "/examples/pytorch_synthetic.py", "--epochs",
+                 "1", "--train-samples", "64", "--batch-size", "8", "--num-warmup-batches", "1",
+                 "--num-batches-per-iter", "1", "--num-iters", "1"});
+  RunResult r = run_process(argv, opts);
+  ASSERT_FALSE(r.timed_out) << r.err;
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("Total img/sec on 4 rank"), std::string::npos) << r.out;
+  EXPECT_EQ(coordinator.wait_exit(std::chrono::seconds(10)), std::optional<int>(0))
+      << coordinator.err();
+#endif
+}
+
 }  // namespace
 }  // namespace hvrun::test
