@@ -66,4 +66,9 @@ int Handle::join_result() const {
   return state_->join_result;
 }
 
+std::vector<int> Handle::joined_ranks() const {
+  if (!poll() || !state_) return {};
+  return state_->joined_ranks;
+}
+
 }  // namespace hvrun

@@ -26,6 +26,7 @@ struct HandleState {
   OwnedTensor output;
   std::vector<int64_t> received_splits;
   int join_result = -1;
+  std::vector<int> joined_ranks;  // ranks that had joined when the operation ran
 
   // Sets the final status (first call wins) and wakes waiters.
   void complete(Status final_status);

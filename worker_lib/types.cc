@@ -6,6 +6,7 @@ size_t dtype_size(DataType dtype) {
   switch (dtype) {
     case DataType::kUInt8:
     case DataType::kInt8: return 1;
+    case DataType::kInt16:
     case DataType::kFloat16:
     case DataType::kBFloat16: return 2;
     case DataType::kInt32:
@@ -20,6 +21,7 @@ std::string_view dtype_name(DataType dtype) {
   switch (dtype) {
     case DataType::kUInt8: return "uint8";
     case DataType::kInt8: return "int8";
+    case DataType::kInt16: return "int16";
     case DataType::kInt32: return "int32";
     case DataType::kInt64: return "int64";
     case DataType::kFloat16: return "float16";
@@ -49,7 +51,7 @@ std::string_view device_type_name(DeviceType type) {
   return "unknown";
 }
 
-bool is_valid_dtype(int dtype) { return dtype >= 1 && dtype <= 8; }
+bool is_valid_dtype(int dtype) { return dtype >= 1 && dtype <= 9; }
 bool is_valid_reduce_op(int op) { return op >= 1 && op <= 5; }
 
 int64_t num_elements(const std::vector<int64_t>& shape) {

@@ -14,15 +14,14 @@ TensorMeta meta_from_request(const v1::TensorRequest& request) {
   meta.group_id = request.group_id();
   meta.group_size = request.group_size();
   switch (meta.op) {
+    // A reducescatter is an allreduce of which each rank keeps its rows: the same reduce op
+    // and scale factors travel to the plan (and take part in fusion and agreement).
     case v1::COLLECTIVE_OP_ALLREDUCE:
+    case v1::COLLECTIVE_OP_REDUCESCATTER:
       meta.reduce_op = request.reduce_op() == v1::REDUCE_OP_UNSPECIFIED ? v1::REDUCE_OP_SUM
                                                                         : request.reduce_op();
       meta.prescale = request.prescale() == 0.0 ? 1.0 : request.prescale();
       meta.postscale = request.postscale() == 0.0 ? 1.0 : request.postscale();
-      break;
-    case v1::COLLECTIVE_OP_REDUCESCATTER:
-      meta.reduce_op = request.reduce_op() == v1::REDUCE_OP_UNSPECIFIED ? v1::REDUCE_OP_SUM
-                                                                        : request.reduce_op();
       break;
     case v1::COLLECTIVE_OP_BROADCAST:
       meta.root_rank = request.root_rank();
@@ -64,6 +63,7 @@ std::string_view dtype_name(v1::DataType dtype) {
   switch (dtype) {
     case v1::DATA_TYPE_UINT8: return "uint8";
     case v1::DATA_TYPE_INT8: return "int8";
+    case v1::DATA_TYPE_INT16: return "int16";
     case v1::DATA_TYPE_INT32: return "int32";
     case v1::DATA_TYPE_INT64: return "int64";
     case v1::DATA_TYPE_FLOAT16: return "float16";
@@ -126,6 +126,7 @@ int64_t dtype_size(v1::DataType dtype) {
   switch (dtype) {
     case v1::DATA_TYPE_UINT8:
     case v1::DATA_TYPE_INT8: return 1;
+    case v1::DATA_TYPE_INT16:
     case v1::DATA_TYPE_FLOAT16:
     case v1::DATA_TYPE_BFLOAT16: return 2;
     case v1::DATA_TYPE_INT32:

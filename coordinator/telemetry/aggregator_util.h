@@ -18,6 +18,7 @@ inline uint64_t dtype_bytes(v1::DataType dtype) {
   switch (dtype) {
     case v1::DATA_TYPE_UINT8:
     case v1::DATA_TYPE_INT8: return 1;
+    case v1::DATA_TYPE_INT16:
     case v1::DATA_TYPE_FLOAT16:
     case v1::DATA_TYPE_BFLOAT16: return 2;
     case v1::DATA_TYPE_INT32:

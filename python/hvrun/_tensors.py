@@ -1,11 +1,12 @@
 """Codes the extension speaks: hvrun's DataType and ReduceOp values (hvrun/types.h)."""
 import numpy as np
 
-UINT8, INT8, INT32, INT64, FLOAT16, BFLOAT16, FLOAT32, FLOAT64 = 1, 2, 3, 4, 5, 6, 7, 8
+UINT8, INT8, INT32, INT64, FLOAT16, BFLOAT16, FLOAT32, FLOAT64, INT16 = 1, 2, 3, 4, 5, 6, 7, 8, 9
 
 NUMPY_DTYPES = {
     np.dtype(np.uint8): UINT8,
     np.dtype(np.int8): INT8,
+    np.dtype(np.int16): INT16,
     np.dtype(np.int32): INT32,
     np.dtype(np.int64): INT64,
     np.dtype(np.float16): FLOAT16,

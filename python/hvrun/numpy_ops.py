@@ -1,6 +1,6 @@
 """Collectives on NumPy arrays (the plain `hvrun` package).
 
-Arrays must be C-contiguous with a dtype hvrun reduces (uint8, int8, int32, int64, float16,
+Arrays must be C-contiguous with a dtype hvrun reduces (uint8, int8, int16, int32, int64, float16,
 float32, float64); inputs stay untouched, results are new arrays (the `_` variants work in
 place). Every rank calls the same collectives with matching arrays; a mismatch or a failed peer
 raises HorovodInternalError on every rank.

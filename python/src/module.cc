@@ -37,6 +37,7 @@ std::string array_typestr(DataType dtype) {
   switch (dtype) {
     case DataType::kUInt8: return "|u1";
     case DataType::kInt8: return "|i1";
+    case DataType::kInt16: return "<i2";
     case DataType::kInt32: return "<i4";
     case DataType::kInt64: return "<i8";
     case DataType::kFloat16: return "<f2";
@@ -204,7 +205,8 @@ PYBIND11_MODULE(_core, m) {
       .def("wait", &wait_handle, py::arg("timeout_s"))
       .def("output", &handle_output)
       .def("received_splits", &Handle::received_splits)
-      .def("join_result", &Handle::join_result);
+      .def("join_result", &Handle::join_result)
+      .def("joined_ranks", &Handle::joined_ranks);
 
   py::class_<Worker, std::unique_ptr<Worker>>(m, "Worker")
       .def_static("init", &init_worker,

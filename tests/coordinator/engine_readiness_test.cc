@@ -106,6 +106,27 @@ TEST(Fusion, PacksReadyAllreducesUpToTheThresholdInSubmissionOrder) {
                        {"t0", "t1"}, {"t2", "t3"}, {"t4"}, {"big"}}));
 }
 
+// A reducescatter's scale factors reach the plan (the executors apply them), and only
+// reducescatters with equal factors fuse.
+TEST(Fusion, ReducescatterCarriesItsScaleFactors) {
+  Sim sim(2, 1 << 20);
+  auto half = request("rs.half", v1::COLLECTIVE_OP_REDUCESCATTER, {4});
+  half.set_prescale(0.5);
+  half.set_postscale(3);
+  auto plain = request("rs.plain", v1::COLLECTIVE_OP_REDUCESCATTER, {4});
+  sim.submit(0, {half, plain});
+  sim.submit(1, {half, plain});
+  ASSERT_EQ(sim.plans.size(), 1u);
+  const auto& responses = sim.plans[0].responses();
+  ASSERT_EQ(responses.size(), 2);
+  EXPECT_EQ(responses[0].tensors(0).name(), "rs.half");
+  EXPECT_EQ(responses[0].prescale(), 0.5);
+  EXPECT_EQ(responses[0].postscale(), 3);
+  EXPECT_EQ(responses[1].tensors(0).name(), "rs.plain");
+  EXPECT_EQ(responses[1].prescale(), 1);
+  EXPECT_EQ(responses[1].postscale(), 1);
+}
+
 TEST(Fusion, OnlyEqualDtypeAndScaleFuse_AndOtherOpsGoAlone) {
   Sim sim(2, 1 << 20);
   auto scaled = allreduce("scaled", {4});

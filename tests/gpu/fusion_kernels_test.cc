@@ -24,6 +24,7 @@ double to_double(DataType t, const std::byte* p) {
   switch (t) {
     case DataType::kUInt8: return *reinterpret_cast<const uint8_t*>(p);
     case DataType::kInt8: return *reinterpret_cast<const int8_t*>(p);
+    case DataType::kInt16: return *reinterpret_cast<const int16_t*>(p);
     case DataType::kInt32: return *reinterpret_cast<const int32_t*>(p);
     case DataType::kInt64: return static_cast<double>(*reinterpret_cast<const int64_t*>(p));
     case DataType::kFloat16: return float16_to_float(*reinterpret_cast<const uint16_t*>(p));
@@ -47,6 +48,7 @@ void reference(DataType t, const std::byte* in, std::byte* out, const SegmentTra
   switch (t) {
     case DataType::kUInt8: return ref_int<uint8_t>(in, out, tr);
     case DataType::kInt8: return ref_int<int8_t>(in, out, tr);
+    case DataType::kInt16: return ref_int<int16_t>(in, out, tr);
     case DataType::kInt32: return ref_int<int32_t>(in, out, tr);
     case DataType::kInt64: return ref_int<int64_t>(in, out, tr);
     case DataType::kFloat64: {
@@ -177,8 +179,8 @@ TEST_P(FusionKernels, MatchTheCpuReference) {
 
 std::vector<Case> all_cases() {
   std::vector<Case> cases;
-  const DataType types[] = {DataType::kUInt8, DataType::kInt8, DataType::kInt32, DataType::kInt64,
-                            DataType::kFloat16, DataType::kBFloat16, DataType::kFloat32, DataType::kFloat64};
+  const DataType types[] = {DataType::kUInt8, DataType::kInt8, DataType::kInt16, DataType::kInt32,
+                            DataType::kInt64, DataType::kFloat16, DataType::kBFloat16, DataType::kFloat32, DataType::kFloat64};
   for (DataType t : types) {
     cases.push_back({t, {.scale = 1.0}, "copy"});
     cases.push_back({t, {.scale = 0.5}, "prescale"});

@@ -201,18 +201,31 @@ int collectives(hvrun::Worker& w) {
     std::vector<float> x(static_cast<size_t>(dim0 * 4));
     for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(rank + i / 4);
     float* d = upload(x, s);
-    hvrun::Handle h = w.reducescatter_async("rs", on(gpu, d, DataType::kFloat32, {dim0, 4}, s));
-    hvrun::Status st = w.wait(h);
-    hvrun::TensorView out = h.output();
-    const int64_t base = dim0 / size, extra = dim0 % size;
-    const int64_t my_rows = base + (rank < extra ? 1 : 0), first = rank * base + std::min<int64_t>(rank, extra);
-    bool ok = st.is_ok() && out.shape.size() == 2 && out.shape[0] == my_rows;
-    if (ok) {
-      auto got = download<float>(out.data, static_cast<size_t>(my_rows * 4), s);
-      for (int64_t i = 0; i < my_rows * 4 && ok; ++i)
-        ok = got[static_cast<size_t>(i)] == static_cast<float>(size * (first + i / 4)) + ranks_sum - size;
+    // Plain, then scaled by 0.5 before and 4 after the sum (exactly twice the sum).
+    for (double pre : {1.0, 0.5}) {
+      const double post = pre == 1.0 ? 1.0 : 4.0;
+      hvrun::Handle h = w.reducescatter_async(pre == 1.0 ? "rs" : "rs.scaled",
+                                              on(gpu, d, DataType::kFloat32, {dim0, 4}, s),
+                                              {hvrun::ReduceOp::kSum, pre, post});
+      hvrun::Status st = w.wait(h);
+      hvrun::TensorView out = h.output();
+      const int64_t base = dim0 / size, extra = dim0 % size;
+      const int64_t my_rows = base + (rank < extra ? 1 : 0), first = rank * base + std::min<int64_t>(rank, extra);
+      bool ok = st.is_ok() && out.shape.size() == 2 && out.shape[0] == my_rows;
+      if (ok) {
+        auto got = download<float>(out.data, static_cast<size_t>(my_rows * 4), s);
+        for (int64_t i = 0; i < my_rows * 4 && ok; ++i)
+          ok = got[static_cast<size_t>(i)] ==
+               static_cast<float>((size * (first + i / 4) + ranks_sum - size) * pre * post);
+      }
+      expect(ok, "reducescatter float32 [" + std::to_string(dim0) + ", 4] prescale " +
+                     std::to_string(pre) + " " + st.to_string());
     }
-    expect(ok, "reducescatter float32 [" + std::to_string(dim0) + ", 4] " + st.to_string());
+    // NCCL has no 16-bit integer: an int16 reduction of a CUDA tensor is refused, saying so.
+    hvrun::Handle refused = w.reducescatter_async("rs.int16", on(gpu, d, DataType::kInt16, {dim0, 4}, s));
+    hvrun::Status refusal = w.wait(refused);
+    expect(!refusal.is_ok() && refusal.message().find("int16") != std::string::npos,
+           "int16 CUDA reducescatter refused: " + refusal.to_string());
     cudaFree(d);
   }
   expect(w.barrier().is_ok(), "barrier");

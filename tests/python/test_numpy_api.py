@@ -5,7 +5,7 @@ import pytest
 import hvrun
 from conftest import data
 
-DTYPES = [np.uint8, np.int8, np.int32, np.int64, np.float16, np.float32, np.float64]
+DTYPES = [np.uint8, np.int8, np.int16, np.int32, np.int64, np.float16, np.float32, np.float64]
 
 
 def ranks():

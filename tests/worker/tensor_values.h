@@ -17,6 +17,7 @@ inline void store_value(void* base, size_t i, DataType t, double v) {
   switch (t) {
     case DataType::kUInt8: static_cast<uint8_t*>(base)[i] = static_cast<uint8_t>(v); break;
     case DataType::kInt8: static_cast<int8_t*>(base)[i] = static_cast<int8_t>(v); break;
+    case DataType::kInt16: static_cast<int16_t*>(base)[i] = static_cast<int16_t>(v); break;
     case DataType::kInt32: static_cast<int32_t*>(base)[i] = static_cast<int32_t>(v); break;
     case DataType::kInt64: static_cast<int64_t*>(base)[i] = static_cast<int64_t>(v); break;
     case DataType::kFloat16:
@@ -34,6 +35,7 @@ inline double load_value(const void* base, size_t i, DataType t) {
   switch (t) {
     case DataType::kUInt8: return static_cast<const uint8_t*>(base)[i];
     case DataType::kInt8: return static_cast<const int8_t*>(base)[i];
+    case DataType::kInt16: return static_cast<const int16_t*>(base)[i];
     case DataType::kInt32: return static_cast<const int32_t*>(base)[i];
     case DataType::kInt64: return static_cast<double>(static_cast<const int64_t*>(base)[i]);
     case DataType::kFloat16: return detail::float16_to_float(static_cast<const uint16_t*>(base)[i]);
@@ -45,8 +47,8 @@ inline double load_value(const void* base, size_t i, DataType t) {
 }
 
 inline bool is_integer(DataType t) {
-  return t == DataType::kUInt8 || t == DataType::kInt8 || t == DataType::kInt32 ||
-         t == DataType::kInt64;
+  return t == DataType::kUInt8 || t == DataType::kInt8 || t == DataType::kInt16 ||
+         t == DataType::kInt32 || t == DataType::kInt64;
 }
 
 inline bool close_enough(double got, double want, DataType t) {
@@ -58,9 +60,10 @@ inline bool close_enough(double got, double want, DataType t) {
 }
 
 inline constexpr DataType kAllDtypes[] = {DataType::kUInt8,   DataType::kInt8,
-                                          DataType::kInt32,   DataType::kInt64,
-                                          DataType::kFloat16, DataType::kBFloat16,
-                                          DataType::kFloat32, DataType::kFloat64};
+                                          DataType::kInt16,   DataType::kInt32,
+                                          DataType::kInt64,   DataType::kFloat16,
+                                          DataType::kBFloat16, DataType::kFloat32,
+                                          DataType::kFloat64};
 
 // An input of `rank` at element `i` that every dtype holds exactly, and whose sums and products
 // over a few ranks it holds exactly too; float32/float64 get a random fraction (from `rng`), so

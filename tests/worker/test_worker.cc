@@ -180,22 +180,23 @@ void add_alltoall(hvrun::Worker& w, std::vector<std::unique_ptr<Case>>& cases, D
 }
 
 void add_reducescatter(hvrun::Worker& w, std::vector<std::unique_ptr<Case>>& cases, DataType t,
-                       int64_t n, ReduceOp op) {
+                       int64_t n, ReduceOp op, double prescale = 1.0, double postscale = 1.0) {
   auto c = std::make_unique<Case>();
   c->name = "reducescatter." + std::string(hvrun::dtype_name(t)) + "." + std::to_string(n) + "." +
-            std::string(hvrun::reduce_op_name(op));
+            std::string(hvrun::reduce_op_name(op)) + (prescale != 1 ? ".scaled" : "");
   c->in = buffer_of(t, n);
   for (int64_t i = 0; i < n; ++i) store_value(c->in.data(), i, t, value(t, w.rank(), i));
-  c->handle = w.reducescatter_async(c->name, hvrun::ConstTensorView(c->in.data(), t, {n}), {op});
+  c->handle = w.reducescatter_async(c->name, hvrun::ConstTensorView(c->in.data(), t, {n}),
+                                    {op, prescale, postscale});
   int size = w.size(), me = w.rank();
-  c->check = [t, n, op, size, me](Case& self) {
+  c->check = [t, n, op, size, me, prescale, postscale](Case& self) {
     int64_t base = n / size, extra = n % size;
     int64_t rows = base + (me < extra ? 1 : 0);
     int64_t first = me * base + std::min<int64_t>(me, extra);
     hvrun::TensorView out = self.handle.output();
     if (out.shape != std::vector<int64_t>{rows}) return fail(self.name + ": wrong output shape");
     compare(self.name, out.data, t, rows,
-            [&](int64_t i) { return reduce_reference(op, t, size, first + i); });
+            [&](int64_t i) { return reduce_reference(op, t, size, first + i) * prescale * postscale; });
   };
   cases.push_back(std::move(c));
 }
@@ -219,6 +220,10 @@ int run_collectives_round(hvrun::Worker& w, bool large) {
   }
   for (DataType t : {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16})
     add_allreduce(w, cases, t, 1001, ReduceOp::kSum, false, 0.5, 4.0);
+  // Scale factors on reducescatter: exact in every floating type (powers of two).
+  for (DataType t : {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16})
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage})
+      add_reducescatter(w, cases, t, 1001, op, 0.5, 4.0);
 
   // Grouped allreduce: three tensors negotiated and completed together.
   std::vector<std::vector<float>> group(3, std::vector<float>(17, static_cast<float>(w.rank() + 1)));

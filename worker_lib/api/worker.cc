@@ -62,6 +62,16 @@ Status check_device(const std::string& name, const Device& device, const Device*
   return Status::ok();
 }
 
+// NCCL has no 16-bit integer type, so a CUDA int16 tensor cannot be reduced (Horovod refuses
+// it too); the operations that only move bytes carry it as they carry any dtype.
+Status check_reducible(const std::string& name, DataType dtype, const Device& device) {
+  if (dtype == DataType::kInt16 && device.is_cuda())
+    return invalid_argument("tensor '" + name + "': int16 CUDA tensors cannot be reduced (NCCL "
+                            "has no 16-bit integer type); reduce an int32 copy, or the tensor "
+                            "on the CPU");
+  return Status::ok();
+}
+
 void place(PendingOp& op, const Device& device, void* stream) {
   op.device = device;
   op.stream = device.is_cuda() ? stream : nullptr;
@@ -85,6 +95,7 @@ Result<std::shared_ptr<PendingOp>> make_allreduce(int rank, const std::string& n
   if (!is_valid_reduce_op(static_cast<int>(options.op)))
     return invalid_argument("allreduce '" + name + "': unknown reduce op");
   if (Status s = check_device(name, input.device, &output.device); !s.is_ok()) return s;
+  if (Status s = check_reducible(name, input.dtype, input.device); !s.is_ok()) return s;
   auto op = make_op(name, v1::COLLECTIVE_OP_ALLREDUCE, input.dtype, input.shape);
   place(*op, input.device, input.stream);
   op->reduce_op = options.op;
@@ -153,6 +164,7 @@ std::vector<Handle> Worker::grouped_allreduce_async(std::span<const std::string>
     const TensorView& t = tensors[i];
     Status s = check_tensor(rank(), names[i], t.data, t.dtype, t.shape, false);
     if (s.is_ok()) s = check_device(names[i], t.device);
+    if (s.is_ok()) s = check_reducible(names[i], t.dtype, t.device);
     // A group is negotiated and fused as one response on one device.
     if (s.is_ok() && !(t.device == tensors[0].device))
       s = invalid_argument("tensor '" + names[i] + "' is on " + device_text(t.device) + " but '" +
@@ -241,6 +253,8 @@ Handle Worker::reducescatter_async(const std::string& name, ConstTensorView inpu
   if (Status s = check_tensor(rank(), name, input.data, input.dtype, input.shape, true); !s.is_ok())
     return failed(name, s);
   if (Status s = check_device(name, input.device); !s.is_ok()) return failed(name, s);
+  if (Status s = check_reducible(name, input.dtype, input.device); !s.is_ok())
+    return failed(name, s);
   auto op = make_op(name, v1::COLLECTIVE_OP_REDUCESCATTER, input.dtype, input.shape);
   place(*op, input.device, input.stream);
   op->reduce_op = options.op;

@@ -16,6 +16,7 @@ unsigned element_size(DataType t) {
   switch (t) {
     case DataType::kUInt8:
     case DataType::kInt8: return 1;
+    case DataType::kInt16:
     case DataType::kFloat16:
     case DataType::kBFloat16: return 2;
     case DataType::kInt32:
@@ -146,6 +147,7 @@ cudaError_t launch_copy_segments(const Segment* device_table, size_t chunks,
   switch (t.dtype) {
     case DataType::kUInt8: return launch_typed<uint8_t>(device_table, chunks, t, stream);
     case DataType::kInt8: return launch_typed<int8_t>(device_table, chunks, t, stream);
+    case DataType::kInt16: return launch_typed<int16_t>(device_table, chunks, t, stream);
     case DataType::kInt32: return launch_typed<int32_t>(device_table, chunks, t, stream);
     case DataType::kInt64: return launch_typed<int64_t>(device_table, chunks, t, stream);
     case DataType::kFloat16: return launch_typed<__half>(device_table, chunks, t, stream);

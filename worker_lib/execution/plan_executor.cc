@@ -23,8 +23,11 @@ void PlanExecutor::execute(const v1::Response& response, const ResponseEntries& 
   }
   if (!status.is_ok() && explain_) status = explain_(std::move(status));
   if (!status.is_ok()) SPDLOG_ERROR("{}", status.message());
-  for (const auto& e : entries)
-    if (e) e->handle->complete(status);
+  for (const auto& e : entries) {
+    if (!e) continue;
+    e->handle->joined_ranks.assign(response.joined_ranks().begin(), response.joined_ranks().end());
+    e->handle->complete(status);
+  }
 }
 
 Status PlanExecutor::execute_on_gpu(const v1::Response& r, const ResponseEntries& e) {

@@ -88,6 +88,7 @@ void dispatch_native(DataType dtype, Fn&& fn) {
   switch (dtype) {
     case DataType::kUInt8: fn(uint8_t{}); break;
     case DataType::kInt8: fn(int8_t{}); break;
+    case DataType::kInt16: fn(int16_t{}); break;
     case DataType::kInt32: fn(int32_t{}); break;
     case DataType::kInt64: fn(int64_t{}); break;
     case DataType::kFloat32:

@@ -18,8 +18,9 @@ from hvrun.torch.functions import (allgather_object, broadcast_object, broadcast
 from hvrun.torch.mpi_ops import *  # noqa: F401,F403  (Horovod's names, listed in mpi_ops.__all__)
 from hvrun.torch.mpi_ops import __all__ as _ops_all
 from hvrun.torch.optimizer import DistributedOptimizer
+from hvrun.torch.sync_batch_norm import SyncBatchNorm
 
-__all__ = list(_basics_all) + list(_ops_all) + ["Checkpoint", "Compression", "DistributedOptimizer",
-                                                "HostsUpdatedInterrupt", "TensorNameError",
-                            "broadcast_parameters", "broadcast_optimizer_state",
-                            "broadcast_object", "allgather_object"]
+__all__ = list(_basics_all) + list(_ops_all) + [
+    "Checkpoint", "Compression", "DistributedOptimizer", "SyncBatchNorm", "HostsUpdatedInterrupt",
+    "TensorNameError", "broadcast_parameters", "broadcast_optimizer_state", "broadcast_object",
+    "allgather_object"]

@@ -30,10 +30,6 @@ def cross_rank():
     return _state.worker().cross_rank
 
 
-def is_homogeneous():
-    return True  # one host today: every host has the same number of ranks
-
-
 def mpi_threads_supported():
     return False
 
@@ -93,7 +89,7 @@ def mark_step():
 
 __all__ = [
     "is_initialized", "size", "rank", "local_size", "local_rank", "cross_size", "cross_rank",
-    "is_homogeneous", "mpi_threads_supported", "mpi_enabled", "mpi_built", "gloo_enabled",
+    "mpi_threads_supported", "mpi_enabled", "mpi_built", "gloo_enabled",
     "gloo_built", "nccl_built", "cuda_built", "rocm_built", "ddl_built", "ccl_built",
     "start_timeline", "stop_timeline", "mark_step",
 ]

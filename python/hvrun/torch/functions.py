@@ -1,7 +1,11 @@
-"""Model and optimizer state helpers, as horovod.torch.functions."""
-import collections
-import pickle
+"""Model and optimizer state helpers, as horovod.torch.functions.
 
+Objects travel pickled with cloudpickle, as in Horovod: lambdas, local classes and functions
+defined in __main__ arrive as the sender defined them.
+"""
+import collections
+
+import cloudpickle
 import torch
 
 from hvrun.torch.basics import rank
@@ -33,7 +37,7 @@ def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set
     """Returns root_rank's `obj` (pickled there, unpickled on every other rank)."""
     name = name if name is not None else type(obj).__name__
     if rank() == root_rank:
-        payload = pickle.dumps(obj)
+        payload = cloudpickle.dumps(obj)
         data = torch.frombuffer(bytearray(payload), dtype=torch.uint8)
         length = torch.tensor([data.numel()], dtype=torch.int64)
         broadcast_(length, root_rank, name + ".sz", process_set)
@@ -43,37 +47,53 @@ def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set
     broadcast_(length, root_rank, name + ".sz", process_set)
     data = torch.empty(int(length.item()), dtype=torch.uint8)
     broadcast_(data, root_rank, name + ".t", process_set)
-    return pickle.loads(data.numpy().tobytes())
+    return cloudpickle.loads(data.numpy().tobytes())
 
 
 def allgather_object(obj, name=None, process_set=global_process_set):
     """Returns the list of every rank's `obj`, in rank order."""
     name = name if name is not None else type(obj).__name__
-    payload = pickle.dumps(obj)
+    payload = cloudpickle.dumps(obj)
     data = torch.frombuffer(bytearray(payload), dtype=torch.uint8)
     lengths = allgather(torch.tensor([data.numel()], dtype=torch.int64), name=name + ".sz",
                         process_set=process_set)
     gathered = allgather(data, name=name + ".t", process_set=process_set).numpy().tobytes()
     objects, offset = [], 0
     for n in lengths.tolist():
-        objects.append(pickle.loads(gathered[offset:offset + n]))
+        objects.append(cloudpickle.loads(gathered[offset:offset + n]))
         offset += n
     return objects
 
 
-def broadcast_optimizer_state(optimizer, root_rank, process_set=global_process_set):
+def _sparse_parameter_ids(model):
+    """Parameters of the model's sparse embeddings (their gradients are sparse)."""
+    ids = set()
+    if model is not None:
+        for module in model.modules():
+            if isinstance(module, torch.nn.Embedding) and module.sparse:
+                ids.update(id(p) for p in module.parameters())
+    return ids
+
+
+def broadcast_optimizer_state(optimizer, root_rank, model=None, process_set=global_process_set):
     """Makes every rank's optimizer state (hyper-parameters and per-parameter tensors such as
-    momentum buffers) equal to root_rank's."""
+    momentum buffers) equal to root_rank's. `model` names the parameters whose gradients are
+    sparse (torch.nn.Embedding(sparse=True)), as in Horovod: a fresh optimizer's state is made by
+    one step on zero gradients, sparse ones for those (and for every parameter of SparseAdam)."""
     if isinstance(optimizer, torch.optim.LBFGS):
         raise ValueError("cannot broadcast torch.optim.LBFGS state")
     state_dict = optimizer.state_dict()
     # A fresh optimizer has no per-parameter state yet: take one step with zero gradients so
     # every rank holds the tensors root's state will be broadcast into (what Horovod does).
     if len(state_dict["state"]) == 0:
+        sparse_ids = _sparse_parameter_ids(model)
+        all_sparse = isinstance(optimizer, torch.optim.SparseAdam)
         for group in optimizer.param_groups:
             for p in group["params"]:
                 if p.requires_grad and p.grad is None:
                     p.grad = torch.zeros_like(p.data)
+                    if all_sparse or (isinstance(optimizer, torch.optim.SGD) and id(p) in sparse_ids):
+                        p.grad = p.grad.to_sparse()
         step = optimizer.step
         if hasattr(optimizer, "_hvrun_local_step"):
             step = optimizer._hvrun_local_step  # DistributedOptimizer: no allreduce here
@@ -85,7 +105,8 @@ def broadcast_optimizer_state(optimizer, root_rank, process_set=global_process_s
     for pid in sorted(state_dict["state"]):
         for key in sorted(state_dict["state"][pid]):
             value = state_dict["state"][pid][key]
-            if isinstance(value, torch.Tensor):
+            # Sparse state (SGD's momentum of a sparse embedding) travels as an object.
+            if isinstance(value, torch.Tensor) and value.layout == torch.strided:
                 tensors.append(("%s.%s" % (pid, key), value))
             else:
                 scalars[(pid, key)] = value

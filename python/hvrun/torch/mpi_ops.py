@@ -1,72 +1,46 @@
 """Horovod's collective operations on torch tensors (horovod.torch.mpi_ops), on hvrun.
 
-Same names, arguments and defaults as horovod.torch. Handles are integers; poll(handle) and
-synchronize(handle) take them. Every rank submits the same operations (names are made from a
-per-process counter when none is given, so unnamed calls must come in the same order on every
-rank, as in Horovod). A failed operation raises HorovodInternalError on synchronize: a peer
-that died, an abort, metadata that differs between ranks (named in the message), a timeout.
+Same names, arguments (order included) and defaults as horovod.torch 0.28.1. Handles are
+integers; poll(handle) and synchronize(handle) take them (handles.py). Every rank submits the
+same operations (names are made from a per-process counter when none is given, so unnamed calls
+must come in the same order on every rank, as in Horovod). A failed operation raises
+HorovodInternalError on synchronize: a peer that died, an abort, metadata that differs between
+ranks (named in the message), a timeout. Arguments that cannot be right raise ValueError (or
+TypeError) at the call, before anything is sent.
+
+Average, as Horovod computes it: the sum times 1/size (joined ranks count, contributing zeros),
+scaled in the result's type; a job started with --join-average (HVRUN_JOIN_AVERAGE) gets the
+library's Average instead, which divides as that setting says.
 
 CPU tensors and CUDA tensors: a CUDA tensor is handed to the worker library with its device and
 torch's current stream on that device; results are ready on that stream when synchronize returns.
 Tensors are passed without copies when contiguous (a non-contiguous tensor is copied, and for
 the in-place variants copied back).
 """
-import itertools
-import threading
+import os
 
 import numpy as np
 import torch
 
 from hvrun import _core, _state
-from hvrun._tensors import (BFLOAT16, FLOAT16, FLOAT32, FLOAT64, INT8, INT32, INT64, UINT8,
-                            Adasum, Average, Max, Min, Product, Sum, core_op, resolve_op)
+from hvrun._tensors import (BFLOAT16, CORE_SUM, FLOAT16, FLOAT32, FLOAT64, INT8, INT16, INT32,
+                            INT64, UINT8, Adasum, Average, Max, Min, Product, Sum, core_op,
+                            resolve_op)
 from hvrun.exceptions import HorovodInternalError, raise_for_status
 from hvrun.torch.compression import Compression
+from hvrun.torch.handles import check_not_in_flight, poll, register, synchronize
+from hvrun.torch import handles as _handles
+from hvrun.torch.process_sets import (ProcessSet, add_process_set, check_process_set,
+                                      global_process_set, remove_process_set, set_global_ranks)
 
 _TORCH_DTYPES = {
-    torch.uint8: UINT8, torch.int8: INT8, torch.int32: INT32, torch.int64: INT64,
-    torch.float16: FLOAT16, torch.bfloat16: BFLOAT16, torch.float32: FLOAT32,
+    torch.uint8: UINT8, torch.int8: INT8, torch.int16: INT16, torch.int32: INT32,
+    torch.int64: INT64, torch.float16: FLOAT16, torch.bfloat16: BFLOAT16, torch.float32: FLOAT32,
     torch.float64: FLOAT64,
 }
 # Dtypes the operations that only move bytes (broadcast, allgather, alltoall) carry as another
 # dtype of the same width.
 _MOVED_AS = {torch.bool: torch.uint8}
-
-
-class ProcessSet:
-    """Horovod's process sets; hvrun has the global one only (every rank)."""
-
-    def __init__(self, ranks=None):
-        self.ranks = ranks
-        self.process_set_id = 0
-
-    def size(self):
-        return _state.worker().size
-
-    def rank(self):
-        return _state.worker().rank
-
-    def included(self):
-        return True
-
-    def __repr__(self):
-        return "ProcessSet(process_set_id=0, ranks=all)"
-
-
-global_process_set = ProcessSet()
-
-
-def add_process_set(process_set):
-    raise NotImplementedError("hvrun supports only the global process set")
-
-
-def remove_process_set(process_set):
-    raise NotImplementedError("hvrun supports only the global process set")
-
-
-def _check_process_set(process_set):
-    if process_set is not None and process_set is not global_process_set and process_set.ranks is not None:
-        raise NotImplementedError("hvrun supports only the global process set")
 
 
 # ---- tensors <-> the extension
@@ -80,7 +54,7 @@ def _ref(tensor, moving_bytes=False):
     code = _TORCH_DTYPES.get(dtype)
     if code is None:
         raise TypeError("hvrun does not support tensors of dtype %s (supported: uint8, int8, "
-                        "int32, int64, float16, bfloat16, float32, float64)" % (tensor.dtype,))
+                        "int16, int32, int64, float16, bfloat16, float32, float64)" % (tensor.dtype,))
     device, stream = -1, 0
     if tensor.is_cuda:
         device = tensor.device.index
@@ -103,53 +77,38 @@ def _from_output(output, like):
     return result
 
 
-# ---- handles: integers, as Horovod's
-
-class _Pending:
-    __slots__ = ("handles", "finish", "keep_alive")
-
-    def __init__(self, handles, finish, keep_alive):
-        self.handles = handles
-        self.finish = finish
-        self.keep_alive = keep_alive  # tensors the library reads or writes until completion
-
-
-_handle_map = {}
-_handle_lock = threading.Lock()
-_handle_ids = itertools.count(1)
-
-
-def _register(handles, finish, keep_alive):
-    with _handle_lock:
-        handle = next(_handle_ids)
-        _handle_map[handle] = _Pending(handles, finish, keep_alive)
-    return handle
-
-
-def poll(handle):
-    """True when the asynchronous operation `handle` finished (successfully or not)."""
-    with _handle_lock:
-        pending = _handle_map.get(handle)
-    if pending is None:
-        raise ValueError("handle %r was not created or has been synchronized already" % (handle,))
-    return all(h.poll() for h in pending.handles)
-
-
-def synchronize(handle):
-    """Waits for `handle` and returns its result; raises HorovodInternalError when it failed."""
-    with _handle_lock:
-        pending = _handle_map.pop(handle, None)
-    if pending is None:
-        return None
-    timeout = _state.op_timeout_s()
-    for h in pending.handles:
-        code, message = h.wait(timeout)
-        raise_for_status(code, message)
-    return pending.finish(pending.handles)
-
-
 def _worker():
     return _state.worker()
+
+
+def _reduction(op, prescale_factor, postscale_factor):
+    """(library op, prescale, postscale) for one of Horovod's ops, Average as Horovod's."""
+    if op == Average and "HVRUN_JOIN_AVERAGE" not in os.environ:
+        return CORE_SUM, prescale_factor, postscale_factor / _worker().size
+    return core_op(op), prescale_factor, postscale_factor
+
+
+def _submit(names, submit):
+    """Runs `submit` (which sends `names`) unless a name is in flight (ValueError)."""
+    check_not_in_flight(names)
+    return submit()
+
+
+_JOIN_REFUSED = {
+    "allgather": "Allgather is not supported with Join at this time. Specify "
+                 "sparse_to_dense=True if using DistributedOptimizer",
+    "broadcast": "Broadcast is not supported with Join at this time.",
+}
+
+
+def _refuse_under_join(kind, handles):
+    """Horovod's rule: allgather and broadcast fail while ranks have joined."""
+    for h in handles:
+        joined = h.joined_ranks()
+        if joined:
+            raise HorovodInternalError("%s: %s (ranks %s had joined)" % (
+                h.name, _JOIN_REFUSED[kind], ", ".join(str(r) for r in joined)),
+                "FAILED_PRECONDITION")
 
 
 # ---- allreduce
@@ -158,29 +117,33 @@ def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.
                     postscale_factor=1.0, process_set=global_process_set):
     """Starts an out-of-place allreduce; synchronize(handle) returns the reduced tensor."""
     op = resolve_op(op, average)
-    _check_process_set(process_set)
+    check_process_set(process_set)
     source = _contiguous(tensor)
     output = torch.empty_like(source, memory_format=torch.contiguous_format)
-    h = _worker().allreduce_async(_state.op_name("allreduce", name), _ref(source), _ref(output),
-                                  core_op(op), prescale_factor, postscale_factor)
-    return _register([h], lambda _: output, (source, output))
+    full = _state.op_name("allreduce", name)
+    library_op, pre, post = _reduction(op, prescale_factor, postscale_factor)
+    h = _submit([full], lambda: _worker().allreduce_async(full, _ref(source), _ref(output),
+                                                          library_op, pre, post))
+    return register([full], [h], lambda _: output, (source, output))
 
 
 def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                      postscale_factor=1.0, process_set=global_process_set):
     """Starts an in-place allreduce; synchronize(handle) returns `tensor`, reduced."""
     op = resolve_op(op, average)
-    _check_process_set(process_set)
+    check_process_set(process_set)
     work = _contiguous(tensor)
-    h = _worker().allreduce_async(_state.op_name("allreduce", name), _ref(work), _ref(work),
-                                  core_op(op), prescale_factor, postscale_factor)
+    full = _state.op_name("allreduce", name)
+    library_op, pre, post = _reduction(op, prescale_factor, postscale_factor)
+    h = _submit([full], lambda: _worker().allreduce_async(full, _ref(work), _ref(work),
+                                                          library_op, pre, post))
 
     def finish(_):
         if work is not tensor:
             tensor.copy_(work)
         return tensor
 
-    return _register([h], finish, work)
+    return register([full], [h], finish, work)
 
 
 class HorovodAllreduce(torch.autograd.Function):
@@ -217,11 +180,12 @@ def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                                             postscale_factor, process_set))
     # CPU: blocking in the library, so a named, already negotiated tensor may take the fast path.
     op = resolve_op(op, average)
-    _check_process_set(process_set)
+    check_process_set(process_set)
     work = _contiguous(tensor)
-    h = _worker().allreduce_now_or_async(_state.op_name("allreduce", name), _ref(work),
-                                         _ref(work), core_op(op), prescale_factor,
-                                         postscale_factor)
+    full = _state.op_name("allreduce", name)
+    library_op, pre, post = _reduction(op, prescale_factor, postscale_factor)
+    h = _submit([full], lambda: _worker().allreduce_now_or_async(full, _ref(work), _ref(work),
+                                                                 library_op, pre, post))
     raise_for_status(*h.wait(_state.op_timeout_s()))
     if work is not tensor:
         tensor.copy_(work)
@@ -237,12 +201,13 @@ def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale
                              postscale_factor=1.0, process_set=global_process_set):
     """Reduces a list of tensors in place, negotiated together; synchronize returns the list."""
     op = resolve_op(op, average)
-    _check_process_set(process_set)
+    check_process_set(process_set)
     tensors = list(tensors)
     work = [_contiguous(t) for t in tensors]
-    handles = _worker().grouped_allreduce_async(_grouped_names("grouped_allreduce", name, len(work)),
-                                                [_ref(w) for w in work], core_op(op),
-                                                prescale_factor, postscale_factor)
+    names = _grouped_names("grouped_allreduce", name, len(work))
+    library_op, pre, post = _reduction(op, prescale_factor, postscale_factor)
+    handles = _submit(names, lambda: _worker().grouped_allreduce_async(
+        names, [_ref(w) for w in work], library_op, pre, post))
 
     def finish(_):
         for t, w in zip(tensors, work):
@@ -250,7 +215,7 @@ def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale
                 t.copy_(w)
         return tensors
 
-    return _register(handles, finish, work)
+    return register(names, handles, finish, work)
 
 
 def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_factor=1.0,
@@ -267,22 +232,78 @@ def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_facto
                                                 postscale_factor, process_set))
 
 
+class HorovodGroupedAllreduce(torch.autograd.Function):
+    """Grouped allreduce whose gradients are the grouped allreduce of the gradients."""
+
+    @staticmethod
+    def forward(ctx, average, name, op, prescale_factor, postscale_factor, process_set, *tensors):
+        ctx.args = (average, op, prescale_factor, postscale_factor, process_set)
+        return tuple(synchronize(grouped_allreduce_async(list(tensors), average, name, op,
+                                                         prescale_factor, postscale_factor,
+                                                         process_set)))
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        average, op, prescale_factor, postscale_factor, process_set = ctx.args
+        grads = grouped_allreduce(list(grad_outputs), average=average, op=op,
+                                  prescale_factor=prescale_factor,
+                                  postscale_factor=postscale_factor, process_set=process_set)
+        return (None, None, None, None, None, None, *grads)
+
+
 def grouped_allreduce(tensors, average=None, name=None, compression=Compression.none, op=None,
                       prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set):
     compressed = [compression.compress(t) for t in tensors]
-    reduced = synchronize(grouped_allreduce_async([c for c, _ in compressed], average, name, op,
-                                                  prescale_factor, postscale_factor, process_set))
+    reduced = HorovodGroupedAllreduce.apply(average, name, op, prescale_factor, postscale_factor,
+                                            process_set, *[c for c, _ in compressed])
     return [compression.decompress(r, ctx) for r, (_, ctx) in zip(reduced, compressed)]
+
+
+def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
+    """Reduces a sparse COO tensor as Horovod does: allgathers every rank's indices and values
+    (no densification). Returns a callable; calling it waits and returns the summed (Average:
+    divided by the number of ranks) sparse tensor, with duplicate indices left uncoalesced."""
+    t = tensor
+    indices_handle = allgather_async(t._indices().transpose(0, 1).contiguous(),
+                                     name="%s.indices" % name, process_set=process_set)
+    values_handle = allgather_async(t._values(), name="%s.values" % name,
+                                    process_set=process_set)
+
+    def handle():
+        values = synchronize(values_handle)
+        indices = synchronize(indices_handle)
+        if op == Average:
+            values = values / _worker().size
+        if indices.dim() == 0 or values.dim() == 0:
+            return t.new().resize_as_(t)
+        return torch.sparse_coo_tensor(indices.transpose(0, 1), values, t.size(),
+                                       check_invariants=False)  # every index is a peer's valid one
+
+    return handle
 
 
 # ---- allgather
 
 def allgather_async(tensor, name=None, process_set=global_process_set):
     """Starts an allgather along dimension 0 (which may differ per rank)."""
-    _check_process_set(process_set)
+    check_process_set(process_set)
     source = _contiguous(tensor)
-    h = _worker().allgather_async(_state.op_name("allgather", name), _ref(source, moving_bytes=True))
-    return _register([h], lambda hs: _from_output(hs[0].output(), tensor), source)
+    full = _state.op_name("allgather", name)
+    h = _submit([full], lambda: _worker().allgather_async(full, _ref(source, moving_bytes=True)))
+
+    def finish(hs):
+        _refuse_under_join("allgather", hs)
+        return _from_output(hs[0].output(), tensor)
+
+    return register([full], [h], finish, source)
+
+
+def _offsets_of_rank(rows, process_set):
+    """This rank's first row in each gathered tensor, from every rank's row counts."""
+    counts = grouped_allgather([torch.tensor([r], dtype=torch.int64) for r in rows],
+                               process_set=process_set)
+    me = _worker().rank
+    return [int(c[:me].sum().item()) for c in counts]
 
 
 class HorovodAllgather(torch.autograd.Function):
@@ -297,8 +318,7 @@ class HorovodAllgather(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_output):
         grad = allreduce(grad_output, average=True, process_set=ctx.process_set)
-        rows = allgather(torch.tensor([ctx.rows], dtype=torch.int64), process_set=ctx.process_set)
-        offset = int(rows[:_state.worker().rank].sum().item())
+        offset = _offsets_of_rank([ctx.rows], ctx.process_set)[0]
         return grad.narrow(0, offset, ctx.rows), None, None
 
 
@@ -308,34 +328,57 @@ def allgather(tensor, name=None, process_set=global_process_set):
 
 
 def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
-    _check_process_set(process_set)
+    check_process_set(process_set)
     tensors = list(tensors)
     sources = [_contiguous(t) for t in tensors]
     names = _grouped_names("grouped_allgather", name, len(sources))
-    handles = [_worker().allgather_async(n, _ref(s, moving_bytes=True)) for n, s in zip(names, sources)]
-    return _register(handles, lambda hs: [_from_output(h.output(), t) for h, t in zip(hs, tensors)],
-                     sources)
+    handles = _submit(names, lambda: [_worker().allgather_async(n, _ref(s, moving_bytes=True))
+                                      for n, s in zip(names, sources)])
+
+    def finish(hs):
+        _refuse_under_join("allgather", hs)
+        return [_from_output(h.output(), t) for h, t in zip(hs, tensors)]
+
+    return register(names, handles, finish, sources)
+
+
+class HorovodGroupedAllgather(torch.autograd.Function):
+    """Grouped allgather; each gradient is this rank's slice of the averaged gradient."""
+
+    @staticmethod
+    def forward(ctx, name, process_set, *tensors):
+        ctx.rows = [t.shape[0] if t.dim() > 0 else 1 for t in tensors]
+        ctx.process_set = process_set
+        return tuple(synchronize(grouped_allgather_async(list(tensors), name, process_set)))
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        grads = grouped_allreduce(list(grad_outputs), average=True, process_set=ctx.process_set)
+        offsets = _offsets_of_rank(ctx.rows, ctx.process_set)
+        return (None, None, *[g.narrow(0, o, n) for g, o, n in zip(grads, offsets, ctx.rows)])
 
 
 def grouped_allgather(tensors, name=None, process_set=global_process_set):
-    return synchronize(grouped_allgather_async(tensors, name, process_set))
+    return list(HorovodGroupedAllgather.apply(name, process_set, *tensors))
 
 
 # ---- broadcast
 
 def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_set):
     """Starts an in-place broadcast of root_rank's tensor."""
-    _check_process_set(process_set)
+    check_process_set(process_set)
     work = _contiguous(tensor)
-    h = _worker().broadcast_async(_state.op_name("broadcast", name), _ref(work, moving_bytes=True),
-                                  root_rank)
+    full = _state.op_name("broadcast", name)
+    h = _submit([full], lambda: _worker().broadcast_async(full, _ref(work, moving_bytes=True),
+                                                          root_rank))
 
-    def finish(_):
+    def finish(hs):
+        _refuse_under_join("broadcast", hs)
         if work is not tensor:
             tensor.copy_(work)
         return tensor
 
-    return _register([h], finish, work)
+    return register([full], [h], finish, work)
 
 
 def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set):
@@ -373,73 +416,169 @@ def broadcast_(tensor, root_rank, name=None, process_set=global_process_set):
 
 # ---- alltoall
 
-def _split_list(splits):
+def _split_list(tensor, splits):
+    """`splits` as a list of row counts, checked as Horovod checks them (ValueError)."""
+    size = _worker().size
+    if tensor.dim() == 0:
+        raise ValueError("alltoall: the tensor must have at least one dimension (rows are sent)")
+    rows = tensor.shape[0]
     if splits is None:
+        if rows % size != 0:
+            raise ValueError("alltoall: tensor(dim 0) of %d rows does not split evenly over %d "
+                             "ranks; pass splits (rows for each rank)" % (rows, size))
         return []
     if isinstance(splits, torch.Tensor):
-        return [int(s) for s in splits.flatten().tolist()]
-    return [int(s) for s in splits]
+        if splits.dtype.is_floating_point or splits.dtype.is_complex or splits.dtype == torch.bool:
+            raise ValueError("alltoall: splits must hold integers, not %s" % splits.dtype)
+        values = splits.flatten().tolist()
+    else:
+        try:
+            values = list(splits)
+        except TypeError:
+            raise ValueError("alltoall: splits must be a list or tensor of row counts, not %s"
+                             % type(splits).__name__)
+        if any(isinstance(v, bool) or not isinstance(v, (int, np.integer)) for v in values):
+            raise ValueError("alltoall: splits must hold integers, got %r" % (splits,))
+    values = [int(v) for v in values]
+    if len(values) != size:
+        raise ValueError("alltoall: splits has %d entries for %d ranks" % (len(values), size))
+    if any(v < 0 for v in values):
+        raise ValueError("alltoall: splits must be non-negative, got %r" % (values,))
+    if sum(values) != rows:
+        raise ValueError("alltoall: splits sum to %d but the tensor has %d rows (dim 0)"
+                         % (sum(values), rows))
+    return values
 
 
 def alltoall_async(tensor, splits=None, name=None, process_set=global_process_set):
     """Starts an alltoall: splits[r] rows of dimension 0 go to rank r (default: equal parts).
     synchronize returns (output, received_splits)."""
-    _check_process_set(process_set)
+    check_process_set(process_set)
+    split_rows = _split_list(tensor, splits)
     source = _contiguous(tensor)
-    h = _worker().alltoall_async(_state.op_name("alltoall", name), _ref(source, moving_bytes=True),
-                                 _split_list(splits))
+    full = _state.op_name("alltoall", name)
+    h = _submit([full], lambda: _worker().alltoall_async(full, _ref(source, moving_bytes=True),
+                                                         split_rows))
 
     def finish(hs):
         received = torch.tensor(hs[0].received_splits(), dtype=torch.int32)
         return _from_output(hs[0].output(), tensor), received
 
-    return _register([h], finish, source)
+    return register([full], [h], finish, source)
+
+
+class HorovodAlltoall(torch.autograd.Function):
+    """Alltoall whose gradient goes back the way the rows came: an alltoall of the gradient
+    with the received splits (as Horovod)."""
+
+    @staticmethod
+    def forward(ctx, tensor, splits, name, process_set):
+        output, received = synchronize(alltoall_async(tensor, splits, name, process_set))
+        ctx.process_set = process_set
+        ctx.received = received
+        if splits is None:
+            return output
+        ctx.mark_non_differentiable(received)
+        return output, received
+
+    @staticmethod
+    def backward(ctx, grad_output, *unused):
+        grad, _ = synchronize(alltoall_async(grad_output.contiguous(), ctx.received,
+                                             process_set=ctx.process_set))
+        return grad, None, None, None
 
 
 def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
     """Returns the rows every rank sent here (in rank order); with `splits`, also the received
     splits (an int32 tensor), as Horovod does."""
-    output, received = synchronize(alltoall_async(tensor, splits, name, process_set))
-    return output if splits is None else (output, received)
+    return HorovodAlltoall.apply(tensor, splits, name, process_set)
 
 
 # ---- reducescatter
 
-def reducescatter_async(tensor, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0,
-                        process_set=global_process_set):
+def _reducescatter_submit(tensors, names, op, process_set, prescale_factor, postscale_factor):
+    """Submits one reducescatter per tensor; returns (library handles, tensors they read)."""
+    if op not in (Average, Sum):
+        raise ValueError("Reducescatter currently only supports AVERAGE and SUM (got op %r)"
+                         % (op,))
+    check_process_set(process_set)
+    sources = [_contiguous(t) for t in tensors]
+    library_op, pre, post = _reduction(op, prescale_factor, postscale_factor)
+    handles = _submit(names, lambda: [_worker().reducescatter_async(n, _ref(s), library_op, pre,
+                                                                    post)
+                                      for n, s in zip(names, sources)])
+    return handles, sources
+
+
+def reducescatter_async(tensor, name=None, op=Average, process_set=global_process_set,
+                        prescale_factor=1.0, postscale_factor=1.0):
     """Starts a reducescatter: reduce over ranks, rank r keeps its block of dimension 0."""
-    _check_process_set(process_set)
-    source = _contiguous(tensor)
-    h = _worker().reducescatter_async(_state.op_name("reducescatter", name), _ref(source),
-                                      core_op(op), prescale_factor, postscale_factor)
-    return _register([h], lambda hs: _from_output(hs[0].output(), tensor), source)
+    names = [_state.op_name("reducescatter", name)]
+    handles, sources = _reducescatter_submit([tensor], names, op, process_set, prescale_factor,
+                                             postscale_factor)
+    return register(names, handles, lambda hs: _from_output(hs[0].output(), tensor), sources)
+
+
+class HorovodReducescatter(torch.autograd.Function):
+    """Reducescatter whose gradient is the allgather of the gradient, times size for Sum and
+    times the scale factors (Horovod's formula)."""
+
+    @staticmethod
+    def forward(ctx, tensor, name, op, process_set, prescale_factor, postscale_factor):
+        ctx.args = (op, process_set, prescale_factor, postscale_factor)
+        return synchronize(reducescatter_async(tensor, name, op, process_set, prescale_factor,
+                                               postscale_factor))
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return (_reducescatter_grads([grad_output], *ctx.args)[0],
+                None, None, None, None, None)
+
+
+def _reducescatter_grads(grads, op, process_set, prescale_factor, postscale_factor):
+    factor = (_worker().size if op == Sum else 1) * prescale_factor * postscale_factor
+    scaled = [g * factor if factor != 1 else g for g in grads]
+    return grouped_allgather(scaled, process_set=process_set)
 
 
 def reducescatter(tensor, name=None, compression=Compression.none, op=Average,
-                  prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set):
+                  process_set=global_process_set, prescale_factor=1.0, postscale_factor=1.0):
     compressed, ctx = compression.compress(tensor)
-    out = synchronize(reducescatter_async(compressed, name, op, prescale_factor, postscale_factor,
-                                          process_set))
+    out = HorovodReducescatter.apply(compressed, name, op, process_set, prescale_factor,
+                                     postscale_factor)
     return compression.decompress(out, ctx)
 
 
-def grouped_reducescatter_async(tensors, name=None, op=Average, prescale_factor=1.0,
-                                postscale_factor=1.0, process_set=global_process_set):
-    _check_process_set(process_set)
+def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=global_process_set,
+                                prescale_factor=1.0, postscale_factor=1.0):
     tensors = list(tensors)
-    sources = [_contiguous(t) for t in tensors]
-    names = _grouped_names("grouped_reducescatter", name, len(sources))
-    handles = [_worker().reducescatter_async(n, _ref(s), core_op(op), prescale_factor, postscale_factor)
-               for n, s in zip(names, sources)]
-    return _register(handles, lambda hs: [_from_output(h.output(), t) for h, t in zip(hs, tensors)],
-                     sources)
+    names = _grouped_names("grouped_reducescatter", name, len(tensors))
+    handles, sources = _reducescatter_submit(tensors, names, op, process_set, prescale_factor,
+                                             postscale_factor)
+    return register(names, handles,
+                    lambda hs: [_from_output(h.output(), t) for h, t in zip(hs, tensors)], sources)
+
+
+class HorovodGroupedReducescatter(torch.autograd.Function):
+    """Grouped reducescatter; gradients as HorovodReducescatter's, gathered as one group."""
+
+    @staticmethod
+    def forward(ctx, name, op, process_set, prescale_factor, postscale_factor, *tensors):
+        ctx.args = (op, process_set, prescale_factor, postscale_factor)
+        return tuple(synchronize(grouped_reducescatter_async(list(tensors), name, op, process_set,
+                                                             prescale_factor, postscale_factor)))
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        return (None, None, None, None, None,
+                *_reducescatter_grads(list(grad_outputs), *ctx.args))
 
 
 def grouped_reducescatter(tensors, name=None, compression=Compression.none, op=Average,
-                          prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set):
+                          process_set=global_process_set, prescale_factor=1.0, postscale_factor=1.0):
     compressed = [compression.compress(t) for t in tensors]
-    outs = synchronize(grouped_reducescatter_async([c for c, _ in compressed], name, op,
-                                                   prescale_factor, postscale_factor, process_set))
+    outs = HorovodGroupedReducescatter.apply(name, op, process_set, prescale_factor,
+                                             postscale_factor, *[c for c, _ in compressed])
     return [compression.decompress(o, ctx) for o, (_, ctx) in zip(outs, compressed)]
 
 
@@ -447,7 +586,7 @@ def grouped_reducescatter(tensors, name=None, compression=Compression.none, op=A
 
 def barrier(process_set=global_process_set):
     """Returns once every rank called barrier()."""
-    _check_process_set(process_set)
+    check_process_set(process_set)
     h = _worker().barrier_async()
     raise_for_status(*h.wait(_state.op_timeout_s()))
 
@@ -462,27 +601,47 @@ def join(device=-1):
 
 # ---- basics
 
+_homogeneous = True
+
+
 def init(comm=None, process_sets=None):
     """Joins the job started by hvrun. `comm` (an MPI communicator) is not supported."""
+    global _homogeneous
     if comm is not None:
         raise NotImplementedError("hvrun.torch.init: MPI communicators are not supported")
+    if _state.is_initialized():
+        return
     _state.init()
+    w = _worker()
+    set_global_ranks(w.size)
+    # Homogeneous: every host runs as many ranks as every other. Each rank's local size is its
+    # host's rank count, so one allgather at init gives the real layout to every rank.
+    local_sizes = synchronize(allgather_async(torch.tensor([w.local_size], dtype=torch.int32),
+                                              name="hvrun.init.local_sizes"))
+    _homogeneous = len(set(local_sizes.tolist())) == 1
+
+
+def is_homogeneous():
+    """True when every host runs the same number of ranks (as Horovod's, from init)."""
+    _worker()
+    return _homogeneous
 
 
 def shutdown():
     """Leaves the job; pending handles fail. The tensors they use are released only after the
     library stopped (it may be writing into them until then)."""
     _state.shutdown()
-    with _handle_lock:
-        _handle_map.clear()
+    set_global_ranks(None)
+    _handles.clear()
 
 
 __all__ = [
     "Average", "Sum", "Adasum", "Min", "Max", "Product", "HorovodInternalError",
     "ProcessSet", "global_process_set", "add_process_set", "remove_process_set",
-    "init", "shutdown", "poll", "synchronize",
+    "init", "shutdown", "poll", "synchronize", "is_homogeneous",
     "allreduce", "allreduce_", "allreduce_async", "allreduce_async_",
     "grouped_allreduce", "grouped_allreduce_", "grouped_allreduce_async", "grouped_allreduce_async_",
+    "sparse_allreduce_async",
     "allgather", "allgather_async", "grouped_allgather", "grouped_allgather_async",
     "broadcast", "broadcast_", "broadcast_async", "broadcast_async_",
     "alltoall", "alltoall_async", "reducescatter", "reducescatter_async",

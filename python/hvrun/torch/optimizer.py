@@ -3,7 +3,10 @@
 A hook on each parameter's gradient accumulator starts an asynchronous allreduce as soon as that
 gradient is ready (after `backward_passes_per_step` accumulations), so communication overlaps
 the rest of backward; step() (or synchronize()) waits for them and writes the averaged
-gradients back before the wrapped optimizer's own step.
+gradients back before the wrapped optimizer's own step. With `groups`, the gradients of one
+group go as one grouped allreduce once the last of them is ready. Sparse gradients are reduced
+by allgathering their indices and values (sparse_allreduce_async), or densified with
+`sparse_as_dense=True`.
 """
 import contextlib
 import warnings
@@ -12,7 +15,32 @@ import torch
 
 from hvrun.torch.compression import Compression
 from hvrun.torch.basics import size
-from hvrun.torch.mpi_ops import Adasum, Average, allreduce_async_, global_process_set, synchronize
+from hvrun.torch.functions import broadcast_object
+from hvrun.torch.mpi_ops import (Adasum, Average, allreduce_async_, global_process_set,
+                                 grouped_allreduce_async_, sparse_allreduce_async, synchronize)
+
+
+def _split_list(items, n):
+    """`items` in n contiguous chunks whose lengths differ by at most one (first ones longer)."""
+    d, r = divmod(len(items), n)
+    return [items[i * d + min(i, r):(i + 1) * d + min(i + 1, r)] for i in range(n)]
+
+
+def _check_groups(groups):
+    if groups is None:
+        return
+    if not (isinstance(groups, list) or groups > 0):
+        raise ValueError("groups should be a non-negative integer or a list of list of "
+                         "torch.Tensor.")
+    if isinstance(groups, list):
+        seen = set()
+        for group in groups:
+            for p in group:
+                if not isinstance(p, torch.Tensor):
+                    raise ValueError("groups must consist of torch.Tensor.")
+                if id(p) in seen:
+                    raise ValueError("A parameter can only appear once in groups.")
+                seen.add(id(p))
 
 
 class _DistributedOptimizer(torch.optim.Optimizer):
@@ -50,7 +78,10 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self.gradient_predivide_factor = gradient_predivide_factor
         self.sparse_as_dense = sparse_as_dense
         self.process_set = process_set
-        self._groups = groups  # accepted for compatibility; hvrun's coordinator fuses anyway
+        _check_groups(groups)
+        self._groups = groups
+        self._p_to_group = {}
+        self._group_counts = {}
         self._handles = {}
         self._grad_accs = []
         self._requires_update = set()
@@ -59,12 +90,40 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         if size() > 1:
             self._register_hooks()
 
+    def load_state_dict(self, *args, **kwargs):
+        self._handles = {}
+        self._synchronized = False
+        self._should_synchronize = True
+        for p in self._allreduce_delay:
+            self._allreduce_delay[p] = self.backward_passes_per_step
+        super(self.__class__, self).load_state_dict(*args, **kwargs)
+
     def set_backward_passes_per_step(self, passes):
         self.backward_passes_per_step = passes
         for p in self._allreduce_delay:
             self._allreduce_delay[p] = passes
 
+    def _form_groups(self):
+        """Parameter groups, in rank 0's order of the parameters (every rank forms the same)."""
+        params = [p for group in self.param_groups for p in group["params"] if p.requires_grad]
+        order = broadcast_object([self._parameter_names.get(p) for p in params], root_rank=0,
+                                 name="DistributedOptimizer.groups", process_set=self.process_set)
+        params.sort(key=lambda p: order.index(self._parameter_names.get(p)))
+        if isinstance(self._groups, list):
+            known = {id(p) for p in params}
+            groups = [[p for p in g if id(p) in known] for g in self._groups]
+            grouped = {id(p) for g in groups for p in g}
+            groups += [[p] for p in params if id(p) not in grouped]
+        else:
+            groups = _split_list(params, self._groups)
+        for group in (tuple(g) for g in groups if g):
+            for p in group:
+                self._p_to_group[p] = group
+            self._group_counts[group] = 0
+
     def _register_hooks(self):
+        if self._groups is not None:
+            self._form_groups()
         for group in self.param_groups:
             for p in group["params"]:
                 if p.requires_grad:
@@ -83,18 +142,29 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         tensor = p.grad
         if tensor.is_sparse:
             if not self.sparse_as_dense:
-                raise NotImplementedError("hvrun: sparse gradients need sparse_as_dense=True")
+                return sparse_allreduce_async(tensor, name=name, op=self.op,
+                                              process_set=self.process_set), None
             tensor = tensor.to_dense()
-            p.grad = tensor
         compressed, ctx = self._compression.compress(tensor)
-        prescale, postscale = 1.0, 1.0
-        if self.op == Average:
-            # Split the average over the two factors; the library divides by size for Average.
-            prescale = 1.0 / self.gradient_predivide_factor
-            postscale = self.gradient_predivide_factor
+        prescale, postscale = self._scale_factors()
         handle = allreduce_async_(compressed, name=name, op=self.op, prescale_factor=prescale,
                                   postscale_factor=postscale, process_set=self.process_set)
         return handle, ctx
+
+    def _scale_factors(self):
+        if self.op == Average:
+            # Split the average over the two factors; Average itself divides by size.
+            return 1.0 / self.gradient_predivide_factor, self.gradient_predivide_factor
+        return 1.0, 1.0
+
+    def _grouped_allreduce_grad_async(self, group):
+        compressed = [self._compression.compress(p.grad) for p in group]
+        prescale, postscale = self._scale_factors()
+        handle = grouped_allreduce_async_([c for c, _ in compressed],
+                                          name=self._parameter_names.get(group[0]), op=self.op,
+                                          prescale_factor=prescale, postscale_factor=postscale,
+                                          process_set=self.process_set)
+        return handle, [ctx for _, ctx in compressed]
 
     def _make_hook(self, p):
         def hook(*ignore):
@@ -109,24 +179,56 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             handle, ctx = None, None
             self._allreduce_delay[p] -= 1
             if self._allreduce_delay[p] == 0:
-                handle, ctx = self._allreduce_grad_async(p)
+                group = self._p_to_group.get(p)
+                if group is not None:
+                    self._group_counts[group] += 1
+                    if self._group_counts[group] == len(group):
+                        self._handles[group] = self._grouped_allreduce_grad_async(group)
+                        for member in group:
+                            self._handles.pop(member, None)  # no-op entries of earlier passes
+                        self._group_counts[group] = 0
+                        return
+                else:
+                    handle, ctx = self._allreduce_grad_async(p)
             self._handles[p] = (handle, ctx)
         return hook
 
     def synchronize(self):
         """Waits for every gradient's allreduce (starting those not started yet)."""
-        for p in self._requires_update - set(self._handles):
+        started = set()
+        for key in self._handles:
+            started.update(key if isinstance(key, tuple) else (key,))
+        for p in self._requires_update - started:
             self._handles[p] = self._allreduce_grad_async(p)
         for p, (handle, ctx) in list(self._handles.items()):
             if handle is None:
                 self._handles[p] = self._allreduce_grad_async(p)
-        for p, (handle, ctx) in self._handles.items():
-            output = synchronize(handle)
-            self._allreduce_delay[p] = self.backward_passes_per_step
-            if output is not p.grad:
-                p.grad.copy_(self._compression.decompress(output, ctx))
+        for key, (handle, ctx) in self._handles.items():
+            if isinstance(key, tuple):
+                outputs = synchronize(handle)
+                for member, output, member_ctx in zip(key, outputs, ctx):
+                    self._allreduce_delay[member] = self.backward_passes_per_step
+                    self._write_grad(member, self._compression.decompress(output, member_ctx))
+                self._group_counts[key] = 0
+                continue
+            # A sparse gradient's handle is a callable returning the reduced tensor.
+            output = handle() if callable(handle) else synchronize(handle)
+            self._allreduce_delay[key] = self.backward_passes_per_step
+            group = self._p_to_group.get(key)
+            if group is not None:
+                self._group_counts[group] = 0
+            self._write_grad(key, self._compression.decompress(output, ctx))
         self._handles.clear()
         self._synchronized = True
+
+    @staticmethod
+    def _write_grad(p, reduced):
+        if p.grad.is_sparse:
+            if not reduced.is_sparse:
+                reduced = reduced.to_sparse()  # sparse_as_dense: back to the gradient's layout
+            p.grad.zero_().add_(reduced)  # sparse tensors have no set_
+        elif reduced is not p.grad:
+            p.grad.copy_(reduced)
 
     @contextlib.contextmanager
     def skip_synchronize(self):
@@ -140,9 +242,12 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     def step(self, closure=None):
         if self._should_synchronize:
             if self._synchronized:
-                warnings.warn("optimizer.step() called without a loss.backward() call after "
-                              "optimizer.synchronize(); use `with optimizer.skip_synchronize():` "
-                              "after synchronize() to avoid allreducing the gradients twice.")
+                warnings.warn("optimizer.step() called without "
+                              "optimizer.skip_synchronize() context after "
+                              "optimizer.synchronize(). This can cause training "
+                              "slowdown. You may want to consider using "
+                              "optimizer.skip_synchronize() context if you use "
+                              "optimizer.synchronize() in your code.")
             self.synchronize()
         self._synchronized = False
         return super(self.__class__, self).step(closure)
@@ -164,10 +269,18 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
                          num_groups=0, groups=None, sparse_as_dense=False,
                          process_set=global_process_set):
     """Wraps `optimizer` so that step() applies gradients averaged (or reduced by `op`) over
-    every rank. Arguments as horovod.torch.DistributedOptimizer; `num_groups`/`groups` are
-    accepted and have no effect (the coordinator fuses ready gradients by itself)."""
+    every rank. Arguments as horovod.torch.DistributedOptimizer: `groups` (a number of groups,
+    or lists of parameters) sends each group's gradients as one grouped allreduce;
+    `num_groups` is its deprecated spelling."""
     if gradient_predivide_factor != 1.0 and op != Average:
         raise ValueError("gradient_predivide_factor not supported with op != Average")
+    if num_groups != 0:
+        warnings.warn("Parameter `num_groups` has been replaced by `groups` and will be removed "
+                      "in v0.23.0.", DeprecationWarning)
+        if groups is None:
+            groups = num_groups
+    if backward_passes_per_step <= 0:
+        raise ValueError("backward_passes_per_step must be > 0")
     if op == Adasum:
         raise NotImplementedError("hvrun does not implement Adasum")
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,),

@@ -55,6 +55,7 @@ class GlooBackend final : public Backend {
       switch (dtype) {
         case DataType::kUInt8: run_allreduce<uint8_t>(buffer, count, dtype, op); break;
         case DataType::kInt8: run_allreduce<int8_t>(buffer, count, dtype, op); break;
+        case DataType::kInt16: run_allreduce<int16_t>(buffer, count, dtype, op); break;
         case DataType::kInt32: run_allreduce<int32_t>(buffer, count, dtype, op); break;
         case DataType::kInt64: run_allreduce<int64_t>(buffer, count, dtype, op); break;
         case DataType::kFloat32: run_allreduce<float>(buffer, count, dtype, op); break;

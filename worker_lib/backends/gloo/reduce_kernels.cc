@@ -38,6 +38,7 @@ ReduceFn reduce_function(DataType dtype, ReduceOp op) {
   switch (dtype) {
     case DataType::kUInt8: return for_type<uint8_t>(op);
     case DataType::kInt8: return for_type<int8_t>(op);
+    case DataType::kInt16: return for_type<int16_t>(op);
     case DataType::kInt32: return for_type<int32_t>(op);
     case DataType::kInt64: return for_type<int64_t>(op);
     case DataType::kFloat32: return for_type<float>(op);

@@ -18,6 +18,9 @@ inline ncclDataType_t to_nccl(DataType t) {
     case DataType::kBFloat16: return ncclBfloat16;
     case DataType::kFloat32: return ncclFloat32;
     case DataType::kFloat64: return ncclFloat64;
+    // NCCL has no 16-bit integer type: Worker refuses int16 reductions of CUDA tensors at
+    // submission, so this is never reached; an invalid type makes NCCL fail, never misread.
+    case DataType::kInt16: return ncclNumTypes;
   }
   return ncclUint8;
 }

@@ -51,7 +51,8 @@ typedef enum hvrun_dtype {
   HVRUN_FLOAT16 = 5,
   HVRUN_BFLOAT16 = 6,
   HVRUN_FLOAT32 = 7,
-  HVRUN_FLOAT64 = 8
+  HVRUN_FLOAT64 = 8,
+  HVRUN_INT16 = 9
 } hvrun_dtype_t;
 
 typedef enum hvrun_reduce_op {

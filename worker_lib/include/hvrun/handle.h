@@ -54,6 +54,11 @@ class Handle {
   // join: the last rank to join; -1 before completion or for other operations.
   int join_result() const;
 
+  // The ranks that had called join() when this operation ran (they contributed neutral data
+  // or no rows); empty before completion and when every rank took part. Lets a binding refuse
+  // what another API does not allow while ranks have joined (Horovod: allgather, broadcast).
+  std::vector<int> joined_ranks() const;
+
  private:
   std::shared_ptr<detail::HandleState> state_;
 };

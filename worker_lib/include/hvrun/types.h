@@ -20,6 +20,7 @@ enum class DataType : int {
   kBFloat16 = 6,  // bfloat16, stored as uint16_t bits
   kFloat32 = 7,
   kFloat64 = 8,
+  kInt16 = 9,  // added after the others: the numbers are the wire's and the C API's
 };
 
 // Values match proto ReduceOp and the C API's hvrun_reduce_op_t.

@@ -1,0 +1,84 @@
+"""hvrun.torch's handles: integers, as Horovod's, mapping to the library's handles.
+
+A name stays in flight from its submission until synchronize() returns its handle's result.
+Submitting a name that is in flight raises ValueError at the call, before anything is sent (as
+Horovod refuses a duplicate name when it is enqueued). Every rank runs the same program, so
+every rank refuses the same call and no peer is left waiting for a tensor that never comes.
+"""
+import itertools
+import threading
+
+from hvrun import _state
+from hvrun.exceptions import raise_for_status
+
+
+class _Pending:
+    __slots__ = ("handles", "finish", "keep_alive", "names")
+
+    def __init__(self, handles, finish, keep_alive, names):
+        self.handles = handles
+        self.finish = finish
+        self.keep_alive = keep_alive  # tensors the library reads or writes until completion
+        self.names = names
+
+
+_handle_map = {}
+_in_flight = set()
+_lock = threading.Lock()
+_ids = itertools.count(1)
+
+
+def check_not_in_flight(names):
+    """ValueError when one of `names` (or a name given twice) is still in flight."""
+    with _lock:
+        busy = [n for n in names if n in _in_flight]
+    if not busy and len(set(names)) == len(names):
+        return
+    shown = busy[0] if busy else next(n for n in names if names.count(n) > 1)
+    rank = _state.worker().rank if _state.is_initialized() else "?"
+    raise ValueError(
+        "rank %s: Requested to allreduce, allgather, or broadcast a tensor with the same name as "
+        "another tensor that is currently being processed ('%s': synchronize its handle first). "
+        "If you want to request another tensor, use a different tensor name." % (rank, shown))
+
+
+def register(names, handles, finish, keep_alive):
+    """A new integer handle for library handles submitted under `names`."""
+    with _lock:
+        handle = next(_ids)
+        _handle_map[handle] = _Pending(handles, finish, keep_alive, list(names))
+        _in_flight.update(names)
+    return handle
+
+
+def poll(handle):
+    """True when the asynchronous operation `handle` finished (successfully or not)."""
+    with _lock:
+        pending = _handle_map.get(handle)
+    if pending is None:
+        raise ValueError("handle %r was not created or has been synchronized already" % (handle,))
+    return all(h.poll() for h in pending.handles)
+
+
+def synchronize(handle):
+    """Waits for `handle` and returns its result; raises HorovodInternalError when it failed."""
+    with _lock:
+        pending = _handle_map.pop(handle, None)
+    if pending is None:
+        return None
+    try:
+        timeout = _state.op_timeout_s()
+        for h in pending.handles:
+            code, message = h.wait(timeout)
+            raise_for_status(code, message)
+        return pending.finish(pending.handles)
+    finally:
+        with _lock:
+            _in_flight.difference_update(pending.names)
+
+
+def clear():
+    """shutdown(): every handle is gone (the library failed them)."""
+    with _lock:
+        _handle_map.clear()
+        _in_flight.clear()
