@@ -25,6 +25,8 @@ inline constexpr SettingKey<std::string> kSshIdentityFile{"ssh_identity_file"};
 inline constexpr SettingKey<std::string> kRsh{"rsh"};
 inline constexpr SettingKey<std::string> kRemoteLauncher{"remote_launcher"};
 inline constexpr SettingKey<std::string> kSrunArgs{"srun_args"};
+inline constexpr SettingKey<bool> kMpi{"mpi"};
+inline constexpr SettingKey<std::string> kMpiArgs{"mpi_args"};
 inline constexpr SettingKey<std::string> kNetworkInterface{"network_interface"};
 inline constexpr SettingKey<std::string> kNetwork{"network"};
 inline constexpr SettingKey<int64_t> kMaxRestarts{"max_restarts"};

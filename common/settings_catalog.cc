@@ -79,6 +79,14 @@ constexpr std::array kCatalog = {
                 .scope = "launcher",
                 .description = "Multi-host jobs started with srun: more srun options for every "
                                "agent's step, split at spaces (e.g. --gres=gpu:4)."},
+    SettingSpec{.name = "mpi", .flag = "--mpi", .env = "HVRUN_MPI", .kind = SettingKind::kBool,
+                .default_value = "false", .scope = "launcher",
+                .description = "Hand the job to Open MPI's mpirun: hvrun runs the coordinator "
+                               "and supervises mpirun, which starts the ranks."},
+    SettingSpec{.name = "mpi_args", .flag = "--mpi-args", .env = "HVRUN_MPI_ARGS",
+                .kind = SettingKind::kString, .default_value = "", .unit = "ARGS",
+                .scope = "launcher",
+                .description = "With --mpi: more mpirun arguments, split like a shell's words."},
     SettingSpec{.name = "network_interface", .flag = "--network-interface",
                 .env = "HVRUN_NETWORK_INTERFACE", .kind = SettingKind::kString,
                 .default_value = "", .unit = "NAME[,NAME]", .scope = "launcher",

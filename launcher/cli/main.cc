@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <iostream>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -31,6 +32,7 @@
 #include "launcher/cli/restart_policy.h"
 #include "launcher/plan/secret.h"
 #include "launcher/plan/slurm_allocation.h"
+#include "launcher/mpi/mpi_handoff.h"
 #include "launcher/process/shm_cleanup.h"
 #include "launcher/telemetry/telemetry_hub.h"
 #include "launcher/telemetry/telemetry_summary.h"
@@ -64,11 +66,12 @@ void print_verbose_plan(OutputSink& err, const JobPlan& plan, const NcclTuning& 
   err.write_message(text);
 }
 
-// One attempt of a single-host job: a fresh coordinator, secret and job id, the workers, their
-// end. How it ended goes to `end` when it failed.
-int run_single_host_attempt(const LaunchOptions& opts, const JobPlan& plan,
-                            const std::string& command_path, OrphanGuard& guard, JobEnd* end,
-                            TelemetryHub* telemetry) {
+// One attempt of a job whose children run on this host: a fresh coordinator, secret and job id,
+// then the workers (or, with `mpi`, the one mpirun that starts them), their end. How it ended
+// goes to `end` when it failed.
+int run_local_attempt(const LaunchOptions& opts, const JobPlan& plan,
+                      const std::string& command_path, const MpiHandoff* mpi, OrphanGuard& guard,
+                      JobEnd* end, TelemetryHub* telemetry) {
   const Settings& settings = opts.settings;
   const Environment session = current_process_environment();
   std::vector<std::string> export_notes;
@@ -95,15 +98,19 @@ int run_single_host_attempt(const LaunchOptions& opts, const JobPlan& plan,
   std::mutex control_mutex;
   std::unique_ptr<ControlPlane> control;
   JobRunnerConfig config;
-  config.command_path = command_path;
-  config.argv = opts.command;
+  config.command_path = mpi ? mpi->mpirun_path : command_path;
+  config.argv = mpi ? mpi->argv : opts.command;
+  config.children_are_ranks = mpi == nullptr;
   config.grace_period = std::chrono::milliseconds(
       static_cast<int64_t>(settings.get(setting::kGracePeriodSeconds) * 1000.0));
   config.output_dir = settings.get(setting::kOutputFilename);
   config.verbose = settings.get(setting::kVerbose);
-  config.tag_output = settings.get(setting::kTagOutput);
+  // mpirun tags its ranks' lines itself (--tag-output).
+  config.tag_output = mpi == nullptr && settings.get(setting::kTagOutput);
   EarlyExits early_exits;  // guarded by control_mutex
   config.coordinator = coordinator_hooks(&control, &control_mutex, &early_exits);
+  // mpirun's exit is not any rank's: the coordinator learns of the ranks' ends from their streams.
+  if (mpi) config.coordinator.worker_exited = nullptr;
   JobRunner runner(std::move(config), out, err, &guard);
   // /metrics and the end-of-job summary read this attempt's coordinator (null until it started).
   ScopedTelemetrySource telemetry_source(telemetry, [&control, &control_mutex] {
@@ -119,10 +126,13 @@ int run_single_host_attempt(const LaunchOptions& opts, const JobPlan& plan,
 
   // With a unix socket its address is known now: the coordinator starts on a thread of its own
   // while the workers start (about a tenth of a short job's launch time); otherwise first.
-  std::string address = predictable_unix_address(settings, job_id);
+  // Ranks on other hosts (mpirun's) reach the coordinator over TCP on the interface named.
+  const std::string listen_on = mpi ? mpi->listen_on : "";
+  std::string address = listen_on.empty() ? predictable_unix_address(settings, job_id) : "";
   std::thread starter;
   auto start = [&, events = std::move(events)]() mutable -> Status {
-    auto started = start_control_plane(settings, plan, *secret, job_id, std::move(events), address);
+    auto started = start_control_plane(settings, plan, *secret, job_id, std::move(events),
+                                       address.empty() ? listen_on : address);
     if (started.is_ok() && !address.empty() && (*started)->address() != address)
       started = internal_error("the coordinator listens on " + (*started)->address() +
                                ", not on " + address + " where the workers were sent");
@@ -158,11 +168,26 @@ int run_single_host_attempt(const LaunchOptions& opts, const JobPlan& plan,
   identity.job_id = job_id;
   std::vector<Environment> envs;
   std::vector<WorkerLaunch> launches;
-  for (const RankSlot& slot : plan.ranks) {
+  if (mpi) {
+    // mpirun exports these to every rank by name (MpiHandoff::argv).
+    Environment env = inherited;
+    for (const auto& [key, value] : settings.non_default_environment()) env[key] = value;
+    for (const auto& [key, value] : mpi->network) env[key] = value;
+    env["HVRUN_COORDINATOR_ADDR"] = identity.coordinator_address;
+    env["HVRUN_SECRET"] = identity.secret;
+    env["HVRUN_JOB_ID"] = identity.job_id;
+    launches.push_back(WorkerLaunch{0, "localhost", to_envp(env), "mpirun"});
+    if (settings.get(setting::kVerbose)) {
+      std::string line = "hvrun: --mpi:";
+      for (const std::string& word : mpi->argv) line += " " + word;
+      err.write_message(line + "\n");
+    }
+  }
+  for (const RankSlot& slot : mpi ? std::vector<RankSlot>{} : plan.ranks) {
     envs.push_back(rank_environment(plan, slot.rank, identity, settings, nccl, inherited));
     launches.push_back(WorkerLaunch{slot.rank, slot.host, to_envp(envs.back())});
   }
-  if (settings.get(setting::kVerbose))
+  if (settings.get(setting::kVerbose) && !mpi)
     print_verbose_plan(err, plan, nccl, identity.coordinator_address, job_id, envs, session);
 
   int code = runner.run(launches);
@@ -241,6 +266,14 @@ int run_job(const LaunchOptions& given) {
   auto plan = plan_job(opts, gpus, device, LocalHostNames::of_this_machine());
   if (!plan.is_ok()) return fail(plan.status().message());
   for (const std::string& note : plan->notes) std::cerr << "hvrun: " << note << "\n";
+  std::optional<MpiHandoff> mpi;  // --mpi: mpirun starts the ranks (launcher/mpi/mpi_handoff.h)
+  if (settings.get(setting::kMpi)) {
+    const Environment session = current_process_environment();
+    auto handoff =
+        plan_mpi_handoff(opts, *plan, with_exports(session, session, opts.exports, nullptr));
+    if (!handoff.is_ok()) return fail(handoff.status().message());
+    mpi = std::move(handoff).value();
+  }
   // One /metrics endpoint for the whole run, across restart attempts (off unless --metrics-port).
   TelemetryHub telemetry;
   std::unique_ptr<coordinator::metrics::MetricsServer> metrics;
@@ -259,9 +292,10 @@ int run_job(const LaunchOptions& given) {
     const auto started_at = std::chrono::steady_clock::now();
     AttemptOutcome outcome;
     outcome.exit_code =
-        plan->multi_host  // agents on every host (launcher/remote/multi_host_job.h)
+        plan->multi_host && !mpi  // agents on every host (launcher/remote/multi_host_job.h)
             ? run_multi_host_job(opts, *plan, &*guard, &outcome.end, &telemetry)
-            : run_single_host_attempt(opts, *plan, *path, *guard, &outcome.end, &telemetry);
+            : run_local_attempt(opts, *plan, *path, mpi ? &*mpi : nullptr, *guard, &outcome.end,
+                                &telemetry);
     outcome.ran_for = std::chrono::duration_cast<std::chrono::milliseconds>(
         std::chrono::steady_clock::now() - started_at);
     RestartPolicy::Decision decision = restarts.after_attempt(outcome);

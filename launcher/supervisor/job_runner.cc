@@ -20,6 +20,7 @@ int JobRunner::run(const std::vector<WorkerLaunch>& launches) {
   for (size_t i = 0; i < launches.size(); ++i) {
     workers[i].rank = launches[i].rank;
     workers[i].host = launches[i].host;
+    workers[i].label = launches[i].label;
   }
   LocalWorkers local(supervisor().io(), workers, streams(), supervisor(), guard_);
   return supervisor().run(local, [&] { start_all(local, launches); });

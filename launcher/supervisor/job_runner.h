@@ -21,6 +21,7 @@ struct WorkerLaunch {
   int rank = 0;
   std::string host;
   std::vector<std::string> envp;  // "KEY=VALUE"
+  std::string label;              // WorkerRecord::label (mpirun)
 };
 
 struct JobRunnerConfig : SupervisedJobConfig {

@@ -37,11 +37,12 @@ int JobSupervisor::run(Children& children, const std::function<void()>& start) {
 
   // Everyone exited while a verdict still waited for its explanation: the verdict stands.
   if (!end_ && first_seen_)
-    end_ = first_cause(*first_seen_, config_.coordinator.read_verdict(), workers_);
+    end_ = cause_of(*first_seen_);
   if (end_ && !told_)
-    print_summary(err_, *end_, workers_);
+    print_summary(err_, *end_, ranks());
   else if (config_.verbose)
-    say("all " + std::to_string(workers_.size()) + " ranks exited 0");
+    say(config_.children_are_ranks ? "all " + std::to_string(workers_.size()) + " ranks exited 0"
+                                   : workers_.at(0).label + " exited 0");
   return end_ ? end_->exit_code : 0;
 }
 
@@ -52,6 +53,23 @@ void JobSupervisor::end_before_start(int exit_code, std::string message) {
   told_ = true;
   end_ = JobEnd{JobEndKind::kStartFailed, -1, exit_code, 0, std::move(message)};
   loop_.check_progress();
+}
+
+JobEnd JobSupervisor::cause_of(const JobEnd& seen) const {
+  JobEnd end = first_cause(seen, config_.coordinator.read_verdict(), ranks());
+  // Under mpirun the coordinator names the rank, and hvrun exits with mpirun's code.
+  if (!config_.children_are_ranks && end.kind == JobEndKind::kControlPlane && !workers_.empty() &&
+      workers_[0].exited && is_failure(workers_[0].wait_status)) {
+    const JobEnd launcher = worker_failure(workers_[0]);
+    end.exit_code = launcher.exit_code;
+    end.message += " (" + launcher.message + ")";
+  }
+  return end;
+}
+
+const std::vector<WorkerRecord>& JobSupervisor::ranks() const {
+  static const std::vector<WorkerRecord> kNone;
+  return config_.children_are_ranks ? workers_ : kNone;
 }
 
 void JobSupervisor::post_control_plane_failure(std::string message, int rank) {
@@ -101,8 +119,11 @@ void JobSupervisor::decide(JobEnd seen) {
   if (tearing_down_) return;
   if (failed != nullptr && seen.kind == JobEndKind::kControlPlane) seen = worker_failure(*failed);
   if (!first_seen_) first_seen_ = seen;
-  JobEnd end = first_cause(*first_seen_, config_.coordinator.read_verdict(), workers_);
-  if (!explained_ && children_->awaits_explanation(end)) {
+  JobEnd end = cause_of(*first_seen_);
+  // mpirun ends when one of its ranks fails: the coordinator, which saw that rank's stream drop,
+  // is about to say which one.
+  const bool launcher_failed = !config_.children_are_ranks && end.kind == JobEndKind::kWorkerFailed;
+  if (!explained_ && (launcher_failed || children_->awaits_explanation(end))) {
     if (!explaining_) {
       explaining_ = true;
       explain_timer_.expires_after(kExplainDelay);
@@ -127,8 +148,8 @@ void JobSupervisor::begin_teardown(JobEnd end, int sig) {
   say(end.message + "; stopping the job (" + signal_name(sig) + " to every rank, SIGKILL after " +
       grace.str() + " s)");
   if (config_.coordinator.abort) {
-    std::string host = end.rank >= 0 && static_cast<size_t>(end.rank) < workers_.size()
-                           ? workers_[static_cast<size_t>(end.rank)].host
+    std::string host = end.rank >= 0 && static_cast<size_t>(end.rank) < ranks().size()
+                           ? ranks()[static_cast<size_t>(end.rank)].host
                            : "";
     config_.coordinator.abort(end.message, end.rank, host);
   }

@@ -43,6 +43,7 @@ struct SupervisorConfig {
   std::chrono::milliseconds grace_period{5000};
   bool verbose = false;
   CoordinatorHooks coordinator;  // the job's coordinator (empty members: none)
+  bool children_are_ranks = true;  // see SupervisedJobConfig
 };
 
 class JobSupervisor final : public ChildrenEvents {
@@ -82,6 +83,10 @@ class JobSupervisor final : public ChildrenEvents {
 
  private:
   void on_stop_signal(int sig);
+  // The first cause of the end `seen` (job_verdict.h), with what the coordinator recorded.
+  JobEnd cause_of(const JobEnd& seen) const;
+  // The records the verdict and the summary speak of: the ranks, or none (children_are_ranks).
+  const std::vector<WorkerRecord>& ranks() const;
   void decide(JobEnd seen);
   void begin_teardown(JobEnd end, int sig);
 

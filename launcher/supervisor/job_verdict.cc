@@ -18,8 +18,12 @@ JobEnd worker_failure(const WorkerRecord& worker) {
   } else {
     end.exit_code = WEXITSTATUS(worker.wait_status);
   }
-  end.message = "rank " + std::to_string(worker.rank) + " on " + worker.host + " (pid " +
-                std::to_string(worker.pid) + ") " + describe_wait_status(worker.wait_status);
+  const std::string who = worker.label.empty()
+                              ? "rank " + std::to_string(worker.rank) + " on " + worker.host
+                              : worker.label;
+  if (!worker.label.empty()) end.rank = -1;
+  end.message =
+      who + " (pid " + std::to_string(worker.pid) + ") " + describe_wait_status(worker.wait_status);
   return end;
 }
 

@@ -9,7 +9,9 @@ namespace hvrun::launcher {
 
 struct SupervisedJob::Parts {
   Parts(const SupervisedJobConfig& config, OutputSink& out, OutputSink& err)
-      : supervisor({config.grace_period, config.verbose, config.coordinator}, err),
+      : supervisor({config.grace_period, config.verbose, config.coordinator,
+                    config.children_are_ranks},
+                   err),
         streams({config.output_dir, config.tag_output}, out, err,
                 [this](const std::string& text) { supervisor.say(text); }) {}
 

@@ -123,6 +123,54 @@ TEST_F(MpirunTest, TheTrainerTakesItsRanksFromMpirunAndTrainsAcrossBothHosts) {
   EXPECT_EQ(code, std::optional<int>(0)) << coordinator.err();
 }
 
+// Open MPI's settings for these hosts, as variables (hvrun --mpi passes its environment on).
+RunOptions hvrun_mpi_options(const std::map<std::string, std::string>& cluster) {
+  RunOptions opts;
+  opts.timeout = seconds(90);
+  opts.env["OMPI_ALLOW_RUN_AS_ROOT"] = "1";
+  opts.env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1";
+  opts.env["OMPI_MCA_plm_rsh_agent"] = "ssh";
+  opts.env["OMPI_MCA_plm_rsh_args"] =
+      "-p " + cluster.at("SSH_PORT") + " -i " + cluster.at("KEY") +
+      " -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR";
+  opts.env["OMPI_MCA_oob_tcp_if_include"] = "10.231.0.0/24";
+  opts.env["OMPI_MCA_btl_tcp_if_include"] = "10.231.0.0/24";
+  return opts;
+}
+
+TEST_F(MpirunTest, HvrunMpiHandsATwoHostJobToMpirun) {
+  RunResult r = run_process(
+      {ip_command(), "netns", "exec", env_["NS_A"], bin_path("hvrun"), "--mpi", "--verbose", "-np",
+       "4", "-H", "hostA:2,hostB:2", "--network-interface",
+       env_["IFACE_A"] + "," + env_["IFACE_B"], "--mpi-args", "--mca btl 'self,tcp'",
+       bin_path("train"), "--epochs", "3"},
+      hvrun_mpi_options(env_));
+  ASSERT_FALSE(r.timed_out) << r.err;
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  for (int rank = 0; rank < 4; ++rank)
+    EXPECT_NE(r.out.find("[1," + std::to_string(rank) + "]<stdout>:rank " + std::to_string(rank) +
+                         ": weights identical on all 4 ranks"),
+              std::string::npos)
+        << r.out;
+  EXPECT_NE(r.err.find("-H hostA:2,hostB:2 --bind-to none --map-by slot --tag-output"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("-x HVRUN_SECRET"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("HVRUN_SECRET="), std::string::npos) << "the secret is never in argv";
+  EXPECT_NE(r.err.find("--mca btl self,tcp"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("listening on " + env_["ADDR_A"] + ":"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("mpirun exited 0"), std::string::npos) << r.err;
+}
+
+TEST_F(MpirunTest, HvrunMpiAcrossHostsWithoutAnInterfaceSaysWhatToGive) {
+  RunResult r = run_process({ip_command(), "netns", "exec", env_["NS_A"], bin_path("hvrun"),
+                             "--mpi", "-np", "2", "-H", "hostA:1,hostB:1", bin_path("train")},
+                            hvrun_mpi_options(env_));
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--mpi across hosts needs --network-interface"), std::string::npos)
+      << r.err;
+}
+
 TEST_F(MpirunTest, APyTorchScriptTrainsUnderMpirun) {
 #ifndef HVRUN_TEST_PYTHON
   GTEST_SKIP() << "no project Python environment (scripts/install-deps)";
