@@ -222,16 +222,17 @@ int run_local_attempt(const LaunchOptions& opts, const JobPlan& plan,
 // Inside a Slurm allocation, a job given no -H or --hostfile runs on the allocation's nodes.
 Result<LaunchOptions> with_slurm_hosts(const LaunchOptions& opts) {
   auto getenv_fn = [](const char* name) { return std::getenv(name); };
-  HVRUN_ASSIGN_OR_RETURN(std::optional<SlurmAllocation> allocation, slurm_allocation(getenv_fn));
   HVRUN_RETURN_IF_ERROR(refuse_many_launchers_in_one_step(getenv_fn));
-  if (!allocation) {
-    if (opts.settings.get(setting::kRemoteLauncher) == "srun")
-      return invalid_argument(
-          "--remote-launcher srun needs a Slurm allocation (SLURM_JOB_ID is not set): run hvrun "
-          "inside salloc or sbatch, or use --remote-launcher ssh");
-    return opts;
-  }
+  if (opts.settings.get(setting::kRemoteLauncher) == "srun" && !std::getenv("SLURM_JOB_ID"))
+    return invalid_argument(
+        "--remote-launcher srun needs a Slurm allocation (SLURM_JOB_ID is not set): run hvrun "
+        "inside salloc or sbatch, or use --remote-launcher ssh");
   if (!opts.hosts.empty()) return opts;
+  auto read = slurm_allocation(getenv_fn);
+  if (!read.is_ok())
+    return invalid_argument(read.status().message() + "; or give the hosts with -H or --hostfile");
+  const std::optional<SlurmAllocation>& allocation = *read;
+  if (!allocation) return opts;
   LaunchOptions job = opts;
   std::vector<std::string> notes;
   HVRUN_ASSIGN_OR_RETURN(job.hosts, slurm_job_hosts(*allocation, opts.num_proc, &notes));

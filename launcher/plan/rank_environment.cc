@@ -1,6 +1,7 @@
 #include "launcher/plan/rank_environment.h"
 
 #include "common/setting_keys.h"
+#include "launcher/plan/slurm_allocation.h"
 
 extern char** environ;
 
@@ -68,6 +69,7 @@ Environment rank_environment(const JobPlan& plan, int rank, const JobIdentity& j
                              const Settings& settings, const NcclTuning& nccl,
                              const Environment& inherited) {
   Environment env = inherited;
+  std::erase_if(env, [](const auto& kv) { return describes_slurm_task(kv.first); });
   // Every non-default setting travels as its HVRUN_* variable, so workers see the job's config.
   for (const auto& [key, value] : settings.non_default_environment()) env[key] = value;
 

@@ -112,6 +112,16 @@ Result<std::optional<SlurmAllocation>> slurm_allocation(const GetEnv& getenv) {
   return std::optional<SlurmAllocation>(std::move(allocation));
 }
 
+bool describes_slurm_task(const std::string& name) {
+  static const char* const kNames[] = {"SLURM_PROCID",   "SLURM_LOCALID",         "SLURM_NODEID",
+                                       "SLURM_GTIDS",    "SLURM_TASK_PID",        "SLURM_NTASKS",
+                                       "SLURM_NPROCS",   "SLURM_STEP_NUM_TASKS",
+                                       "SLURM_STEP_TASKS_PER_NODE"};
+  for (const char* n : kNames)
+    if (name == n) return true;
+  return false;
+}
+
 Status refuse_many_launchers_in_one_step(const GetEnv& getenv) {
   const char* step = getenv("SLURM_STEP_ID");
   const char* tasks = getenv("SLURM_STEP_NUM_TASKS");
@@ -133,26 +143,31 @@ Result<std::vector<HostSlots>> slurm_job_hosts(const SlurmAllocation& allocation
   int total = 0;
   for (const HostSlots& h : allocation.hosts) total += h.slots;
   const std::string which = "Slurm allocation " + allocation.job_id;
-  if (!num_proc || *num_proc <= total) {
+  if (allocation.tasks_requested) {
+    if (num_proc && *num_proc > total)
+      return invalid_argument("-np " + std::to_string(*num_proc) + " is more than the " +
+                              std::to_string(total) + " tasks of " + which +
+                              " (SLURM_TASKS_PER_NODE=" + allocation.tasks_per_node +
+                              "); lower -np or ask salloc/sbatch for more tasks");
     if (notes != nullptr)
       notes->push_back("hosts from " + which + ": SLURM_TASKS_PER_NODE=" +
                        allocation.tasks_per_node);
     return allocation.hosts;
   }
-  if (allocation.tasks_requested)
-    return invalid_argument("-np " + std::to_string(*num_proc) + " is more than the " +
-                            std::to_string(total) + " tasks of " + which +
-                            " (SLURM_TASKS_PER_NODE=" + allocation.tasks_per_node +
-                            "); lower -np or ask salloc/sbatch for more tasks");
+  // Without a task count Slurm's per-node count is the CPUs it gave each node, not ranks.
   const int nodes = static_cast<int>(allocation.hosts.size());
+  if (!num_proc)
+    return invalid_argument(which + " was made without a task count (SLURM_TASKS_PER_NODE=" +
+                            allocation.tasks_per_node +
+                            " counts CPUs): give -np, or ask salloc/sbatch for --ntasks-per-node");
   const int per_node = (*num_proc + nodes - 1) / nodes;
   std::vector<HostSlots> hosts = allocation.hosts;
   for (HostSlots& h : hosts) h.slots = per_node;
   if (notes != nullptr)
-    notes->push_back(which + " was made without a task count (SLURM_TASKS_PER_NODE=" +
-                     allocation.tasks_per_node + "): up to " + std::to_string(per_node) +
-                     " ranks on each of its " + std::to_string(nodes) + " nodes for -np " +
-                     std::to_string(*num_proc) + " (salloc --ntasks-per-node makes it exact)");
+    notes->push_back(which + " was made without a task count: up to " +
+                     std::to_string(per_node) + " ranks on each of its " +
+                     std::to_string(nodes) + " nodes for -np " + std::to_string(*num_proc) +
+                     " (salloc --ntasks-per-node makes it exact)");
   return hosts;
 }
 

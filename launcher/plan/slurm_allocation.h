@@ -32,13 +32,20 @@ using GetEnv = std::function<const char*(const char*)>;
 // cannot be read (names the variable and its value).
 Result<std::optional<SlurmAllocation>> slurm_allocation(const GetEnv& getenv);
 
+// Variables that describe one Slurm task (SLURM_PROCID, SLURM_LOCALID, SLURM_NTASKS, ...): what
+// hvrun (in a batch step) or an agent (in its one-task step) was started as, and false for the
+// ranks hvrun starts. Left out of every worker's environment, so that tools which read them
+// (PyTorch Lightning, submitit) see hvrun's RANK and WORLD_SIZE instead.
+bool describes_slurm_task(const std::string& name);
+
 // hvrun started as every task of a several-task srun step (`srun -N2 hvrun ...`) would start one
 // job per task: refused, naming the step. A one-task step (or no step) is fine.
 Status refuse_many_launchers_in_one_step(const GetEnv& getenv);
 
-// The hosts a job of `num_proc` ranks (nullopt: one per task slot) runs on. An allocation made
-// without a task count (salloc -N2) has one task per node by Slurm's count: a larger -np is
-// spread evenly over its nodes, said in `notes`. With a task count, -np may not exceed it.
+// The hosts a job of `num_proc` ranks (nullopt: one per task slot) runs on. With a task count
+// (SLURM_NTASKS set), its slots are the limit. Without one (salloc -N2), Slurm's per-node count
+// is the CPUs it gave each node: -np is needed, and spread evenly over the nodes (said in
+// `notes`).
 Result<std::vector<HostSlots>> slurm_job_hosts(const SlurmAllocation& allocation,
                                                std::optional<int> num_proc,
                                                std::vector<std::string>* notes);

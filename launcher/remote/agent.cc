@@ -18,6 +18,7 @@
 #include "launcher/plan/cpu_binding.h"
 #include "launcher/plan/network_interfaces.h"
 #include "launcher/plan/rank_environment.h"
+#include "launcher/plan/slurm_allocation.h"
 #include "launcher/process/orphan_guard.h"
 #include "launcher/process/shm_cleanup.h"
 #include "launcher/process/worker_process.h"
@@ -204,6 +205,7 @@ void Agent::start_workers() {
     // The remote session's variables, overridden by what hvrun sends (which already left out
     // the launch host's HOSTNAME, SSH_*, ...).
     Environment env = own;
+    std::erase_if(env, [](const auto& kv) { return describes_slurm_task(kv.first); });
     for (const std::string& kv : envps_[i]) {
       size_t eq = kv.find('=');
       if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);

@@ -49,10 +49,15 @@ bool AgentLink::send(const std::string& bytes) {
 }
 
 Result<AgentLink> start_agent_link(const std::string& host, const std::vector<std::string>& argv,
-                                   OrphanGuard* guard) {
+                                   OrphanGuard* guard,
+                                   bool (*leave_out)(const std::string& name)) {
   HVRUN_ASSIGN_OR_RETURN(std::string path, resolve_command(argv.at(0), std::getenv("PATH")));
   std::vector<std::string> envp;
-  for (char** e = environ; *e != nullptr; ++e) envp.emplace_back(*e);
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string kv(*e);
+    if (leave_out != nullptr && leave_out(kv.substr(0, kv.find('=')))) continue;
+    envp.push_back(kv);
+  }
   HVRUN_ASSIGN_OR_RETURN(SpawnedWorker spawned, spawn_worker(path, argv, envp, true));
   if (guard != nullptr) guard->watch(spawned.pid);
   AgentLink link;

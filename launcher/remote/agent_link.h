@@ -23,7 +23,7 @@ struct AgentLink {
   pid_t pid = -1;       // its process group too
   int in_fd = -1, out_fd = -1, err_fd = -1;
   FrameReader reader;
-  std::string err_text;  // the remote shell's stderr (ssh's own messages), last 8 KiB
+  std::string err_text;  // the remote shell's stderr (ssh's own messages), its last 4 KiB
 
   std::string version;  // from HELLO
   bool hello = false;
@@ -41,9 +41,10 @@ struct AgentLink {
 };
 
 // Starts `argv` as a host's agent (stdin/stdout/stderr piped, own process group, watched by
-// `guard`).
+// `guard`) in hvrun's environment, less the variables `leave_out` names (when given).
 Result<AgentLink> start_agent_link(const std::string& host, const std::vector<std::string>& argv,
-                                   OrphanGuard* guard);
+                                   OrphanGuard* guard,
+                                   bool (*leave_out)(const std::string& name) = nullptr);
 
 // Records a frame an agent sends before its job starts (HELLO, IFACE, IFACES_DONE, PROBED,
 // PROBES_DONE) in `link`; false for any other frame.

@@ -15,7 +15,7 @@ using boost::system::error_code;
 
 namespace {
 constexpr std::chrono::milliseconds kShellKillAfterGrace{5000};
-constexpr size_t kShellErrKept = 4096;
+constexpr size_t kShellErrKept = 4096;  // enough for ssh's last lines; the summary shows them
 }  // namespace
 
 AgentLinks::AgentLinks(asio::io_context& io, std::vector<WorkerRecord>& records,
@@ -64,12 +64,25 @@ void AgentLinks::job_started(std::vector<size_t> link_of_rank) {
 }
 
 void AgentLinks::abandon() {
+  bool waits = false;
   for (auto& link : links_) {
     AgentLink& a = link->agent;
     if (a.in_fd >= 0) ::close(a.in_fd);
     a.in_fd = -1;
-    if (a.pid > 0 && !a.exited) ::kill(-a.pid, SIGKILL);
+    if (a.pid <= 0 || a.exited) continue;
+    // srun cancels its step (and whatever runs in it) on SIGTERM; SIGKILL would leave the step
+    // to end only once its task sees stdin close.
+    const bool srun = a.program == "srun";
+    ::kill(-a.pid, srun ? SIGTERM : SIGKILL);
+    waits |= srun;
   }
+  if (!waits) return;
+  shell_timer_.expires_after(kShellKillAfterGrace);
+  shell_timer_.async_wait([this](error_code ec) {
+    if (ec) return;
+    for (auto& link : links_)
+      if (!link->agent.exited && link->agent.pid > 0) ::kill(-link->agent.pid, SIGKILL);
+  });
 }
 
 bool AgentLinks::feed_frames(size_t index, const char* data, size_t n) {

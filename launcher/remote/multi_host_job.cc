@@ -120,7 +120,8 @@ class MultiHostLaunch final : public MultiHostRunner::Starter {
     while (!said.empty() && said.back() == '\n') said.pop_back();
     return "host " + link.host + ": hvrun agent did not answer within --start-timeout (" +
            settings_.text(setting::kStartTimeoutSeconds.name) + " s)" +
-           (said.empty() ? "" : "; " + link.program + " said: " + said);
+           (said.empty() ? "" : "; " + link.program + " said: " + said) +
+           "; check that " + link.program + " reaches it, or raise --start-timeout";
   }
 
   static bool answered_hello(const AgentLink& l) { return l.hello && l.interfaces_done; }
@@ -168,7 +169,7 @@ bool MultiHostLaunch::start_agents() {
       for (const std::string& a : argv) line += " " + a;
       std::cerr << "hvrun: " << h.host << ":" << line << "\n";
     }
-    auto link = start_agent_link(h.host, argv, guard_);
+    auto link = start_agent_link(h.host, argv, guard_, rsh.srun ? shapes_srun_tasks : nullptr);
     if (!link.is_ok()) {
       std::cerr << "hvrun: cannot start the agent of " << h.host << ": " << link.status().message()
                 << "\n";
@@ -198,8 +199,9 @@ void MultiHostLaunch::progress() {
     return;
   }
   if (phase_ == Phase::kHello) {
-    if (!all_answered(answered_hello)) return;
+    // Another version may not speak the rest of this one's protocol: judged on its HELLO.
     check_versions();
+    if (!all_answered(answered_hello)) return;
     if (any_failed()) return fail("pre-flight check of the hosts failed");
     phase_ = Phase::kProbes;
     arm_deadline(std::max(deadline_, std::chrono::steady_clock::now() + kProbeWindow));
@@ -229,12 +231,14 @@ bool MultiHostLaunch::any_failed() const {
 void MultiHostLaunch::arm_deadline(std::chrono::steady_clock::time_point deadline) {
   deadline_timer_->expires_at(deadline);
   deadline_timer_->async_wait([this](boost::system::error_code ec) {
-    if (!ec) on_deadline();
+    // A wait that had already completed when the deadline moved on is not this deadline's.
+    if (!ec && deadline_timer_->expiry() <= std::chrono::steady_clock::now()) on_deadline();
   });
 }
 
 void MultiHostLaunch::on_deadline() {
   if (phase_ != Phase::kHello && phase_ != Phase::kProbes) return;
+  if (runner_->ending()) return progress();  // a signal is ending the job: nothing to report
   const bool hello = phase_ == Phase::kHello;
   for (AgentLink* link : agents_)
     if (link->failure.empty() && !(hello ? answered_hello(*link) : answered_probes(*link)))
@@ -260,7 +264,7 @@ void MultiHostLaunch::give_up(const std::string& why) {
 void MultiHostLaunch::check_versions() {
   const std::string version(build_info().version);
   for (AgentLink* link : agents_)
-    if (link->failure.empty() && link->version != version)
+    if (link->failure.empty() && link->hello && link->version != version)
       link->failure = "host " + link->host + " runs hvrun " + link->version + " at " +
                       hvrun_path_ + ", this is hvrun " + version +
                       ": install the same version on every host";

@@ -47,6 +47,19 @@ RemoteShellOptions RemoteShellOptions::from_settings(const Settings& settings,
   return o;
 }
 
+bool shapes_srun_tasks(const std::string& name) {
+  static const char* const kNames[] = {
+      "SLURM_NTASKS",        "SLURM_NPROCS",          "SLURM_NTASKS_PER_NODE",
+      "SLURM_NTASKS_PER_SOCKET", "SLURM_NTASKS_PER_CORE", "SLURM_NTASKS_PER_GPU",
+      "SLURM_CPUS_PER_TASK", "SLURM_CPUS_PER_GPU",    "SLURM_GPUS_PER_TASK",
+      "SLURM_GPUS_PER_NODE", "SLURM_GPUS_PER_SOCKET", "SLURM_TRES_PER_TASK",
+      "SLURM_MEM_PER_CPU",   "SLURM_MEM_PER_GPU",     "SLURM_MEM_PER_NODE",
+      "SLURM_DISTRIBUTION",  "SLURM_CPU_BIND",        "SLURM_GPU_BIND"};
+  for (const char* n : kNames)
+    if (name == n) return true;
+  return false;
+}
+
 std::string shell_quote(const std::string& word) {
   std::string out = "'";
   for (char c : word) {
@@ -64,8 +77,8 @@ std::vector<std::string> remote_agent_command(const RemoteShellOptions& options,
   if (options.srun) {
     std::vector<std::string> argv = {"srun",         "--nodes=1",        "--ntasks=1",
                                      "--nodelist=" + host, "--overlap",  "--whole",
-                                     "--unbuffered", "--kill-on-bad-exit=1", "--quiet",
-                                     "--job-name=hvrun-agent"};
+                                     "--cpu-bind=none", "--unbuffered", "--kill-on-bad-exit=1",
+                                     "--quiet", "--job-name=hvrun-agent"};
     for (const std::string& w : split_words(options.srun_args)) argv.push_back(w);
     argv.push_back(hvrun_path);
     argv.push_back("agent");

@@ -23,11 +23,17 @@ struct RemoteShellOptions {
 // argv for `rsh [options] HOST 'HVRUN_PATH' agent`. For ssh (rsh's program named ssh) BatchMode
 // (never a password prompt) and ConnectTimeout are added; -p and -i whenever they are set.
 // With `srun`: a one-task step on HOST that may share the allocation's resources with the
-// others (--overlap) and gets all of them on its node (--whole), unbuffered both ways (-u: the
-// agent's frames are binary and not line-structured).
+// others (--overlap), gets all of them on its node (--whole) without binding the agent, and so
+// its workers, to one task's CPUs (--cpu-bind=none), unbuffered both ways (-u: the agent's
+// frames are binary and not line-structured). Start it in srun_agent_environment().
 std::vector<std::string> remote_agent_command(const RemoteShellOptions& options,
                                               const std::string& host,
                                               const std::string& hvrun_path);
+
+// What srun reads from the allocation's environment to shape a step's tasks (SLURM_NTASKS,
+// SLURM_CPUS_PER_TASK, SLURM_GPUS_PER_TASK, SLURM_MEM_PER_CPU, ...): an agent's step must get
+// its node whole, not one task's share, so these are left out of srun's environment.
+bool shapes_srun_tasks(const std::string& name);
 
 // Quotes `word` for a POSIX shell (ssh hands the remote command to the user's shell).
 std::string shell_quote(const std::string& word);

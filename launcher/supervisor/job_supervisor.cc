@@ -38,11 +38,12 @@ int JobSupervisor::run(Children& children, const std::function<void()>& start) {
   // Everyone exited while a verdict still waited for its explanation: the verdict stands.
   if (!end_ && first_seen_)
     end_ = cause_of(*first_seen_);
-  if (end_ && !told_)
-    print_summary(err_, *end_, ranks());
-  else if (config_.verbose)
+  if (end_) {
+    if (!told_) print_summary(err_, *end_, ranks());
+  } else if (config_.verbose) {
     say(config_.children_are_ranks ? "all " + std::to_string(workers_.size()) + " ranks exited 0"
                                    : workers_.at(0).label + " exited 0");
+  }
   return end_ ? end_->exit_code : 0;
 }
 
@@ -145,8 +146,11 @@ void JobSupervisor::begin_teardown(JobEnd end, int sig) {
   end_ = end;
   std::ostringstream grace;
   grace << std::chrono::duration<double>(config_.grace_period).count();
-  say(end.message + "; stopping the job (" + signal_name(sig) + " to every rank, SIGKILL after " +
-      grace.str() + " s)");
+  if (workers_.empty())  // the job ended before any rank was placed (a multi-host pre-flight)
+    say(end.message + "; stopping the job (no rank was started)");
+  else
+    say(end.message + "; stopping the job (" + signal_name(sig) + " to every rank, SIGKILL after " +
+        grace.str() + " s)");
   if (config_.coordinator.abort) {
     std::string host = end.rank >= 0 && static_cast<size_t>(end.rank) < ranks().size()
                            ? ranks()[static_cast<size_t>(end.rank)].host

@@ -51,25 +51,32 @@ TEST(SlurmAllocationTest, OutsideAnAllocationThereIsNone) {
 }
 
 TEST(SlurmAllocationTest, JobHostsFollowTheTaskCountOrSpreadWithoutOne) {
+  // salloc -N2 --exclusive on 64-CPU nodes: the counts are CPUs, not ranks.
   auto made = slurm_allocation(env_of(
-      {{"SLURM_JOB_ID", "7"}, {"SLURM_JOB_NODELIST", "a,b"}, {"SLURM_TASKS_PER_NODE", "1(x2)"}}));
+      {{"SLURM_JOB_ID", "7"}, {"SLURM_JOB_NODELIST", "a,b"}, {"SLURM_TASKS_PER_NODE", "64(x2)"}}));
   ASSERT_TRUE(made.is_ok() && made->has_value());
   const SlurmAllocation& by_nodes = **made;
   EXPECT_FALSE(by_nodes.tasks_requested);
   std::vector<std::string> notes;
-  auto hosts = slurm_job_hosts(by_nodes, std::nullopt, &notes);
+  auto no_np = slurm_job_hosts(by_nodes, std::nullopt, &notes);
+  ASSERT_FALSE(no_np.is_ok());
+  EXPECT_NE(no_np.status().message().find("without a task count (SLURM_TASKS_PER_NODE=64(x2) "
+                                          "counts CPUs): give -np"),
+            std::string::npos)
+      << no_np.status().message();
+  // -np 3 (or 8): spread over both nodes, said.
+  auto hosts = slurm_job_hosts(by_nodes, 3, &notes);
   ASSERT_TRUE(hosts.is_ok());
   ASSERT_EQ(hosts->size(), 2u);
-  EXPECT_EQ((*hosts)[1].host, "b");
-  EXPECT_EQ((*hosts)[1].slots, 1);
-  // salloc -N2 then -np 3: spread over the nodes, said.
-  notes.clear();
-  hosts = slurm_job_hosts(by_nodes, 3, &notes);
-  ASSERT_TRUE(hosts.is_ok());
   EXPECT_EQ((*hosts)[0].slots, 2);
+  EXPECT_EQ((*hosts)[1].host, "b");
   EXPECT_EQ((*hosts)[1].slots, 2);
   ASSERT_EQ(notes.size(), 1u);
-  EXPECT_NE(notes[0].find("without a task count"), std::string::npos) << notes[0];
+  EXPECT_NE(notes[0].find("up to 2 ranks on each of its 2 nodes for -np 3"), std::string::npos)
+      << notes[0];
+  hosts = slurm_job_hosts(by_nodes, 8, nullptr);
+  ASSERT_TRUE(hosts.is_ok());
+  EXPECT_EQ((*hosts)[0].slots, 4);
 
   auto tasks = slurm_allocation(env_of({{"SLURM_JOB_ID", "8"},
                                         {"SLURM_JOB_NODELIST", "n[1-2]"},
@@ -78,6 +85,9 @@ TEST(SlurmAllocationTest, JobHostsFollowTheTaskCountOrSpreadWithoutOne) {
   ASSERT_TRUE(tasks.is_ok() && tasks->has_value());
   EXPECT_TRUE((*tasks)->tasks_requested);
   EXPECT_TRUE(slurm_job_hosts(**tasks, 4, nullptr).is_ok());
+  auto all = slurm_job_hosts(**tasks, std::nullopt, nullptr);
+  ASSERT_TRUE(all.is_ok());
+  EXPECT_EQ((*all)[1].slots, 2);
   auto over = slurm_job_hosts(**tasks, 5, nullptr);
   ASSERT_FALSE(over.is_ok());
   EXPECT_NE(over.status().message().find(
@@ -101,13 +111,22 @@ TEST(SlurmAllocationTest, HvrunAsEveryTaskOfAStepIsRefused) {
       << many.message();
 }
 
+TEST(SlurmAllocationTest, TaskVariablesStayBehind) {
+  for (const char* name : {"SLURM_PROCID", "SLURM_LOCALID", "SLURM_NTASKS", "SLURM_STEP_NUM_TASKS"})
+    EXPECT_TRUE(describes_slurm_task(name)) << name;
+  for (const char* name : {"SLURM_JOB_ID", "SLURM_JOB_NODELIST", "SLURM_CONF"})
+    EXPECT_FALSE(describes_slurm_task(name)) << name;
+  EXPECT_TRUE(shapes_srun_tasks("SLURM_GPUS_PER_TASK"));
+  EXPECT_FALSE(shapes_srun_tasks("SLURM_JOB_ID"));
+}
+
 TEST(SlurmAllocationTest, AgentsStartAsOneTaskStepsPerNode) {
   RemoteShellOptions o;
   o.srun = true;
   o.srun_args = "--gres=gpu:4  --mpi=none";
   EXPECT_EQ(remote_agent_command(o, "node2", "/opt/hvrun/bin/hvrun"),
             (Names{"srun", "--nodes=1", "--ntasks=1", "--nodelist=node2", "--overlap", "--whole",
-                   "--unbuffered", "--kill-on-bad-exit=1", "--quiet", "--job-name=hvrun-agent",
+                   "--cpu-bind=none", "--unbuffered", "--kill-on-bad-exit=1", "--quiet", "--job-name=hvrun-agent",
                    "--gres=gpu:4", "--mpi=none", "/opt/hvrun/bin/hvrun", "agent"}));
 }
 
