@@ -13,6 +13,7 @@
 
 #include "tests/support/child_process.h"
 #include "tests/support/host_processes.h"
+#include "tests/support/namespace_hosts.h"
 #include "tests/support/subprocess.h"
 #include "tests/worker/train_output.h"
 
@@ -27,45 +28,28 @@ std::string find_mpirun() {
   return "";
 }
 
-class MpirunTest : public ::testing::Test {
+class MpirunTest : public NamespaceHostsTest<MpirunTest> {
+ public:
+  static constexpr const char* kScript = "netns-cluster";
+  static constexpr const char* kWhat = "multi-host harness";
+
  protected:
   static void SetUpTestSuite() {
-    if (find_mpirun().empty()) {
-      skip_reason_ = "no mpirun (install openmpi-bin)";
-      return;
-    }
-    char tmpl[] = "/tmp/hvrun-mpi-XXXXXX";
-    dir_ = ::mkdtemp(tmpl) != nullptr ? tmpl : "/tmp/hvrun-mpi";
-    RunOptions opts;
-    opts.timeout = seconds(60);
-    RunResult up = run_process({source_dir() + "/scripts/netns-cluster", "up", dir_}, opts);
-    if (up.exit_code == 77) {
-      skip_reason_ = "multi-host harness unavailable: " + up.err;
-      return;
-    }
-    if (up.exit_code != 0) {
-      setup_error_ =
-          "scripts/netns-cluster up failed (" + std::to_string(up.exit_code) + "): " + up.err;
-      return;
-    }
-    for (const std::string& line : split_lines(up.out)) {
-      size_t eq = line.find('=');
-      if (eq != std::string::npos) env_[line.substr(0, eq)] = line.substr(eq + 1);
-    }
+    if (!find_mpirun().empty()) NamespaceHostsTest::SetUpTestSuite();
   }
-
-  static void TearDownTestSuite() {
-    if (dir_.empty()) return;
-    RunOptions opts;
-    opts.timeout = seconds(30);
-    run_process({source_dir() + "/scripts/netns-cluster", "down", dir_}, opts);
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
-  }
-
   void SetUp() override {
-    if (!skip_reason_.empty()) GTEST_SKIP() << skip_reason_;
-    ASSERT_TRUE(setup_error_.empty()) << setup_error_;
+    if (find_mpirun().empty()) GTEST_SKIP() << "no mpirun (install openmpi-bin)";
+    NamespaceHostsTest::SetUp();
+  }
+
+
+  // hvrun-coordinator for 4 ranks on hostA's veth address (its first stdout line: where).
+  static ChildProcess start_coordinator(const std::string& secret) {
+    ChildOptions options;
+    options.env["HVRUN_SECRET"] = secret;
+    return ChildProcess({ip_command(), "netns", "exec", env_["NS_A"], bin_path("hvrun-coordinator"),
+                         "--world-size", "4", "--listen", env_["ADDR_A"] + ":0"},
+                        options);
   }
 
   // mpirun on hostA's namespace, every rank over ssh on hostA:2,hostB:2; Open MPI's own
@@ -86,20 +70,11 @@ class MpirunTest : public ::testing::Test {
     return argv;
   }
 
-  static inline std::string dir_;
-  static inline std::string skip_reason_;
-  static inline std::string setup_error_;
-  static inline std::map<std::string, std::string> env_;
 };
 
 TEST_F(MpirunTest, TheTrainerTakesItsRanksFromMpirunAndTrainsAcrossBothHosts) {
   const std::string secret = "mpirun-test-secret";
-  ChildOptions coordinator_options;
-  coordinator_options.env["HVRUN_SECRET"] = secret;
-  ChildProcess coordinator({ip_command(), "netns", "exec", env_["NS_A"], bin_path("hvrun-coordinator"),
-                            "--world-size", "4", "--listen", env_["ADDR_A"] + ":0"},
-                           coordinator_options);
-  ASSERT_TRUE(coordinator.started());
+  ChildProcess coordinator = start_coordinator(secret);
   std::optional<std::string> address = coordinator.read_line(std::chrono::seconds(20));
   ASSERT_TRUE(address.has_value()) << coordinator.err();
   ASSERT_EQ(address->rfind(env_["ADDR_A"] + ":", 0), 0u) << *address;
@@ -111,14 +86,7 @@ TEST_F(MpirunTest, TheTrainerTakesItsRanksFromMpirunAndTrainsAcrossBothHosts) {
   ASSERT_FALSE(r.timed_out) << r.err;
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   // Each rank's hvrun rank is its MPI rank ([1,R] is mpirun's tag for rank R).
-  for (int rank = 0; rank < 4; ++rank)
-    EXPECT_NE(r.out.find("[1," + std::to_string(rank) + "]<stdout>:rank " + std::to_string(rank) +
-                         ": weights identical on all 4 ranks"),
-              std::string::npos)
-        << r.out;
-  std::vector<double> losses = epoch_losses(r.out);
-  ASSERT_EQ(losses.size(), 3u) << r.out;
-  EXPECT_LT(losses.back(), losses.front());
+  expect_trained_alike(r.out, 4, 3, "[1,");
   std::optional<int> code = coordinator.wait_exit(std::chrono::seconds(10));
   EXPECT_EQ(code, std::optional<int>(0)) << coordinator.err();
 }
@@ -147,11 +115,7 @@ TEST_F(MpirunTest, HvrunMpiHandsATwoHostJobToMpirun) {
       hvrun_mpi_options(env_));
   ASSERT_FALSE(r.timed_out) << r.err;
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-  for (int rank = 0; rank < 4; ++rank)
-    EXPECT_NE(r.out.find("[1," + std::to_string(rank) + "]<stdout>:rank " + std::to_string(rank) +
-                         ": weights identical on all 4 ranks"),
-              std::string::npos)
-        << r.out;
+  expect_trained_alike(r.out, 4, 3, "[1,");
   EXPECT_NE(r.err.find("-H hostA:2,hostB:2 --bind-to none --map-by slot --tag-output"),
             std::string::npos)
       << r.err;
@@ -178,12 +142,7 @@ TEST_F(MpirunTest, APyTorchScriptTrainsUnderMpirun) {
   RunResult has_torch = run_process({HVRUN_TEST_PYTHON, "-c", "import torch"});
   if (has_torch.exit_code != 0) GTEST_SKIP() << "the project's Python has no torch";
   const std::string secret = "mpirun-torch-secret";
-  ChildOptions coordinator_options;
-  coordinator_options.env["HVRUN_SECRET"] = secret;
-  ChildProcess coordinator({ip_command(), "netns", "exec", env_["NS_A"],
-                            bin_path("hvrun-coordinator"), "--world-size", "4", "--listen",
-                            env_["ADDR_A"] + ":0"},
-                           coordinator_options);
+  ChildProcess coordinator = start_coordinator(secret);
   std::optional<std::string> address = coordinator.read_line(std::chrono::seconds(20));
   ASSERT_TRUE(address.has_value()) << coordinator.err();
 

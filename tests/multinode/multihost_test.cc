@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "tests/support/host_processes.h"
+#include "tests/support/namespace_hosts.h"
 #include "tests/support/subprocess.h"
 #include "tests/worker/train_output.h"
 
@@ -35,42 +36,12 @@ const char* kRsh =
     "-o KexAlgorithms=curve25519-sha256";
 
 
-class MultiHostTest : public ::testing::Test {
+class MultiHostTest : public NamespaceHostsTest<MultiHostTest> {
+ public:
+  static constexpr const char* kScript = "netns-cluster";
+  static constexpr const char* kWhat = "multi-host harness";
+
  protected:
-  static void SetUpTestSuite() {
-    char tmpl[] = "/tmp/hvrun-multinode-XXXXXX";
-    dir_ = ::mkdtemp(tmpl) != nullptr ? tmpl : "/tmp/hvrun-multinode";
-    RunOptions opts;
-    opts.timeout = seconds(60);
-    RunResult up = run_process({source_dir() + "/scripts/netns-cluster", "up", dir_}, opts);
-    if (up.exit_code == 77) {
-      skip_reason_ = "multi-host harness unavailable: " + up.err;
-      return;
-    }
-    if (up.exit_code != 0) {
-      setup_error_ =
-          "scripts/netns-cluster up failed (" + std::to_string(up.exit_code) + "): " + up.err;
-      return;
-    }
-    for (const std::string& line : split_lines(up.out)) {
-      size_t eq = line.find('=');
-      if (eq != std::string::npos) env_[line.substr(0, eq)] = line.substr(eq + 1);
-    }
-  }
-
-  static void TearDownTestSuite() {
-    RunOptions opts;
-    opts.timeout = seconds(30);
-    run_process({source_dir() + "/scripts/netns-cluster", "down", dir_}, opts);
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
-  }
-
-  void SetUp() override {
-    if (!skip_reason_.empty()) GTEST_SKIP() << skip_reason_;
-    ASSERT_TRUE(setup_error_.empty()) << setup_error_;
-  }
-
   void TearDown() override {
     // Nothing of this test may survive it, in any namespace.
     for (pid_t pid : our_trainers()) ::kill(pid, SIGKILL);
@@ -145,10 +116,6 @@ class MultiHostTest : public ::testing::Test {
     return -1;
   }
 
-  static inline std::string dir_;
-  static inline std::string skip_reason_;
-  static inline std::string setup_error_;
-  static inline std::map<std::string, std::string> env_;
 };
 
 TEST_F(MultiHostTest, TrainingAcrossTwoHostsConvergesOverTheVethNotTheDecoy) {
@@ -161,14 +128,7 @@ TEST_F(MultiHostTest, TrainingAcrossTwoHostsConvergesOverTheVethNotTheDecoy) {
   ASSERT_FALSE(r.timed_out) << r.err;
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
 
-  std::vector<double> losses = epoch_losses(r.out);
-  ASSERT_EQ(losses.size(), 3u) << r.out;
-  EXPECT_LT(losses.back(), losses.front()) << r.out;
-  for (int rank = 0; rank < 4; ++rank)
-    EXPECT_NE(r.out.find("[" + std::to_string(rank) + "]<stdout>:rank " + std::to_string(rank) +
-                         ": weights identical on all 4 ranks"),
-              std::string::npos)
-        << r.out;
+  expect_trained_alike(r.out, 4, 3);
 
   // The veth (eth1) carries the job on both hosts and the coordinator; the decoy (eth0) that the
   // other host cannot reach was probed and refused; loopback never considered.

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "tests/support/host_processes.h"
+#include "tests/support/namespace_hosts.h"
 #include "tests/support/subprocess.h"
 #include "tests/worker/train_output.h"
 
@@ -27,42 +28,12 @@ using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-class SlurmTest : public ::testing::Test {
+class SlurmTest : public NamespaceHostsTest<SlurmTest> {
+ public:
+  static constexpr const char* kScript = "slurm-cluster";
+  static constexpr const char* kWhat = "Slurm cluster";
+
  protected:
-  static void SetUpTestSuite() {
-    char tmpl[] = "/tmp/hvrun-slurm-XXXXXX";
-    dir_ = ::mkdtemp(tmpl) != nullptr ? tmpl : "/tmp/hvrun-slurm";
-    RunOptions opts;
-    opts.timeout = seconds(90);
-    RunResult up = run_process({source_dir() + "/scripts/slurm-cluster", "up", dir_}, opts);
-    if (up.exit_code == 77) {
-      skip_reason_ = "Slurm cluster unavailable: " + up.err;
-      return;
-    }
-    if (up.exit_code != 0) {
-      setup_error_ =
-          "scripts/slurm-cluster up failed (" + std::to_string(up.exit_code) + "): " + up.err;
-      return;
-    }
-    for (const std::string& line : split_lines(up.out)) {
-      size_t eq = line.find('=');
-      if (eq != std::string::npos) env_[line.substr(0, eq)] = line.substr(eq + 1);
-    }
-  }
-
-  static void TearDownTestSuite() {
-    RunOptions opts;
-    opts.timeout = seconds(30);
-    run_process({source_dir() + "/scripts/slurm-cluster", "down", dir_}, opts);
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
-  }
-
-  void SetUp() override {
-    if (!skip_reason_.empty()) GTEST_SKIP() << skip_reason_;
-    ASSERT_TRUE(setup_error_.empty()) << setup_error_;
-  }
-
   void TearDown() override {
     for (pid_t pid : our_trainers()) ::kill(pid, SIGKILL);
   }
@@ -112,10 +83,6 @@ class SlurmTest : public ::testing::Test {
     return out;
   }
 
-  static inline std::string dir_;
-  static inline std::string skip_reason_;
-  static inline std::string setup_error_;
-  static inline std::map<std::string, std::string> env_;
 };
 
 TEST_F(SlurmTest, SallocHvrunTakesTheAllocationsNodesAndStartsAgentsWithSrun) {
@@ -128,14 +95,7 @@ TEST_F(SlurmTest, SallocHvrunTakesTheAllocationsNodesAndStartsAgentsWithSrun) {
             << std::chrono::duration_cast<milliseconds>(Clock::now() - t0).count() << " ms\n";
   ASSERT_FALSE(r.timed_out) << r.err;
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-  std::vector<double> losses = epoch_losses(r.out);
-  ASSERT_EQ(losses.size(), 3u) << r.out;
-  EXPECT_LT(losses.back(), losses.front()) << r.out;
-  for (int rank = 0; rank < 4; ++rank)
-    EXPECT_NE(r.out.find("[" + std::to_string(rank) + "]<stdout>:rank " + std::to_string(rank) +
-                         ": weights identical on all 4 ranks"),
-              std::string::npos)
-        << r.out;
+  expect_trained_alike(r.out, 4, 3);
   // salloc -N2 has no task count: -np 4 is spread over both nodes, and said.
   EXPECT_NE(r.err.find("made without a task count: up to 2 ranks on each of its 2 nodes for -np 4"),
             std::string::npos)
