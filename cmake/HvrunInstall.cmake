@@ -3,6 +3,7 @@
 #
 #   prefix layout (cmake --install)         wheel layout (site-packages = the install prefix)
 #   bin/hvrun, bin/hvrun-coordinator        <scripts>/hvrun, <scripts>/hvrun-coordinator
+#   bin/horovodrun (runs hvrun beside it)   <scripts>/horovodrun
 #   lib/libhvrun.so*, lib/libhvrun_cuda.so  hvrun/lib/libhvrun.so*, hvrun/lib/libhvrun_cuda.so
 #   include/hvrun/...                       hvrun/include/hvrun/...
 #   lib/cmake/hvrun/                        hvrun/lib/cmake/hvrun/  (hvrun.cmake_prefix_path)
@@ -25,6 +26,8 @@ endif()
 set(_cmakedir "${HVRUN_INSTALL_LIBDIR}/cmake/hvrun")
 
 install(TARGETS hvrun hvrun-coordinator RUNTIME DESTINATION ${HVRUN_INSTALL_BINDIR} COMPONENT runtime)
+install(PROGRAMS ${PROJECT_SOURCE_DIR}/launcher/cli/horovodrun DESTINATION ${HVRUN_INSTALL_BINDIR}
+        COMPONENT runtime)
 
 # libhvrun.so with only its public headers on the interface of the installed target.
 target_include_directories(hvrun_worker INTERFACE $<INSTALL_INTERFACE:${HVRUN_INSTALL_INCLUDEDIR}>)

@@ -10,6 +10,7 @@ namespace hvrun::setting {
 
 // Everywhere.
 inline constexpr SettingKey<std::string> kLogLevel{"log_level"};
+inline constexpr SettingKey<bool> kLogTimestamps{"log_timestamps"};
 
 // Launcher.
 inline constexpr SettingKey<bool> kVerbose{"verbose"};
@@ -34,6 +35,7 @@ inline constexpr SettingKey<int64_t> kCoordinatorPort{"coordinator_port"};
 inline constexpr SettingKey<double> kFusionThresholdMb{"fusion_threshold_mb"};
 inline constexpr SettingKey<double> kCycleTimeMs{"cycle_time_ms"};
 inline constexpr SettingKey<int64_t> kCacheCapacity{"cache_capacity"};
+inline constexpr SettingKey<bool> kStallCheck{"stall_check"};
 inline constexpr SettingKey<double> kStallWarningSeconds{"stall_warning_s"};
 inline constexpr SettingKey<double> kStallShutdownSeconds{"stall_shutdown_s"};
 inline constexpr SettingKey<double> kHeartbeatTimeoutSeconds{"heartbeat_timeout_s"};

@@ -63,6 +63,7 @@ Result<Config> Config::from_environment() {
   config.start_timeout = seconds_to_ms(settings.get(setting::kStartTimeoutSeconds));
   config.op_timeout = seconds_to_ms(settings.get(setting::kOpTimeoutSeconds));
   config.log_level = settings.get(setting::kLogLevel);
+  config.log_timestamps = settings.get(setting::kLogTimestamps);
   apply_tuning(settings, config);
   return config;
 }

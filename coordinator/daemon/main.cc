@@ -111,7 +111,8 @@ int main(int argc, char** argv) {
 
   auto args = parse(argc, argv);
   if (!args.is_ok()) return fail(args.status());
-  if (Status s = hvrun::logging::init("coordinator", args->settings.get(hvrun::setting::kLogLevel));
+  if (Status s = hvrun::logging::init("coordinator", args->settings.get(hvrun::setting::kLogLevel),
+                                      args->settings.get(hvrun::setting::kLogTimestamps));
       !s.is_ok()) {
     return fail(s);
   }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/build_info.h"
+#include "common/horovod_variables.h"
 #include "common/logging.h"
 #include "common/setting_keys.h"
 #include "coordinator/metrics/metrics_server.h"
@@ -196,7 +197,8 @@ int run_single_host_attempt(const LaunchOptions& opts, const JobPlan& plan,
 int run_job(const LaunchOptions& opts) {
   const Settings& settings = opts.settings;
   auto getenv_fn = [](const char* name) { return std::getenv(name); };
-  if (Status s = logging::init("hvrun", settings.get(setting::kLogLevel)); !s.is_ok())
+  if (Status s = logging::init("hvrun", settings.get(setting::kLogLevel),
+                                settings.get(setting::kLogTimestamps)); !s.is_ok())
     return fail(s.message());
 
   spdlog::debug("hvrun started");
@@ -277,6 +279,13 @@ int main(int argc, char** argv) {
   auto parsed = parse_command_line(args, [](const char* name) { return std::getenv(name); });
   if (!parsed.is_ok()) return fail(parsed.status().message());
   const LaunchOptions& opts = *parsed;
+  if (!opts.show_help && !opts.show_version) {
+    for (const std::string& note : opts.notes) std::cerr << "hvrun: note: " << note << "\n";
+    for (const std::string& note : opts.settings.notes())
+      std::cerr << "hvrun: note: " << note << "\n";
+    if (const std::string warning = hvrun::unknown_horovod_variables_warning(); !warning.empty())
+      std::cerr << "hvrun: warning: " << warning << "\n";
+  }
   if (opts.show_help) {
     std::cout << usage_text();
     return 0;

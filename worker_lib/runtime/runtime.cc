@@ -33,7 +33,7 @@ Result<std::unique_ptr<Runtime>> Runtime::start(const Config& config) {
   if (config.coordinator_address.empty())
     return invalid_argument("hvrun worker: no coordinator address (HVRUN_COORDINATOR_ADDR); "
                             "start the trainer with hvrun, or fill Config::coordinator_address");
-  HVRUN_RETURN_IF_ERROR(logging::init("worker", config.log_level));
+  HVRUN_RETURN_IF_ERROR(logging::init("worker", config.log_level, config.log_timestamps));
   HVRUN_ASSIGN_OR_RETURN(auto claim, LiveWorkerClaim::claim(config.coordinator_address));
   std::unique_ptr<Runtime> runtime(new Runtime(config));
   runtime->claim_ = std::move(claim);

@@ -95,6 +95,7 @@ struct Config {
   // Bounds every data-plane operation and every wait() without an explicit timeout.
   std::chrono::milliseconds op_timeout{300000};
   std::string log_level = "info";
+  bool log_timestamps = true;  // log lines start with the time of day
   // CUDA tensors: allocates library-allocated outputs (see DeviceAllocator in types.h); empty =
   // cudaMallocAsync on the input's stream, freed with cudaFreeAsync when the last owner goes.
   DeviceAllocator device_allocator;
