@@ -85,17 +85,6 @@ std::string resolve_alias(std::string_view aliases, const std::string& alias) {
   return alias;
 }
 
-bool is_choice(std::string_view choices, std::string_view value) {
-  size_t start = 0;
-  while (start <= choices.size()) {
-    size_t bar = choices.find('|', start);
-    if (bar == std::string_view::npos) bar = choices.size();
-    if (choices.substr(start, bar - start) == value) return true;
-    start = bar + 1;
-  }
-  return false;
-}
-
 std::string expected_text(const SettingSpec& spec) {
   std::string unit = spec.unit.empty() ? "" : " (" + std::string(spec.unit) + ")";
   switch (spec.kind) {
@@ -126,6 +115,17 @@ std::string canonical_text(const Settings::Value& v) {
 }
 
 }  // namespace
+
+bool is_one_of(std::string_view bar_separated, std::string_view value) {
+  size_t start = 0;
+  while (start <= bar_separated.size()) {
+    size_t bar = bar_separated.find('|', start);
+    if (bar == std::string_view::npos) bar = bar_separated.size();
+    if (bar_separated.substr(start, bar - start) == value) return true;
+    start = bar + 1;
+  }
+  return false;
+}
 
 std::string_view setting_source_name(SettingSource source) {
   switch (source) {
@@ -193,7 +193,7 @@ Result<Settings::Value> parse_setting_value(const SettingSpec& spec, std::string
     case SettingKind::kString: return Settings::Value(std::string(raw));
     case SettingKind::kChoice: {
       std::string l = resolve_alias(spec.choice_aliases, lower(text));
-      if (!is_choice(spec.choices, l)) return bad_value(spec, raw, given_as);
+      if (!is_one_of(spec.choices, l)) return bad_value(spec, raw, given_as);
       return Settings::Value(l);
     }
   }

@@ -30,6 +30,9 @@ enum class SettingSource { kDefault, kEnvironment, kConfigFile, kFlag, kOverride
 
 std::string_view setting_source_name(SettingSource source);
 
+// Whether `value` is one of the '|'-separated words of `bar_separated` ("auto|on|off").
+bool is_one_of(std::string_view bar_separated, std::string_view value);
+
 struct SettingSpec {
   std::string_view name;           // registry key, e.g. "fusion_threshold_mb"
   std::string_view flag;           // e.g. "--fusion-threshold-mb"

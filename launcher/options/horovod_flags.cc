@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "common/settings.h"
+
 namespace hvrun::launcher {
 namespace {
 
@@ -90,17 +92,6 @@ constexpr std::array kFlags = {
                 "--tag-output (on by default) and --log-timestamps for hvrun's own lines"},
 };
 
-bool spelled(std::string_view spellings, std::string_view flag) {
-  size_t start = 0;
-  while (start <= spellings.size()) {
-    size_t bar = spellings.find('|', start);
-    if (bar == std::string_view::npos) bar = spellings.size();
-    if (spellings.substr(start, bar - start) == flag) return true;
-    start = bar + 1;
-  }
-  return false;
-}
-
 Status check_value(const HorovodFlag& entry, std::string_view flag, const std::string& value) {
   const auto refuse = [&](std::string_view expected) {
     return invalid_argument("invalid value '" + value + "' for " + std::string(flag) +
@@ -130,7 +121,7 @@ Status check_value(const HorovodFlag& entry, std::string_view flag, const std::s
 
 const HorovodFlag* find_horovod_flag(std::string_view flag) {
   for (const HorovodFlag& f : kFlags)
-    if (spelled(f.spellings, flag)) return &f;
+    if (is_one_of(f.spellings, flag)) return &f;
   return nullptr;
 }
 

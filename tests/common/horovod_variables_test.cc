@@ -10,17 +10,12 @@
 #include <vector>
 
 #include "common/setting_keys.h"
+#include "tests/support/environment_map.h"
 #include "common/settings.h"
 
 namespace hvrun {
 namespace {
 
-std::function<const char*(const char*)> env_of(const std::map<std::string, std::string>& env) {
-  return [&env](const char* name) -> const char* {
-    auto it = env.find(name);
-    return it == env.end() ? nullptr : it->second.c_str();
-  };
-}
 
 // Horovod 0.28.1's variables, written out from horovod/common/common.h, logging.cc,
 // gloo/gloo_context.cc, runner/common/util/config_parser.py, runner/launch.py and setup.py.
@@ -84,7 +79,7 @@ TEST_P(HorovodSettingTest, SetsTheSettingInHorovodsUnits) {
   const SettingCase& c = GetParam();
   std::map<std::string, std::string> env{{c.variable, c.value}};
   Settings s;
-  ASSERT_TRUE(s.apply_environment(env_of(env)).is_ok());
+  ASSERT_TRUE(s.apply_environment(test::environment_of(env)).is_ok());
   EXPECT_EQ(s.text(c.setting), c.expected);
   EXPECT_EQ(s.source(c.setting), SettingSource::kEnvironment);
   EXPECT_EQ(s.origin(c.setting), c.variable);
@@ -126,7 +121,7 @@ TEST_P(HorovodNoteTest, NotesOrRefuses) {
   const NoteCase& c = GetParam();
   std::map<std::string, std::string> env{{c.variable, c.value}};
   Settings s;
-  Status st = s.apply_environment(env_of(env));
+  Status st = s.apply_environment(test::environment_of(env));
   if (c.refused) {
     ASSERT_FALSE(st.is_ok());
     EXPECT_NE(st.message().find(c.variable + "=" + c.value + ": not supported: "),
@@ -177,7 +172,7 @@ TEST(HorovodVariablesTest, CpuOperationsOtherThanGlooAreRefused) {
   for (std::string value : {"MPI", "CCL"}) {
     std::map<std::string, std::string> env{{"HOROVOD_CPU_OPERATIONS", value}};
     Settings s;
-    Status st = s.apply_environment(env_of(env));
+    Status st = s.apply_environment(test::environment_of(env));
     ASSERT_FALSE(st.is_ok()) << value;
     EXPECT_NE(st.message().find("not supported"), std::string::npos) << st.message();
   }
@@ -188,7 +183,7 @@ TEST(HorovodVariablesTest, LauncherAndBuildVariablesAreSilent) {
                                          {"HOROVOD_GPU_OPERATIONS", "NCCL"},
                                          {"HOROVOD_WITH_PYTORCH", "1"}};
   Settings s;
-  ASSERT_TRUE(s.apply_environment(env_of(env)).is_ok());
+  ASSERT_TRUE(s.apply_environment(test::environment_of(env)).is_ok());
   EXPECT_TRUE(s.notes().empty());
 }
 
@@ -196,7 +191,7 @@ TEST(HorovodVariablesTest, HvrunVariableWinsOverHorovods) {
   std::map<std::string, std::string> env{{"HOROVOD_CYCLE_TIME", "7"}, {"HVRUN_CYCLE_TIME", "2"},
                                          {"HOROVOD_FUSION_THRESHOLD", "1048576"}};
   Settings s;
-  ASSERT_TRUE(s.apply_environment(env_of(env)).is_ok());
+  ASSERT_TRUE(s.apply_environment(test::environment_of(env)).is_ok());
   EXPECT_DOUBLE_EQ(s.get(setting::kCycleTimeMs), 2.0);
   EXPECT_EQ(s.origin("cycle_time_ms"), "HVRUN_CYCLE_TIME");
   EXPECT_DOUBLE_EQ(s.get(setting::kFusionThresholdMb), 1.0);
@@ -210,7 +205,7 @@ TEST(HorovodVariablesTest, PrintConfigNamesTheVariableThatSetEachValue) {
   std::map<std::string, std::string> env{{"HOROVOD_CYCLE_TIME", "7"},
                                          {"HVRUN_CACHE_CAPACITY", "5"}};
   Settings s;
-  ASSERT_TRUE(s.apply_environment(env_of(env)).is_ok());
+  ASSERT_TRUE(s.apply_environment(test::environment_of(env)).is_ok());
   std::ostringstream out;
   s.print(out);
   bool saw_cycle = false, saw_cache = false;
@@ -235,7 +230,7 @@ TEST(HorovodVariablesTest, BadHorovodValueNamesTheVariable) {
            {"HOROVOD_CYCLE_TIME", "fast"}}) {
     std::map<std::string, std::string> env{{name, value}};
     Settings s;
-    Status st = s.apply_environment(env_of(env));
+    Status st = s.apply_environment(test::environment_of(env));
     ASSERT_FALSE(st.is_ok()) << name;
     EXPECT_NE(st.message().find(name), std::string::npos) << st.message();
   }

@@ -7,6 +7,7 @@
 #include "common/settings.h"
 #include "coordinator/grpc_status.h"
 #include "coordinator/server.h"
+#include "tests/support/environment_map.h"
 
 namespace hvrun::coordinator {
 namespace {
@@ -45,12 +46,7 @@ TEST(CoordinatorOptions, HorovodVariablesInHorovodsUnits) {
                                                {"HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "30"},
                                                {"HOROVOD_STALL_CHECK_DISABLE", "1"}};
   Settings settings;
-  ASSERT_TRUE(settings
-                  .apply_environment([&env](const char* name) -> const char* {
-                    auto it = env.find(name);
-                    return it == env.end() ? nullptr : it->second.c_str();
-                  })
-                  .is_ok());
+  ASSERT_TRUE(settings.apply_environment(test::environment_of(env)).is_ok());
   const auto options = CoordinatorOptions::from_settings(settings);
   EXPECT_EQ(options.fusion_threshold_bytes, 64 << 20);
   EXPECT_EQ(options.cycle_time, std::chrono::milliseconds(5));
