@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -133,7 +132,7 @@ Result<std::unique_ptr<PrivateCoordinator>> PrivateCoordinator::start(
   const std::string listen = "unix:" + c->directory_ + "/coordinator.sock";
   const std::string job_id = "hvrun-solo-" + std::to_string(::getpid());
   std::vector<std::string> args{c->program_, "--world-size", "1", "--listen", listen,
-                                "--job-id", job_id};
+                                "--job-id", job_id, "--exit-with-stdin"};
   std::vector<std::string> env{"HVRUN_SECRET=" + c->secret_};
   for (char** e = environ; e != nullptr && *e != nullptr; ++e)
     if (std::strncmp(*e, "HVRUN_SECRET=", 13) != 0) env.emplace_back(*e);
@@ -143,29 +142,33 @@ Result<std::unique_ptr<PrivateCoordinator>> PrivateCoordinator::start(
   for (std::string& e : env) envp.push_back(e.data());
   envp.push_back(nullptr);
 
-  int out[2];
+  // out: the daemon's stdout (its address line); in: its stdin, whose write end only this
+  // process holds, so the daemon sees end of file once this process is gone, however it ends.
+  int out[2], in[2];
   if (::pipe2(out, O_CLOEXEC) != 0)
     return unavailable(std::string("pipe for the private coordinator: ") + std::strerror(errno));
-  const int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-  const pid_t pid = ::fork();
-  if (pid < 0) {
+  if (::pipe2(in, O_CLOEXEC) != 0) {
     ::close(out[0]);
     ::close(out[1]);
-    if (devnull >= 0) ::close(devnull);
+    return unavailable(std::string("pipe for the private coordinator: ") + std::strerror(errno));
+  }
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    for (int fd : {out[0], out[1], in[0], in[1]}) ::close(fd);
     return unavailable(std::string("cannot start ") + kDaemon + ": fork: " + std::strerror(errno));
   }
   if (pid == 0) {
-    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
     ::setpgid(0, 0);
-    if (devnull >= 0) ::dup2(devnull, 0);
+    ::dup2(in[0], 0);
     ::dup2(out[1], 1);
     ::execve(argv[0], argv.data(), envp.data());
     _exit(127);
   }
   ::close(out[1]);
-  if (devnull >= 0) ::close(devnull);
+  ::close(in[0]);
   c->pid_ = pid;
   c->stdout_fd_ = out[0];
+  c->stdin_fd_ = in[1];
   auto address = read_address_line(out[0], pid, c->program_,
                                    std::chrono::steady_clock::now() + timeout);
   if (!address.is_ok()) {
@@ -189,9 +192,9 @@ void PrivateCoordinator::end(std::chrono::milliseconds grace) {
     }
     pid_ = -1;
   }
-  if (stdout_fd_ >= 0) {
-    ::close(stdout_fd_);
-    stdout_fd_ = -1;
+  for (int* fd : {&stdout_fd_, &stdin_fd_}) {
+    if (*fd >= 0) ::close(*fd);
+    *fd = -1;
   }
   if (!directory_.empty()) {
     std::error_code ec;

@@ -5,11 +5,11 @@
 // It is the hvrun-coordinator daemon (--world-size 1), started as a child this process owns:
 // the worker library reaches a coordinator only through the wire protocol, as for any job, and
 // never links the coordinator's service. The child listens on a unix socket in a fresh 0700
-// directory, takes the secret through its environment (never argv), runs in its own process
-// group (a Ctrl-C meant for the trainer does not reach it) and dies with the thread that
-// started it (PR_SET_PDEATHSIG). When the trainer exits without shutdown(), the daemon sees
-// its only rank gone and ends by itself; after a clean shutdown() it ends on Goodbye and is
-// reaped here.
+// directory, takes the secret through its environment (never argv) and runs in its own process
+// group (a Ctrl-C meant for the trainer does not reach it). Its stdin is a pipe only this
+// process writes to (--exit-with-stdin): when the trainer ends without shutdown(), however it
+// ends (even SIGKILL, even before it registered), the daemon sees end of file and ends the job
+// itself. After a clean shutdown() it ends on Goodbye and is reaped here.
 #pragma once
 
 #include <sys/types.h>
@@ -51,6 +51,7 @@ class PrivateCoordinator {
 
   pid_t pid_ = -1;
   int stdout_fd_ = -1;  // the daemon's stdout (its address line), open while it runs
+  int stdin_fd_ = -1;   // the write end of its stdin: closed when this process ends
   std::string program_, directory_, address_, secret_;
 };
 
