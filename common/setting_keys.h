@@ -43,6 +43,7 @@ inline constexpr SettingKey<std::string> kJoinAverage{"join_average"};
 inline constexpr SettingKey<int64_t> kMetricsPort{"metrics_port"};
 inline constexpr SettingKey<std::string> kMetricsAddress{"metrics_address"};
 inline constexpr SettingKey<std::string> kTimelineFilename{"timeline_filename"};
+inline constexpr SettingKey<std::string> kTimelineNames{"timeline_names"};
 
 // Worker library.
 inline constexpr SettingKey<double> kOpTimeoutSeconds{"op_timeout_s"};

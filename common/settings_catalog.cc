@@ -207,6 +207,13 @@ constexpr std::array kCatalog = {
                 .description = "Write the job's timeline (Chrome trace-event JSON for "
                                "chrome://tracing or Perfetto) to this file; empty = off (it can "
                                "still be started at run time from the API)."},
+    SettingSpec{.name = "timeline_names", .flag = "--timeline-names",
+                .env = "HVRUN_TIMELINE_NAMES", .kind = SettingKind::kChoice,
+                .default_value = "hvrun", .choices = "hvrun|horovod", .scope = "coordinator",
+                .description = "Names of the timeline's phases: hvrun's (negotiated, queued, pack, "
+                               "collective, unpack) or Horovod's (NEGOTIATE_ALLREDUCE, QUEUE, "
+                               "MEMCPY_IN_FUSION_BUFFER, NCCL_ALLREDUCE, ...), for tools written "
+                               "for Horovod's timeline."},
     SettingSpec{.name = "summary", .flag = "--summary", .env = "HVRUN_SUMMARY",
                 .kind = SettingKind::kBool, .default_value = "true", .scope = "launcher",
                 .description = "After the job, print per rank time in collectives, bytes moved "

@@ -37,6 +37,7 @@ CoordinatorOptions CoordinatorOptions::from_settings(const Settings& settings) {
     options.timeline_filename = telemetry::timeline_path_for_attempt(
         settings.get(setting::kTimelineFilename), attempt ? std::atoi(attempt) : 0);
   }
+  options.timeline_horovod_names = settings.get(setting::kTimelineNames) == "horovod";
   for (const SettingSpec& spec : all_settings()) {
     options.job_settings[std::string(spec.name)] = settings.text(spec.name);
   }

@@ -55,6 +55,9 @@ TEST(CoordinatorOptions, HorovodVariablesInHorovodsUnits) {
   Settings checked;
   ASSERT_TRUE(checked.set("stall_shutdown_s", "30", SettingSource::kOverride).is_ok());
   EXPECT_EQ(CoordinatorOptions::from_settings(checked).stall_shutdown, std::chrono::seconds(30));
+  EXPECT_FALSE(CoordinatorOptions::from_settings(checked).timeline_horovod_names);
+  ASSERT_TRUE(checked.set("timeline_names", "horovod", SettingSource::kOverride).is_ok());
+  EXPECT_TRUE(CoordinatorOptions::from_settings(checked).timeline_horovod_names);
 }
 
 TEST(GrpcStatus, EveryHvrunCodeMapsToTheSameGrpcCodeAndBack) {
