@@ -20,6 +20,7 @@ inline constexpr SettingKey<std::string> kGpuPinning{"gpu_pinning"};
 inline constexpr SettingKey<std::string> kNcclP2p{"nccl_p2p"};
 inline constexpr SettingKey<std::string> kDevice{"device"};
 inline constexpr SettingKey<bool> kTagOutput{"tag_output"};
+inline constexpr SettingKey<bool> kOutputTimestamps{"output_timestamps"};
 inline constexpr SettingKey<std::string> kBindTo{"bind_to"};
 inline constexpr SettingKey<int64_t> kSshPort{"ssh_port"};
 inline constexpr SettingKey<std::string> kSshIdentityFile{"ssh_identity_file"};

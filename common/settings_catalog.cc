@@ -62,6 +62,12 @@ constexpr std::array kCatalog = {
                 .kind = SettingKind::kBool, .default_value = "true", .scope = "launcher",
                 .description = "Prefix every line a worker prints with [rank]<stdout>: or "
                                "[rank]<stderr>: (--tag-output=false turns it off)."},
+    SettingSpec{.name = "output_timestamps", .flag = "--output-timestamps",
+                .env = "HVRUN_OUTPUT_TIMESTAMPS", .kind = SettingKind::kBool,
+                .default_value = "false", .scope = "launcher",
+                .description = "Start every line a worker prints with the time it reached hvrun, "
+                               "as horovodrun --prefix-output-with-timestamp does ('Wed Dec  2 "
+                               "02:14:35 2026[0]<stdout>:...')."},
     SettingSpec{.name = "ssh_port", .flag = "--ssh-port", .env = "HVRUN_SSH_PORT",
                 .kind = SettingKind::kInt, .default_value = "0", .min = 0, .max = 65535,
                 .unit = "port", .scope = "launcher",

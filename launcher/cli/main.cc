@@ -102,6 +102,7 @@ int run_single_host_attempt(const LaunchOptions& opts, const JobPlan& plan,
   config.output_dir = settings.get(setting::kOutputFilename);
   config.verbose = settings.get(setting::kVerbose);
   config.tag_output = settings.get(setting::kTagOutput);
+  config.output_timestamps = settings.get(setting::kOutputTimestamps);
   EarlyExits early_exits;  // guarded by control_mutex
   config.coordinator = coordinator_hooks(&control, &control_mutex, &early_exits);
   JobRunner runner(std::move(config), out, err, &guard);

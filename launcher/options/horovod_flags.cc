@@ -34,6 +34,8 @@ constexpr std::array kFlags = {
     HorovodFlag{"--log-without-timestamp|--log-hide-timestamp", Effect::kSetting, 0,
                 "log_timestamps", "false"},
     HorovodFlag{"--tcp", Effect::kSetting, 0, "network", "ethernet"},
+    HorovodFlag{"-prefix-timestamp|--prefix-output-with-timestamp", Effect::kSetting, 0,
+                "output_timestamps", "true"},
 
     HorovodFlag{"--gloo", Effect::kNoEffect, 0, {}, {},
                 "hvrun's coordinator is the controller, working as Horovod's Gloo controller "
@@ -86,10 +88,6 @@ constexpr std::array kFlags = {
     HorovodFlag{"--binding-args", Effect::kUnsupported, 1, {}, {},
                 "these are mpirun's binding arguments, and hvrun does not run mpirun; use "
                 "--bind-to block"},
-    HorovodFlag{"-prefix-timestamp|--prefix-output-with-timestamp", Effect::kUnsupported, 0, {},
-                {},
-                "hvrun prefixes each worker line with its rank, not with the time; use "
-                "--tag-output (on by default) and --log-timestamps for hvrun's own lines"},
 };
 
 Status check_value(const HorovodFlag& entry, std::string_view flag, const std::string& value) {

@@ -316,6 +316,7 @@ int MultiHostLaunch::run() {
   config.output_dir = settings_.get(setting::kOutputFilename);
   config.verbose = verbose_;
   config.tag_output = settings_.get(setting::kTagOutput);
+  config.output_timestamps = settings_.get(setting::kOutputTimestamps);
   config.coordinator = coordinator_hooks(&control, nullptr);
   MultiHostRunner runner(std::move(config), out, err);
   ControlPlaneEvents events;
