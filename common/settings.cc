@@ -279,7 +279,8 @@ Status Settings::apply_flag(std::string_view flag, std::string_view value, bool 
 Status Settings::set(std::string_view name, std::string_view text, SettingSource source,
                      std::string_view origin) {
   for (Entry& e : entries_)
-    if (e.spec->name == name) return assign(e, text, source, origin.empty() ? e.spec->flag : origin);
+    if (e.spec->name == name)
+      return assign(e, text, source, origin.empty() ? e.spec->flag : origin);
   return invalid_argument("unknown setting '" + std::string(name) + "'");
 }
 

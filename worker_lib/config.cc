@@ -48,9 +48,11 @@ void apply_tuning(const Settings& settings, Config& config) {
 // job of size 1 would train N unrelated models, so init() refuses instead. The variable and its
 // count, or nullopt.
 std::optional<std::pair<std::string, long>> foreign_launcher_world() {
-  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SLURM_STEP_NUM_TASKS"}) {
+  for (const char* name :
+       {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SLURM_STEP_NUM_TASKS"}) {
     const char* v = env(name);
-    if (v != nullptr && std::strtol(v, nullptr, 10) > 1) return std::make_pair(name, std::strtol(v, nullptr, 10));
+    const long ranks = v != nullptr ? std::strtol(v, nullptr, 10) : 0;
+    if (ranks > 1) return std::make_pair(std::string(name), ranks);
   }
   return std::nullopt;
 }

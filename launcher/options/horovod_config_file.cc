@@ -93,8 +93,8 @@ Result<Scalar> parse_scalar(std::string_view raw, const std::string& where) {
   }
   if (std::string_view("[{&*|>!%@`").find(q) != std::string_view::npos)
     return invalid_argument(where + ": '" + v +
-                            "' is YAML hvrun's reader of Horovod's config file does not take "
-                            "(it reads sections of 'key: value' lines with plain or quoted values)");
+                            "' is YAML hvrun's reader of Horovod's config file does not take (it "
+                            "reads sections of 'key: value' lines with plain or quoted values)");
   return Scalar{v, false};
 }
 

@@ -32,15 +32,16 @@ TEST(SingleProcess, EveryCollectiveRunsAsAJobOfSizeOne) {
   EXPECT_NE(r.out.find(" 0 failures"), std::string::npos) << r.out;
   // Said once, at info level, with the child's pid; by the end the child is gone.
   std::smatch m;
-  ASSERT_TRUE(std::regex_search(
-      r.err, m, std::regex(R"(\[info\] no launcher .*a job of size 1, with a coordinator of its own \((.*), pid (\d+)\))")))
-      << r.err;
+  const std::regex said(
+      R"(\[info\] no launcher .*a job of size 1, )"
+      R"(with a coordinator of its own \((.*), pid (\d+)\))");
+  ASSERT_TRUE(std::regex_search(r.err, m, said)) << r.err;
   const pid_t daemon = static_cast<pid_t>(std::stol(m[2].str()));
   EXPECT_EQ(::kill(daemon, 0), -1);
   EXPECT_EQ(errno, ESRCH) << "the private coordinator (pid " << daemon << ") outlived its trainer";
   std::smatch dir;
-  ASSERT_TRUE(std::regex_search(r.err, dir, std::regex(R"(listening on unix:(/tmp/hvrun-solo-\w+)/)")))
-      << r.err;
+  const std::regex socket_dir(R"(listening on unix:(/tmp/hvrun-solo-\w+)/)");
+  ASSERT_TRUE(std::regex_search(r.err, dir, socket_dir)) << r.err;
   EXPECT_FALSE(std::filesystem::exists(dir[1].str())) << dir[1].str();
 }
 
