@@ -51,6 +51,15 @@ TEST(SingleProcess, CApiRunsAsAJobOfSizeOne) {
   EXPECT_NE(r.out.find("rank 0: c api checks ok"), std::string::npos) << r.out;
 }
 
+// A secret left in the environment is the job's: the private coordinator reads it too.
+TEST(SingleProcess, ASecretInTheEnvironmentIsUsed) {
+  RunOptions options = without_launcher();
+  options.env["HVRUN_SECRET"] = "left-in-the-environment";
+  RunResult r = run_process({bin_path("hvrun_c_api_test")}, options);
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  EXPECT_NE(r.out.find("rank 0: c api checks ok"), std::string::npos) << r.out;
+}
+
 TEST(SingleProcess, AnotherLaunchersRanksAreNotRunAsJobsOfOne) {
   RunOptions options = without_launcher();
   options.env["OMPI_COMM_WORLD_SIZE"] = "4";

@@ -16,8 +16,6 @@
 
 #include "worker_lib/library_location.h"
 
-extern char** environ;
-
 namespace hvrun::detail {
 namespace {
 
@@ -103,7 +101,8 @@ std::vector<std::string> private_coordinator_candidates(const std::string& searc
 }
 
 Result<std::unique_ptr<PrivateCoordinator>> PrivateCoordinator::start(
-    const std::string& search_path, std::chrono::milliseconds timeout) {
+    const std::string& search_path, const std::string& inherited_secret,
+    std::chrono::milliseconds timeout) {
   std::unique_ptr<PrivateCoordinator> c(new PrivateCoordinator());
   const std::vector<std::string> candidates = private_coordinator_candidates(search_path);
   for (const std::string& path : candidates) {
@@ -126,7 +125,10 @@ Result<std::unique_ptr<PrivateCoordinator>> PrivateCoordinator::start(
     return unavailable(std::string("cannot make a directory for the private coordinator's "
                                    "socket under /tmp: ") + std::strerror(errno));
   c->directory_ = dir_template;
-  c->secret_ = random_secret();
+  // The daemon takes HVRUN_SECRET from the environment it inherits when it is set there, and
+  // otherwise the first line of its stdin: the secret never appears in argv.
+  const bool secret_on_stdin = inherited_secret.empty();
+  c->secret_ = secret_on_stdin ? random_secret() : inherited_secret;
 
   // Everything the child needs is made before fork: between fork and exec only async-signal-
   // safe calls (the trainer may have many threads).
@@ -134,14 +136,9 @@ Result<std::unique_ptr<PrivateCoordinator>> PrivateCoordinator::start(
   const std::string job_id = "hvrun-solo-" + std::to_string(::getpid());
   std::vector<std::string> args{c->program_, "--world-size", "1", "--listen", listen,
                                 "--job-id", job_id, "--exit-with-stdin"};
-  std::vector<std::string> env{"HVRUN_SECRET=" + c->secret_};
-  for (char** e = environ; e != nullptr && *e != nullptr; ++e)
-    if (std::strncmp(*e, "HVRUN_SECRET=", 13) != 0) env.emplace_back(*e);
-  std::vector<char*> argv, envp;
+  std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
-  for (std::string& e : env) envp.push_back(e.data());
-  envp.push_back(nullptr);
 
   // out: the daemon's stdout (its address line); in: its stdin, whose write end only this
   // process holds, so the daemon sees end of file once this process is gone, however it ends.
@@ -162,7 +159,7 @@ Result<std::unique_ptr<PrivateCoordinator>> PrivateCoordinator::start(
     ::setpgid(0, 0);
     ::dup2(in[0], 0);
     ::dup2(out[1], 1);
-    ::execve(argv[0], argv.data(), envp.data());
+    ::execv(argv[0], argv.data());
     _exit(127);
   }
   ::close(out[1]);
@@ -170,6 +167,12 @@ Result<std::unique_ptr<PrivateCoordinator>> PrivateCoordinator::start(
   c->pid_ = pid;
   c->stdout_fd_ = out[0];
   c->stdin_fd_ = in[1];
+  if (secret_on_stdin) {
+    const std::string line = c->secret_ + "\n";  // far below a pipe's buffer: never blocks
+    if (::write(c->stdin_fd_, line.data(), line.size()) != static_cast<ssize_t>(line.size()))
+      return unavailable(std::string("cannot hand the secret to ") + kDaemon + ": " +
+                         std::strerror(errno));
+  }
   auto address = read_address_line(out[0], pid, c->program_,
                                    std::chrono::steady_clock::now() + timeout);
   if (!address.is_ok()) {

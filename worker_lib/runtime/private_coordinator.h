@@ -5,7 +5,8 @@
 // It is the hvrun-coordinator daemon (--world-size 1), started as a child this process owns:
 // the worker library reaches a coordinator only through the wire protocol, as for any job, and
 // never links the coordinator's service. The child listens on a unix socket in a fresh 0700
-// directory, takes the secret through its environment (never argv) and runs in its own process
+// directory, inherits this process's environment, takes the secret as the first line of its
+// stdin (never argv; HVRUN_SECRET when the environment has one) and runs in its own process
 // group (a Ctrl-C meant for the trainer does not reach it). Its stdin is a pipe only this
 // process writes to (--exit-with-stdin): when the trainer ends without shutdown(), however it
 // ends (even SIGKILL, even before it registered), the daemon sees end of file and ends the job
@@ -27,8 +28,11 @@ class PrivateCoordinator {
  public:
   // Looks for hvrun-coordinator beside the library (../bin/ of libhvrun.so's folder, or the
   // folder itself), beside this program (a virtual environment's bin/ holds both python and
-  // the wheel's scripts), then in `search_path` (PATH). Waits up to `timeout` for its address.
+  // the wheel's scripts), then in `search_path` (PATH). `inherited_secret`: HVRUN_SECRET of
+  // this process's environment, which the daemon then reads too; empty: a fresh one. Waits up
+  // to `timeout` for its address.
   static Result<std::unique_ptr<PrivateCoordinator>> start(const std::string& search_path,
+                                                           const std::string& inherited_secret,
                                                            std::chrono::milliseconds timeout);
   ~PrivateCoordinator();  // stops a daemon still running (SIGTERM, then SIGKILL) and reaps it
   PrivateCoordinator(const PrivateCoordinator&) = delete;

@@ -48,7 +48,7 @@ Result<std::unique_ptr<Runtime>> Runtime::start(const Config& given) {
   std::unique_ptr<PrivateCoordinator> own;
   if (own_coordinator) {
     HVRUN_ASSIGN_OR_RETURN(own, PrivateCoordinator::start(executable_search_path(),
-                                                          config.start_timeout));
+                                                          config.secret, config.start_timeout));
     config.coordinator_address = own->address();
     config.secret = own->secret();
     config.requested_rank = 0;
