@@ -4,6 +4,7 @@
 #   prefix layout (cmake --install)         wheel layout (site-packages = the install prefix)
 #   bin/hvrun, bin/hvrun-coordinator        <scripts>/hvrun, <scripts>/hvrun-coordinator
 #   libexec/hvrun/train (the example)       (not in the wheel)
+#   bin/horovodrun (runs hvrun beside it)   <scripts>/horovodrun
 #   lib/libhvrun.so*, lib/libhvrun_cuda.so  hvrun/lib/libhvrun.so*, hvrun/lib/libhvrun_cuda.so
 #   include/hvrun/...                       hvrun/include/hvrun/...
 #   lib/cmake/hvrun/                        hvrun/lib/cmake/hvrun/  (hvrun.cmake_prefix_path)
@@ -31,6 +32,8 @@ if(TARGET train AND NOT SKBUILD)
   set_target_properties(train PROPERTIES INSTALL_RPATH "$ORIGIN/../../${HVRUN_INSTALL_LIBDIR}")
   install(TARGETS train RUNTIME DESTINATION libexec/hvrun COMPONENT examples)
 endif()
+install(PROGRAMS ${PROJECT_SOURCE_DIR}/launcher/cli/horovodrun DESTINATION ${HVRUN_INSTALL_BINDIR}
+        COMPONENT runtime)
 
 # libhvrun.so with only its public headers on the interface of the installed target.
 target_include_directories(hvrun_worker INTERFACE $<INSTALL_INTERFACE:${HVRUN_INSTALL_INCLUDEDIR}>)

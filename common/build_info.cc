@@ -19,6 +19,7 @@ const BuildInfo& build_info() {
       .gloo_version = HVRUN_GLOO_VERSION,
       .have_mpi = HVRUN_HAVE_MPI != 0,
       .mpi_version = HVRUN_HAVE_MPI != 0 ? HVRUN_MPI_VERSION : "none",
+      .have_python = HVRUN_HAVE_PYTHON != 0,
       .grpc_version = HVRUN_GRPC_VERSION,
       .protobuf_version = HVRUN_PROTOBUF_VERSION,
   };
@@ -29,6 +30,25 @@ std::string describe_build() {
   const BuildInfo& b = build_info();
   auto mark = [](bool on) { return on ? "[X]" : "[ ]"; };
   std::ostringstream out;
+  // Horovod's layout, which scripts and issue templates grep. hvrun's controller is its own
+  // coordinator, neither MPI nor Gloo; its MPI build option is the mpirun hand-off, not an MPI
+  // data plane, so no MPI tensor operations.
+  out << "hvrun v" << b.version << ":\n\n"
+      << "Available Frameworks:\n"
+      << "    [ ] TensorFlow\n"
+      << "    " << mark(b.have_python) << " PyTorch\n"
+      << "    [ ] MXNet\n\n"
+      << "Available Controllers:\n"
+      << "    [ ] MPI\n"
+      << "    [ ] Gloo\n"
+      << "    [X] hvrun coordinator (gRPC)\n\n"
+      << "Available Tensor Operations:\n"
+      << "    " << mark(b.have_nccl) << " NCCL\n"
+      << "    [ ] DDL\n"
+      << "    [ ] CCL\n"
+      << "    [ ] MPI\n"
+      << "    " << mark(b.have_gloo) << " Gloo\n"
+      << "    [X] Shared memory\n\n";
   out << "hvrun v" << b.version << " (" << b.build_type << ")\n\n"
       << "Available data planes:\n"
       << "    " << mark(b.have_gloo) << " Gloo (CPU tensors) " << b.gloo_version << "\n"

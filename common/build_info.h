@@ -18,13 +18,16 @@ struct BuildInfo {
   std::string_view gloo_version;
   bool have_mpi;
   std::string_view mpi_version;
+  bool have_python;  // the hvrun and hvrun.torch Python packages (Horovod's PyTorch API)
   std::string_view grpc_version;
   std::string_view protobuf_version;
 };
 
 const BuildInfo& build_info();
 
-// Multi-line human-readable summary, as `hvrun --check-build` prints it.
+// Multi-line human-readable summary, as `hvrun --check-build` prints it: first horovodrun
+// --check-build's blocks (Available Frameworks / Controllers / Tensor Operations, [X] for what
+// this build has), then hvrun's own.
 std::string describe_build();
 
 }  // namespace hvrun

@@ -10,6 +10,7 @@ namespace hvrun::setting {
 
 // Everywhere.
 inline constexpr SettingKey<std::string> kLogLevel{"log_level"};
+inline constexpr SettingKey<bool> kLogTimestamps{"log_timestamps"};
 
 // Launcher.
 inline constexpr SettingKey<bool> kVerbose{"verbose"};
@@ -19,6 +20,7 @@ inline constexpr SettingKey<std::string> kGpuPinning{"gpu_pinning"};
 inline constexpr SettingKey<std::string> kNcclP2p{"nccl_p2p"};
 inline constexpr SettingKey<std::string> kDevice{"device"};
 inline constexpr SettingKey<bool> kTagOutput{"tag_output"};
+inline constexpr SettingKey<bool> kOutputTimestamps{"output_timestamps"};
 inline constexpr SettingKey<std::string> kBindTo{"bind_to"};
 inline constexpr SettingKey<int64_t> kSshPort{"ssh_port"};
 inline constexpr SettingKey<std::string> kSshIdentityFile{"ssh_identity_file"};
@@ -38,6 +40,7 @@ inline constexpr SettingKey<int64_t> kCoordinatorPort{"coordinator_port"};
 inline constexpr SettingKey<double> kFusionThresholdMb{"fusion_threshold_mb"};
 inline constexpr SettingKey<double> kCycleTimeMs{"cycle_time_ms"};
 inline constexpr SettingKey<int64_t> kCacheCapacity{"cache_capacity"};
+inline constexpr SettingKey<bool> kStallCheck{"stall_check"};
 inline constexpr SettingKey<double> kStallWarningSeconds{"stall_warning_s"};
 inline constexpr SettingKey<double> kStallShutdownSeconds{"stall_shutdown_s"};
 inline constexpr SettingKey<double> kHeartbeatTimeoutSeconds{"heartbeat_timeout_s"};
@@ -45,6 +48,7 @@ inline constexpr SettingKey<std::string> kJoinAverage{"join_average"};
 inline constexpr SettingKey<int64_t> kMetricsPort{"metrics_port"};
 inline constexpr SettingKey<std::string> kMetricsAddress{"metrics_address"};
 inline constexpr SettingKey<std::string> kTimelineFilename{"timeline_filename"};
+inline constexpr SettingKey<std::string> kTimelineNames{"timeline_names"};
 
 // Worker library.
 inline constexpr SettingKey<double> kOpTimeoutSeconds{"op_timeout_s"};

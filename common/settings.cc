@@ -1,5 +1,7 @@
 #include "common/settings.h"
 
+#include "common/horovod_variables.h"
+
 #include <algorithm>
 #include <cassert>
 #include <cctype>
@@ -68,15 +70,19 @@ std::string choices_text(std::string_view choices) {
   return out;
 }
 
-bool is_choice(std::string_view choices, std::string_view value) {
+// The choice `alias` stands for in `aliases` ("warning=warn|fatal=error"), or `alias` itself.
+std::string resolve_alias(std::string_view aliases, const std::string& alias) {
   size_t start = 0;
-  while (start <= choices.size()) {
-    size_t bar = choices.find('|', start);
-    if (bar == std::string_view::npos) bar = choices.size();
-    if (choices.substr(start, bar - start) == value) return true;
+  while (start < aliases.size()) {
+    size_t bar = aliases.find('|', start);
+    if (bar == std::string_view::npos) bar = aliases.size();
+    const std::string_view pair = aliases.substr(start, bar - start);
+    const size_t eq = pair.find('=');
+    if (eq != std::string_view::npos && pair.substr(0, eq) == alias)
+      return std::string(pair.substr(eq + 1));
     start = bar + 1;
   }
-  return false;
+  return alias;
 }
 
 std::string expected_text(const SettingSpec& spec) {
@@ -110,10 +116,22 @@ std::string canonical_text(const Settings::Value& v) {
 
 }  // namespace
 
+bool is_one_of(std::string_view bar_separated, std::string_view value) {
+  size_t start = 0;
+  while (start <= bar_separated.size()) {
+    size_t bar = bar_separated.find('|', start);
+    if (bar == std::string_view::npos) bar = bar_separated.size();
+    if (bar_separated.substr(start, bar - start) == value) return true;
+    start = bar + 1;
+  }
+  return false;
+}
+
 std::string_view setting_source_name(SettingSource source) {
   switch (source) {
     case SettingSource::kDefault: return "default";
     case SettingSource::kEnvironment: return "environment";
+    case SettingSource::kConfigFile: return "config-file";
     case SettingSource::kFlag: return "flag";
     case SettingSource::kOverride: return "override";
   }
@@ -174,8 +192,8 @@ Result<Settings::Value> parse_setting_value(const SettingSpec& spec, std::string
     }
     case SettingKind::kString: return Settings::Value(std::string(raw));
     case SettingKind::kChoice: {
-      std::string l = lower(text);
-      if (!is_choice(spec.choices, l)) return bad_value(spec, raw, given_as);
+      std::string l = resolve_alias(spec.choice_aliases, lower(text));
+      if (!is_one_of(spec.choices, l)) return bad_value(spec, raw, given_as);
       return Settings::Value(l);
     }
   }
@@ -204,6 +222,7 @@ Status Settings::assign(Entry& e, std::string_view text, SettingSource source,
   e.value = std::move(v).value();
   e.text = canonical_text(e.value);
   e.source = source;
+  e.origin = std::string(given_as);
   return Status::ok();
 }
 
@@ -213,6 +232,29 @@ Status Settings::apply_environment(const std::function<const char*(const char*)>
     const char* value = getenv(env.c_str());
     if (value == nullptr) continue;
     HVRUN_RETURN_IF_ERROR(assign(e, value, SettingSource::kEnvironment, e.spec->env));
+  }
+  return apply_horovod_environment(getenv);
+}
+
+Status Settings::apply_horovod_environment(
+    const std::function<const char*(const char*)>& getenv) {
+  for (const HorovodVariable& v : horovod_variables()) {
+    const std::string name(v.name);
+    const char* value = getenv(name.c_str());
+    if (value == nullptr) continue;
+    if (v.use != HorovodVariableUse::kSetting) {
+      HVRUN_ASSIGN_OR_RETURN(std::string note, horovod_value_note(v, value));
+      if (!note.empty()) notes_.push_back(std::move(note));
+      continue;
+    }
+    for (Entry& e : entries_) {
+      if (e.spec->name != v.setting) continue;
+      // The HVRUN_* variable, read first, says the same thing in hvrun's own terms.
+      if (e.source == SettingSource::kEnvironment && e.origin == e.spec->env) break;
+      HVRUN_ASSIGN_OR_RETURN(std::string text, horovod_value_as_setting(v, value));
+      HVRUN_RETURN_IF_ERROR(assign(e, text, SettingSource::kEnvironment, v.name));
+      break;
+    }
   }
   return Status::ok();
 }
@@ -225,18 +267,20 @@ Status Settings::apply_flag(std::string_view flag, std::string_view value, bool 
   for (Entry& e : entries_) {
     if (e.spec->flag != flag) continue;
     if (!has_value) {
-      if (e.spec->kind != SettingKind::kBool)
-        return invalid_argument(std::string(flag) + " needs a value: " + expected_text(*e.spec));
-      value = "true";
+      if (e.spec->kind == SettingKind::kBool) value = "true";
+      else if (!e.spec->bare_value.empty()) value = e.spec->bare_value;
+      else return invalid_argument(std::string(flag) + " needs a value: " + expected_text(*e.spec));
     }
     return assign(e, value, SettingSource::kFlag, flag);
   }
   return invalid_argument("unknown option " + std::string(flag));
 }
 
-Status Settings::set(std::string_view name, std::string_view text, SettingSource source) {
+Status Settings::set(std::string_view name, std::string_view text, SettingSource source,
+                     std::string_view origin) {
   for (Entry& e : entries_)
-    if (e.spec->name == name) return assign(e, text, source, e.spec->flag);
+    if (e.spec->name == name)
+      return assign(e, text, source, origin.empty() ? e.spec->flag : origin);
   return invalid_argument("unknown setting '" + std::string(name) + "'");
 }
 
@@ -247,13 +291,15 @@ void Settings::print(std::ostream& out) const {
     value_w = std::max(value_w, e.text.size() + 2);
   }
   out << std::left << std::setw(static_cast<int>(name_w) + 2) << "SETTING"
-      << std::setw(static_cast<int>(value_w) + 2) << "VALUE" << std::setw(13) << "SOURCE"
-      << std::setw(24) << "FLAG" << "VARIABLE\n";
+      << std::setw(static_cast<int>(value_w) + 2) << "VALUE" << std::setw(38) << "FLAG"
+      << std::setw(36) << "VARIABLE" << "SOURCE\n";
   for (const Entry& e : entries_) {
     std::string shown = e.spec->kind == SettingKind::kString ? "'" + e.text + "'" : e.text;
+    std::string source(setting_source_name(e.source));
+    if (e.source != SettingSource::kDefault && !e.origin.empty()) source += " " + e.origin;
     out << std::left << std::setw(static_cast<int>(name_w) + 2) << e.spec->name
-        << std::setw(static_cast<int>(value_w) + 2) << shown << std::setw(13)
-        << setting_source_name(e.source) << std::setw(24) << e.spec->flag << e.spec->env << "\n";
+        << std::setw(static_cast<int>(value_w) + 2) << shown << std::setw(38) << e.spec->flag
+        << std::setw(36) << e.spec->env << source << "\n";
   }
 }
 

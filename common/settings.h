@@ -5,8 +5,10 @@
 // setting, the value and what is accepted. Components read the values they need into their own
 // option structs once at start (tests build those structs directly, without setenv).
 //
-// Precedence, lowest first: default < environment (HVRUN_*) < command-line flag < explicit
-// override (Settings::set with SettingSource::kOverride, used by tests and embedding code).
+// Precedence, lowest first: default < environment < config file (hvrun --config-file) <
+// command-line flag < explicit override (Settings::set with SettingSource::kOverride, used by
+// tests and embedding code). In the environment a setting's HVRUN_* variable wins over the
+// HOROVOD_* variable that means the same (common/horovod_variables.h, read in Horovod's units).
 #pragma once
 
 #include <cstdint>
@@ -24,9 +26,12 @@
 namespace hvrun {
 
 enum class SettingKind { kBool, kInt, kDouble, kString, kChoice };
-enum class SettingSource { kDefault, kEnvironment, kFlag, kOverride };
+enum class SettingSource { kDefault, kEnvironment, kConfigFile, kFlag, kOverride };
 
 std::string_view setting_source_name(SettingSource source);
+
+// Whether `value` is one of the '|'-separated words of `bar_separated` ("auto|on|off").
+bool is_one_of(std::string_view bar_separated, std::string_view value);
 
 struct SettingSpec {
   std::string_view name;           // registry key, e.g. "fusion_threshold_mb"
@@ -37,6 +42,11 @@ struct SettingSpec {
   double min = 0;                  // kInt / kDouble: inclusive range
   double max = 0;
   std::string_view choices;        // kChoice: '|'-separated, e.g. "auto|on|off"
+  // kChoice: other spellings of a choice, '|'-separated "alias=choice" (Horovod's "warning").
+  std::string_view choice_aliases;
+  // What the flag given without a value means ("true" for every kBool); empty: it needs one.
+  // A flag with a bare meaning takes a value only as --flag=VALUE, never the next word.
+  std::string_view bare_value;
   std::string_view unit;           // shown in help and errors, e.g. "MiB"
   std::string_view scope;          // "launcher", "coordinator" or "worker"
   std::string_view description;
@@ -61,15 +71,19 @@ class Settings {
   // Every setting at its default.
   Settings();
 
-  // Reads every registered HVRUN_* variable that `getenv` returns a value for.
+  // Reads every registered HVRUN_* variable that `getenv` returns a value for, and for a
+  // setting without one, the HOROVOD_* variable of the same meaning. HOROVOD_* variables that
+  // ask for what hvrun cannot do are an error; those that change nothing add a note.
   Status apply_environment(const std::function<const char*(const char*)>& getenv);
   Status apply_process_environment();
 
   // Sets from a command-line flag. `value` is empty for a bare boolean flag (`--verbose`).
   Status apply_flag(std::string_view flag, std::string_view value, bool has_value);
 
-  // Sets by registry name.
-  Status set(std::string_view name, std::string_view text, SettingSource source);
+  // Sets by registry name. `origin` says where the text came from, for --print-config (a
+  // variable, a file and line); empty: the setting's flag, or nothing for an override.
+  Status set(std::string_view name, std::string_view text, SettingSource source,
+             std::string_view origin = {});
 
   bool get(SettingKey<bool> key) const { return std::get<bool>(entry(key.name).value); }
   int64_t get(SettingKey<int64_t> key) const { return std::get<int64_t>(entry(key.name).value); }
@@ -79,6 +93,10 @@ class Settings {
   }
 
   SettingSource source(std::string_view name) const { return entry(name).source; }
+  // Who set it: "HOROVOD_CYCLE_TIME", "--cycle-time-ms", "hvrun.yaml:4"; empty for the default.
+  const std::string& origin(std::string_view name) const { return entry(name).origin; }
+  // One line per HOROVOD_* variable of the environment that was accepted but changes nothing.
+  const std::vector<std::string>& notes() const { return notes_; }
   const std::string& text(std::string_view name) const { return entry(name).text; }
 
   // The table `--print-config` shows: every setting, its value and where it came from.
@@ -94,11 +112,14 @@ class Settings {
     Value value;
     std::string text;  // canonical text of value
     SettingSource source;
+    std::string origin;
   };
   const Entry& entry(std::string_view name) const;
   Status assign(Entry& e, std::string_view text, SettingSource source, std::string_view given_as);
+  Status apply_horovod_environment(const std::function<const char*(const char*)>& getenv);
 
   std::vector<Entry> entries_;
+  std::vector<std::string> notes_;
 };
 
 // Parses `text` as the setting `spec` says; errors name the setting, the value and what is

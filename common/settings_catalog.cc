@@ -10,8 +10,15 @@ namespace {
 constexpr std::array kCatalog = {
     SettingSpec{.name = "log_level", .flag = "--log-level", .env = "HVRUN_LOG_LEVEL",
                 .kind = SettingKind::kChoice, .default_value = "info",
-                .choices = "trace|debug|info|warn|error|off", .scope = "all",
-                .description = "Log level of hvrun, the coordinator and the worker library."},
+                .choices = "trace|debug|info|warn|error|off",
+                .choice_aliases = "warning=warn|fatal=error", .scope = "all",
+                .description = "Log level of hvrun, the coordinator and the worker library "
+                               "(Horovod's WARNING and FATAL are read as warn and error)."},
+    SettingSpec{.name = "log_timestamps", .flag = "--log-timestamps",
+                .env = "HVRUN_LOG_TIMESTAMPS", .kind = SettingKind::kBool,
+                .default_value = "true", .scope = "all",
+                .description = "Start every log line of hvrun, the coordinator and the worker "
+                               "library with the time of day (--log-timestamps=false hides it)."},
 
     SettingSpec{.name = "verbose", .flag = "--verbose", .env = "HVRUN_VERBOSE",
                 .kind = SettingKind::kBool, .default_value = "false", .scope = "launcher",
@@ -55,6 +62,12 @@ constexpr std::array kCatalog = {
                 .kind = SettingKind::kBool, .default_value = "true", .scope = "launcher",
                 .description = "Prefix every line a worker prints with [rank]<stdout>: or "
                                "[rank]<stderr>: (--tag-output=false turns it off)."},
+    SettingSpec{.name = "output_timestamps", .flag = "--output-timestamps",
+                .env = "HVRUN_OUTPUT_TIMESTAMPS", .kind = SettingKind::kBool,
+                .default_value = "false", .scope = "launcher",
+                .description = "Start every line a worker prints with the time it reached hvrun, "
+                               "as horovodrun --prefix-output-with-timestamp does ('Wed Dec  2 "
+                               "02:14:35 2026[0]<stdout>:...')."},
     SettingSpec{.name = "ssh_port", .flag = "--ssh-port", .env = "HVRUN_SSH_PORT",
                 .kind = SettingKind::kInt, .default_value = "0", .min = 0, .max = 65535,
                 .unit = "port", .scope = "launcher",
@@ -126,6 +139,10 @@ constexpr std::array kCatalog = {
                 .scope = "coordinator",
                 .description = "Response cache entries; cached tensors are negotiated by a "
                                "small id instead of name and shape. 0 turns the cache off."},
+    SettingSpec{.name = "stall_check", .flag = "--stall-check", .env = "HVRUN_STALL_CHECK",
+                .kind = SettingKind::kBool, .default_value = "true", .scope = "coordinator",
+                .description = "The stall inspector: false turns off both its warning and its "
+                               "shutdown (Horovod's --no-stall-check)."},
     SettingSpec{.name = "stall_warning_s", .flag = "--stall-check-warning-time-seconds",
                 .env = "HVRUN_STALL_CHECK_TIME_SECONDS", .kind = SettingKind::kDouble,
                 .default_value = "60", .min = 0, .max = 86400, .unit = "seconds",
@@ -167,10 +184,12 @@ constexpr std::array kCatalog = {
                                "--hierarchical-allreduce); gloo: Gloo over TCP for everything."},
     SettingSpec{.name = "hierarchical_allreduce", .flag = "--hierarchical-allreduce",
                 .env = "HVRUN_HIERARCHICAL_ALLREDUCE", .kind = SettingKind::kChoice,
-                .default_value = "auto", .choices = "auto|on|off", .scope = "worker",
+                .default_value = "auto", .choices = "auto|on|off", .bare_value = "on",
+                .scope = "worker",
                 .description = "Multi-host CPU jobs: allreduce in shared memory within each "
                                "host and with Gloo among one rank per host; auto = on when some "
-                               "host runs more than one rank; off = Gloo among all ranks."},
+                               "host runs more than one rank; off = Gloo among all ranks. Bare "
+                               "(as Horovod's flag) it means on; a value goes after '='."},
     SettingSpec{.name = "shm_chunk_kb", .flag = "--shm-chunk-kb", .env = "HVRUN_SHM_CHUNK_KB",
                 .kind = SettingKind::kInt, .default_value = "1024", .min = 4, .max = 262144,
                 .unit = "KiB", .scope = "worker",
@@ -213,6 +232,13 @@ constexpr std::array kCatalog = {
                 .description = "Write the job's timeline (Chrome trace-event JSON for "
                                "chrome://tracing or Perfetto) to this file; empty = off (it can "
                                "still be started at run time from the API)."},
+    SettingSpec{.name = "timeline_names", .flag = "--timeline-names",
+                .env = "HVRUN_TIMELINE_NAMES", .kind = SettingKind::kChoice,
+                .default_value = "hvrun", .choices = "hvrun|horovod", .scope = "coordinator",
+                .description = "Names of the timeline's phases: hvrun's (negotiated, queued, pack, "
+                               "collective, unpack) or Horovod's (NEGOTIATE_ALLREDUCE, QUEUE, "
+                               "MEMCPY_IN_FUSION_BUFFER, NCCL_ALLREDUCE, ...), for tools written "
+                               "for Horovod's timeline."},
     SettingSpec{.name = "summary", .flag = "--summary", .env = "HVRUN_SUMMARY",
                 .kind = SettingKind::kBool, .default_value = "true", .scope = "launcher",
                 .description = "After the job, print per rank time in collectives, bytes moved "

@@ -50,6 +50,7 @@ struct CoordinatorOptions {
   // Non-empty: write the job's timeline (Chrome trace JSON) to this file from the start
   // (--timeline-filename; coordinator/telemetry/timeline_writer.h).
   std::string timeline_filename;
+  bool timeline_horovod_names = false;  // --timeline-names horovod (telemetry/horovod_event_names.h)
   // Effective settings handed to every worker at registration (registry name -> text).
   std::map<std::string, std::string> job_settings;
 

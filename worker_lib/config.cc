@@ -3,9 +3,12 @@
 // detail::apply_tuning_from_environment and CheckpointOptions::from_environment.
 #include <cstdlib>
 #include <initializer_list>
+#include <optional>
 #include <string>
+#include <utility>
 
 #include "common/ipv4_interfaces.h"
+#include "common/horovod_variables.h"
 #include "common/setting_keys.h"
 #include "common/settings.h"
 #include "worker_lib/config_environment.h"
@@ -55,17 +58,37 @@ void apply_tuning(const Settings& settings, Config& config) {
     config.telemetry.cuda_visible_devices = visible;
 }
 
+// A launcher hvrun does not follow started several ranks (mpirun, srun): running each as a
+// job of size 1 would train N unrelated models, so init() refuses instead. The variable and its
+// count, or nullopt.
+std::optional<std::pair<std::string, long>> foreign_launcher_world() {
+  for (const char* name :
+       {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SLURM_STEP_NUM_TASKS"}) {
+    const char* v = env(name);
+    const long ranks = v != nullptr ? std::strtol(v, nullptr, 10) : 0;
+    if (ranks > 1) return std::make_pair(std::string(name), ranks);
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 Result<Config> Config::from_environment() {
   Config config;
   const char* address = env("HVRUN_COORDINATOR_ADDR");
-  if (address == nullptr || *address == '\0')
-    return failed_precondition(
-        "HVRUN_COORDINATOR_ADDR is not set: start the trainer with hvrun (hvrun -np 2 "
-        "-H localhost:2 ./train), or set HVRUN_COORDINATOR_ADDR and HVRUN_SECRET for a "
-        "coordinator you started (hvrun-coordinator)");
-  config.coordinator_address = address;
+  if (address == nullptr || *address == '\0') {
+    if (auto world = foreign_launcher_world())
+      return failed_precondition(
+          "HVRUN_COORDINATOR_ADDR is not set, but another launcher started " +
+          std::to_string(world->second) + " ranks (" + world->first + "=" +
+          std::to_string(world->second) + "): start hvrun-coordinator --world-size " +
+          std::to_string(world->second) +
+          " and give every rank HVRUN_COORDINATOR_ADDR and HVRUN_SECRET "
+          "(docs/coordinator.md), or start the job with hvrun");
+    config.private_coordinator = true;
+  } else {
+    config.coordinator_address = address;
+  }
   if (const char* secret = env("HVRUN_SECRET")) config.secret = secret;
   HVRUN_ASSIGN_OR_RETURN(config.requested_rank,
                          int_from_first({"HVRUN_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK",
@@ -94,6 +117,12 @@ Result<Config> Config::from_environment() {
   config.start_timeout = seconds_to_ms(settings.get(setting::kStartTimeoutSeconds));
   config.op_timeout = seconds_to_ms(settings.get(setting::kOpTimeoutSeconds));
   config.log_level = settings.get(setting::kLogLevel);
+  config.log_timestamps = settings.get(setting::kLogTimestamps);
+  // hvrun printed these for the whole job when it started this rank (HVRUN_JOB_ID is its).
+  if (env("HVRUN_JOB_ID") == nullptr) {
+    config.environment_notes = settings.notes();
+    config.environment_warning = unknown_horovod_variables_warning();
+  }
   apply_tuning(settings, config);
   return config;
 }
@@ -103,6 +132,11 @@ Status detail::apply_tuning_from_environment(Config& config) {
   HVRUN_RETURN_IF_ERROR(settings.apply_process_environment());
   apply_tuning(settings, config);
   return Status::ok();
+}
+
+std::string detail::executable_search_path() {
+  const char* path = env("PATH");
+  return path != nullptr ? path : "";
 }
 
 Result<CheckpointOptions> CheckpointOptions::from_environment() {

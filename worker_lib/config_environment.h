@@ -4,10 +4,15 @@
 // environment.
 #pragma once
 
+#include <string>
+
 #include "hvrun/hvrun.h"
 
 namespace hvrun::detail {
 
 Status apply_tuning_from_environment(Config& config);
+
+// PATH, where a single process looks for hvrun-coordinator last (runtime/private_coordinator.h).
+std::string executable_search_path();
 
 }  // namespace hvrun::detail

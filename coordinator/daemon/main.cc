@@ -3,10 +3,13 @@
 //
 //   HVRUN_SECRET=... hvrun-coordinator --world-size 8 --listen 0.0.0.0:29500
 //   echo "$SECRET" | hvrun-coordinator --world-size 8
+//   hvrun-coordinator --world-size 1 --exit-with-stdin   (a single trainer's own, see
+//                                                         worker_lib/runtime/private_coordinator.h)
 //
 // Prints the bound address as the first line of stdout, serves until the job ends (every rank
 // said goodbye, an abort, or the rendezvous failed) or SIGTERM/SIGINT, and exits 0 only after a
 // clean end.
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 
@@ -28,12 +31,15 @@ using hvrun::Status;
 constexpr const char* kUsage =
     "usage: hvrun-coordinator --world-size N [--listen ADDR] [--job-id ID] [coordinator settings]\n"
     "  The job secret comes from HVRUN_SECRET, or else from the first line of stdin (never argv).\n"
-    "  --listen ADDR   host:port or unix:/path (default 127.0.0.1:<--coordinator-port>)\n";
+    "  --listen ADDR   host:port or unix:/path (default 127.0.0.1:<--coordinator-port>)\n"
+    "  --exit-with-stdin  end the job (as SIGTERM does) once stdin reaches end of file: the\n"
+    "                  process holding its other end has ended\n";
 
 struct DaemonArgs {
   int world_size = 0;
   std::string listen;
   std::string job_id;
+  bool exit_with_stdin = false;
   hvrun::Settings settings;
 };
 
@@ -76,6 +82,8 @@ hvrun::Result<DaemonArgs> parse(int argc, char** argv) {
       args.world_size = static_cast<int>(n);
     } else if (arg == "--listen") {
       HVRUN_ASSIGN_OR_RETURN(args.listen, take_value());
+    } else if (arg == "--exit-with-stdin") {
+      args.exit_with_stdin = true;
     } else if (arg == "--job-id") {
       HVRUN_ASSIGN_OR_RETURN(args.job_id, take_value());
     } else if (const auto* spec = hvrun::find_setting_by_flag(arg);
@@ -91,6 +99,12 @@ hvrun::Result<DaemonArgs> parse(int argc, char** argv) {
   }
   if (args.world_size == 0) return hvrun::invalid_argument(std::string("--world-size is required\n") + kUsage);
   return args;
+}
+
+// True once stdin is at end of file or hung up (nothing is ever written to it).
+bool stdin_ended() {
+  pollfd p{0, POLLIN, 0};
+  return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLIN | POLLHUP | POLLERR)) != 0;
 }
 
 int fail(const Status& status) {
@@ -111,7 +125,8 @@ int main(int argc, char** argv) {
 
   auto args = parse(argc, argv);
   if (!args.is_ok()) return fail(args.status());
-  if (Status s = hvrun::logging::init("coordinator", args->settings.get(hvrun::setting::kLogLevel));
+  if (Status s = hvrun::logging::init("coordinator", args->settings.get(hvrun::setting::kLogLevel),
+                                      args->settings.get(hvrun::setting::kLogTimestamps));
       !s.is_ok()) {
     return fail(s);
   }
@@ -157,6 +172,8 @@ int main(int argc, char** argv) {
   });
   std::optional<Status> end;
   while (!(end = (*server)->wait_for_end(std::chrono::seconds(1)))) {
+    if (args->exit_with_stdin && stdin_ended())
+      (*server)->abort("the process that started the coordinator ended (its stdin closed)");
   }
   if (metrics) metrics->stop();
   (*server)->shutdown();

@@ -23,6 +23,10 @@ CoordinatorOptions CoordinatorOptions::from_settings(const Settings& settings) {
       std::llround(settings.get(setting::kStallWarningSeconds) * 1000.0));
   options.stall_shutdown = std::chrono::milliseconds(
       std::llround(settings.get(setting::kStallShutdownSeconds) * 1000.0));
+  if (!settings.get(setting::kStallCheck)) {  // the inspector off: neither warns nor shuts down
+    options.stall_warning = std::chrono::milliseconds(0);
+    options.stall_shutdown = std::chrono::milliseconds(0);
+  }
   options.heartbeat_timeout = std::chrono::milliseconds(
       std::llround(settings.get(setting::kHeartbeatTimeoutSeconds) * 1000.0));
   options.join_average_all = settings.get(setting::kJoinAverage) == "all";
@@ -33,6 +37,7 @@ CoordinatorOptions CoordinatorOptions::from_settings(const Settings& settings) {
     options.timeline_filename = telemetry::timeline_path_for_attempt(
         settings.get(setting::kTimelineFilename), attempt ? std::atoi(attempt) : 0);
   }
+  options.timeline_horovod_names = settings.get(setting::kTimelineNames) == "horovod";
   for (const SettingSpec& spec : all_settings()) {
     options.job_settings[std::string(spec.name)] = settings.text(spec.name);
   }

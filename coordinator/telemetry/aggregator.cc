@@ -45,7 +45,7 @@ int64_t Aggregator::wall_us(TimePoint t) const {
 Status Aggregator::open_timeline_locked(const std::string& path) {
   if (timeline_ && timeline_->path() == path) return Status::ok();
   if (timeline_) close_timeline_locked("timeline moved to " + path);
-  auto writer = TimelineWriter::open(path);
+  auto writer = TimelineWriter::open(path, options_.timeline_horovod_names);
   if (!writer.is_ok()) {
     spdlog::error("{}", writer.status().message());
     return writer.status();

@@ -41,6 +41,7 @@ class Aggregator final : public NegotiationObserver {
     int world_size = 0;
     int64_t fusion_threshold_bytes = 0;
     std::string timeline_filename;  // non-empty: record from the start
+    bool timeline_horovod_names = false;  // phases under Horovod's names
   };
   explicit Aggregator(Options options);
   ~Aggregator() override;  // finish()

@@ -4,6 +4,8 @@
 #include <cstring>
 #include <filesystem>
 
+#include "coordinator/telemetry/horovod_event_names.h"
+
 namespace hvrun::coordinator::telemetry {
 namespace {
 constexpr std::chrono::milliseconds kFlushPeriod{250};
@@ -44,16 +46,17 @@ std::string timeline_path_for_attempt(const std::string& path, int attempt) {
   return path + suffix;
 }
 
-Result<std::unique_ptr<TimelineWriter>> TimelineWriter::open(const std::string& path) {
+Result<std::unique_ptr<TimelineWriter>> TimelineWriter::open(const std::string& path,
+                                                             bool horovod_names) {
   std::FILE* file = std::fopen(path.c_str(), "w");
   if (!file)
     return failed_precondition("timeline: cannot create " + path + ": " + std::strerror(errno) +
                                " (check that the directory exists and is writable)");
-  return std::unique_ptr<TimelineWriter>(new TimelineWriter(path, file));
+  return std::unique_ptr<TimelineWriter>(new TimelineWriter(path, file, horovod_names));
 }
 
-TimelineWriter::TimelineWriter(std::string path, std::FILE* file)
-    : path_(std::move(path)), file_(file), buffer_(kFileBuffer),
+TimelineWriter::TimelineWriter(std::string path, std::FILE* file, bool horovod_names)
+    : path_(std::move(path)), file_(file), horovod_names_(horovod_names), buffer_(kFileBuffer),
       last_flush_(std::chrono::steady_clock::now()) {
   std::setvbuf(file_, buffer_.data(), _IOFBF, buffer_.size());
   std::fputs("[\n", file_);
@@ -105,7 +108,7 @@ void TimelineWriter::event(int pid, std::string_view lane, std::string_view name
   if (!file_) return;
   const int tid = lane_id(pid, lane);
   std::string line = R"({"name":)";
-  append_json_string(line, name);
+  append_json_string(line, horovod_names_ ? horovod_event_name(name, args) : std::string(name));
   line += R"(,"cat":"hvrun","ph":)";
   line += dur_us < 0 ? R"("i")" : R"("X")";
   line += R"(,"ts":)" + std::to_string(ts_us);

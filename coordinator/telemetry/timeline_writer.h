@@ -36,8 +36,10 @@ using TimelineArgs = std::vector<std::pair<std::string, std::string>>;
 
 class TimelineWriter {
  public:
-  // Creates (truncates) `path`. Fails naming the path and the system's reason.
-  static Result<std::unique_ptr<TimelineWriter>> open(const std::string& path);
+  // Creates (truncates) `path`. Fails naming the path and the system's reason. With
+  // `horovod_names`, phases are written under Horovod's names (horovod_event_names.h).
+  static Result<std::unique_ptr<TimelineWriter>> open(const std::string& path,
+                                                      bool horovod_names = false);
   ~TimelineWriter();  // close()
   TimelineWriter(const TimelineWriter&) = delete;
   TimelineWriter& operator=(const TimelineWriter&) = delete;
@@ -60,12 +62,13 @@ class TimelineWriter {
   uint64_t events_written() const { return events_; }
 
  private:
-  TimelineWriter(std::string path, std::FILE* file);
+  TimelineWriter(std::string path, std::FILE* file, bool horovod_names);
   int lane_id(int pid, std::string_view lane);
   void write_line(const std::string& json);
 
   std::string path_;
   std::FILE* file_;
+  bool horovod_names_;
   std::vector<char> buffer_;  // stdio buffer: bounds what a crash can lose between flushes
   uint64_t events_ = 0;
   bool first_ = true;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/build_info.h"
+#include "common/horovod_variables.h"
 #include "common/logging.h"
 #include "common/setting_keys.h"
 #include "coordinator/metrics/metrics_server.h"
@@ -107,6 +108,7 @@ int run_local_attempt(const LaunchOptions& opts, const JobPlan& plan,
   config.verbose = settings.get(setting::kVerbose);
   // mpirun tags its ranks' lines itself (--tag-output).
   config.tag_output = mpi == nullptr && settings.get(setting::kTagOutput);
+  config.output_timestamps = settings.get(setting::kOutputTimestamps);
   EarlyExits early_exits;  // guarded by control_mutex
   config.coordinator = coordinator_hooks(&control, &control_mutex, &early_exits);
   // mpirun's exit is not any rank's: the coordinator learns of the ranks' ends from their streams.
@@ -246,7 +248,8 @@ int run_job(const LaunchOptions& given) {
   const LaunchOptions& opts = *job_options;
   const Settings& settings = opts.settings;
   auto getenv_fn = [](const char* name) { return std::getenv(name); };
-  if (Status s = logging::init("hvrun", settings.get(setting::kLogLevel)); !s.is_ok())
+  if (Status s = logging::init("hvrun", settings.get(setting::kLogLevel),
+                                settings.get(setting::kLogTimestamps)); !s.is_ok())
     return fail(s.message());
 
   spdlog::debug("hvrun started");
@@ -336,6 +339,13 @@ int main(int argc, char** argv) {
   auto parsed = parse_command_line(args, [](const char* name) { return std::getenv(name); });
   if (!parsed.is_ok()) return fail(parsed.status().message());
   const LaunchOptions& opts = *parsed;
+  if (!opts.show_help && !opts.show_version) {
+    for (const std::string& note : opts.notes) std::cerr << "hvrun: note: " << note << "\n";
+    for (const std::string& note : opts.settings.notes())
+      std::cerr << "hvrun: note: " << note << "\n";
+    if (const std::string warning = hvrun::unknown_horovod_variables_warning(); !warning.empty())
+      std::cerr << "hvrun: warning: " << warning << "\n";
+  }
   if (opts.show_help) {
     std::cout << usage_text();
     return 0;

@@ -3,7 +3,11 @@
 #include <cctype>
 #include <charconv>
 #include <fstream>
+#include <set>
 #include <sstream>
+
+#include "launcher/options/horovod_config_file.h"
+#include "launcher/options/horovod_flags.h"
 
 namespace hvrun::launcher {
 
@@ -125,12 +129,66 @@ Result<std::vector<HostSlots>> read_hostfile(const std::string& path) {
   return hosts;
 }
 
+namespace {
+
+// Sets `name` from `text`. Network interfaces given more than once in one place add up, as
+// horovodrun's --network-interface(s) do (a set of names).
+Status set_setting(LaunchOptions& opts, std::string_view name, const std::string& text,
+                   SettingSource source, const std::string& origin) {
+  std::string value = text;
+  if (name == "network_interface" && opts.settings.source(name) == source &&
+      !opts.settings.text(name).empty())
+    value = opts.settings.text(name) + "," + text;
+  return opts.settings.set(name, value, source, origin);
+}
+
+// A horovodrun flag with its values: a setting, a note, or its refusal.
+Status apply_horovod_flag(LaunchOptions& opts, const HorovodFlag& entry, const std::string& flag,
+                          const std::vector<std::string>& values, SettingSource source,
+                          const std::string& origin) {
+  HVRUN_ASSIGN_OR_RETURN(HorovodFlagOutcome outcome, interpret_horovod_flag(entry, flag, values));
+  if (!outcome.note.empty()) opts.notes.push_back(outcome.note);
+  if (outcome.setting_text)
+    return set_setting(opts, entry.setting, *outcome.setting_text, source, origin);
+  return Status::ok();
+}
+
+// --config-file's keys, except those whose option the command line gave (which wins).
+Status apply_config_file(LaunchOptions& opts, const std::set<std::string>& given) {
+  HVRUN_ASSIGN_OR_RETURN(HorovodConfig config, read_horovod_config_file(opts.config_file));
+  for (const std::string& key : config.ignored_keys)
+    opts.notes.push_back(key + " is not a key Horovod reads; ignored");
+  for (const ConfigFlag& f : config.flags) {
+    bool overridden = false;
+    for (const std::string& flag : f.same_option) overridden |= given.count(flag) > 0;
+    if (overridden) continue;
+    Status s;
+    if (const SettingSpec* spec = find_setting_by_flag(f.flag)) {
+      const std::string text = f.value ? *f.value
+                               : spec->kind == SettingKind::kBool ? std::string("true")
+                                                                   : std::string(spec->bare_value);
+      s = set_setting(opts, spec->name, text, SettingSource::kConfigFile, f.origin);
+    } else if (const HorovodFlag* entry = find_horovod_flag(f.flag)) {
+      std::vector<std::string> values;
+      if (f.value) values.push_back(*f.value);
+      s = apply_horovod_flag(opts, *entry, f.flag, values, SettingSource::kConfigFile, f.origin);
+    } else {
+      s = internal_error("config key maps to an unknown flag " + f.flag);
+    }
+    if (!s.is_ok()) return s.with_context(f.origin);
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
 Result<LaunchOptions> parse_command_line(const std::vector<std::string>& args,
                                          const std::function<const char*(const char*)>& getenv) {
   LaunchOptions opts;
   HVRUN_RETURN_IF_ERROR(opts.settings.apply_environment(getenv));
 
   std::string hosts_text;
+  std::set<std::string> given;  // the flags the command line gave
   size_t i = 0;
   auto take_value = [&](const std::string& flag, std::optional<std::string> inline_value)
       -> Result<std::string> {
@@ -171,6 +229,8 @@ Result<LaunchOptions> parse_command_line(const std::vector<std::string>& args,
       HVRUN_ASSIGN_OR_RETURN(std::string v, take_value(flag, inline_value));
       HVRUN_RETURN_IF_ERROR(
           opts.settings.apply_flag(flag == "-p" ? "--ssh-port" : "--ssh-identity-file", v, true));
+    } else if (flag == "--config-file") {
+      HVRUN_ASSIGN_OR_RETURN(opts.config_file, take_value(flag, inline_value));
     } else if (flag == "--print-config") {
       opts.print_config = true;
     } else if (flag == "--check-build" || flag == "-cb") {
@@ -180,12 +240,28 @@ Result<LaunchOptions> parse_command_line(const std::vector<std::string>& args,
     } else if (flag == "--help" || flag == "-h") {
       opts.show_help = true;
     } else if (const SettingSpec* spec = find_setting_by_flag(flag)) {
-      if (spec->kind == SettingKind::kBool && !inline_value) {
+      given.insert(flag);
+      // A flag with a meaning of its own when bare takes a value only after '=', so that the
+      // word after it (the command, say) is never taken for one.
+      if ((spec->kind == SettingKind::kBool || !spec->bare_value.empty()) && !inline_value) {
         HVRUN_RETURN_IF_ERROR(opts.settings.apply_flag(flag, "", false));
       } else {
         HVRUN_ASSIGN_OR_RETURN(std::string v, take_value(flag, inline_value));
-        HVRUN_RETURN_IF_ERROR(opts.settings.apply_flag(flag, v, true));
+        HVRUN_RETURN_IF_ERROR(set_setting(opts, spec->name, v, SettingSource::kFlag, flag));
       }
+    } else if (const HorovodFlag* entry = find_horovod_flag(flag)) {
+      given.insert(flag);
+      std::vector<std::string> values;
+      if (inline_value && entry->values != 1)
+        return invalid_argument(flag + " takes " + std::to_string(entry->values) +
+                                " values, not '=" + *inline_value + "'");
+      if (inline_value) values.push_back(*inline_value);
+      while (static_cast<int>(values.size()) < entry->values) {
+        if (i + 1 >= args.size()) return invalid_argument(flag + " needs a value");
+        values.push_back(args[++i]);
+      }
+      HVRUN_RETURN_IF_ERROR(
+          apply_horovod_flag(opts, *entry, flag, values, SettingSource::kFlag, flag));
     } else {
       return invalid_argument("unknown option '" + arg + "' (see hvrun --help)");
     }
@@ -201,9 +277,10 @@ Result<LaunchOptions> parse_command_line(const std::vector<std::string>& args,
     HVRUN_RETURN_IF_ERROR(
         parse_setting_value(*setting, *spec.value, "-x " + spec.name).status());
     if (opts.settings.source(setting->name) != SettingSource::kFlag)
-      HVRUN_RETURN_IF_ERROR(
-          opts.settings.set(setting->name, *spec.value, SettingSource::kEnvironment));
+      HVRUN_RETURN_IF_ERROR(opts.settings.set(setting->name, *spec.value,
+                                              SettingSource::kEnvironment, "-x " + spec.name));
   }
+  if (!opts.config_file.empty()) HVRUN_RETURN_IF_ERROR(apply_config_file(opts, given));
 
   if (!hosts_text.empty() && !opts.hostfile.empty())
     return invalid_argument("give either -H or --hostfile, not both");
@@ -228,10 +305,14 @@ std::string usage_text() {
          "                           host's value); multi-host jobs\n"
          "                           forward the environment except HOSTNAME, SSH_*, DISPLAY, ...\n"
          "  -p, -i                   short for --ssh-port, --ssh-identity-file\n"
+         "  --config-file FILE       Horovod's YAML file of parameters (flags win over it)\n"
          "  --print-config           print every setting, its value and its source, then exit\n"
          "  --check-build            print what this build contains (CUDA, NCCL, Gloo, MPI)\n"
          "  --version                print the version\n"
-         "  --                       end of hvrun's options (the command may start with '-')\n\n"
+         "  --                       end of hvrun's options (the command may start with '-')\n"
+         "  every horovodrun flag    as horovodrun takes it (docs/horovod.md): a spelling of\n"
+         "                           a setting below, a note where it changes nothing, or an\n"
+         "                           error saying what to use instead\n\n"
          "Subcommands:\n"
          "  hvrun timeline-check FILE [--require-ranks N] [--require-phases p,q]\n"
          "                           read a --timeline-filename file (also one left by a killed\n"
@@ -239,8 +320,10 @@ std::string usage_text() {
          "Settings (flag, environment variable, default):\n";
   for (const SettingSpec& s : all_settings()) {
     std::string flag(s.flag);
+    const std::string value = s.unit.empty() ? std::string("VALUE") : std::string(s.unit);
     if (s.kind != SettingKind::kBool)
-      flag += " " + (s.unit.empty() ? std::string("VALUE") : std::string(s.unit));
+      flag += s.bare_value.empty() ? " " + value : "[=" + value + "] (bare: " +
+                                                      std::string(s.bare_value) + ")";
     out << "  " << flag << "\n      " << s.description << "\n      [" << s.env
         << ", default " << (s.default_value.empty() ? "none" : std::string(s.default_value))
         << (s.kind == SettingKind::kChoice ? ", one of " + std::string(s.choices) : "") << "]\n";

@@ -1,8 +1,10 @@
 // hvrun's command line: `hvrun [options] COMMAND [ARGS...]`.
 //
 // Job-shape options (-np, -H, --hostfile) are the launcher's own; every tunable is a setting of
-// the registry (common/settings.h) and is accepted as its flag. Parsing stops at the first
-// argument that is not an option: that is the command, and what follows belongs to it.
+// the registry (common/settings.h) and is accepted as its flag. Every flag of horovodrun is
+// accepted too (horovod_flags.h), and --config-file reads Horovod's YAML file of parameters
+// (horovod_config_file.h): flags win over it, it wins over the environment. Parsing stops at the
+// first argument that is not an option: that is the command, and what follows belongs to it.
 #pragma once
 
 #include <functional>
@@ -36,7 +38,11 @@ struct LaunchOptions {
   std::string hostfile;
   std::vector<std::string> command;  // COMMAND [ARGS...]
   std::vector<ExportSpec> exports;   // -x, in order
-  Settings settings;                 // defaults < HVRUN_* environment < flags
+  std::string config_file;           // --config-file: Horovod's YAML parameters
+  Settings settings;                 // defaults < environment < --config-file < flags
+  // One line each for what was accepted but changes nothing here (horovodrun's switches for
+  // what hvrun does anyway, config keys Horovod does not read), for hvrun to print at start.
+  std::vector<std::string> notes;
   bool print_config = false;
   bool check_build = false;
   bool show_version = false;

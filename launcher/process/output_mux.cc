@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <ctime>
 
 namespace hvrun::launcher {
 namespace {
@@ -47,8 +48,10 @@ bool same_file(int fd_a, int fd_b) {
          a.st_ino == b.st_ino;
 }
 
-TaggedStream::TaggedStream(std::string tag, OutputSink& sink, int copy_fd, size_t keep_last_lines)
-    : tag_(std::move(tag)), sink_(sink), copy_fd_(copy_fd), keep_last_lines_(keep_last_lines) {}
+TaggedStream::TaggedStream(std::string tag, OutputSink& sink, int copy_fd, size_t keep_last_lines,
+                           bool timestamps)
+    : tag_(std::move(tag)), timestamps_(timestamps), sink_(sink), copy_fd_(copy_fd),
+      keep_last_lines_(keep_last_lines) {}
 
 TaggedStream::~TaggedStream() {
   if (copy_fd_ >= 0) ::close(copy_fd_);
@@ -56,7 +59,7 @@ TaggedStream::~TaggedStream() {
 
 void TaggedStream::feed(std::string_view bytes) {
   if (copy_fd_ >= 0) write_fd(copy_fd_, bytes);
-  if (tag_.empty()) return feed_raw(bytes);
+  if (!line_by_line()) return feed_raw(bytes);
   pending_.append(bytes);
   size_t start = 0;
   while (true) {
@@ -102,7 +105,7 @@ void TaggedStream::feed_raw(std::string_view bytes) {
 }
 
 void TaggedStream::finish() {
-  if (tag_.empty()) {
+  if (!line_by_line()) {
     if (!pending_.empty()) {
       sink_.write_raw(pending_);
       remember(pending_);
@@ -120,7 +123,17 @@ void TaggedStream::finish() {
 
 void TaggedStream::emit(std::string_view segment) {
   after_cr_ = segment.back() == '\r';
-  sink_.write_segment(this, tag_, segment);
+  if (timestamps_) {
+    // time.asctime()'s form, as horovodrun's --prefix-output-with-timestamp.
+    const std::time_t now = std::time(nullptr);
+    std::tm local{};
+    ::localtime_r(&now, &local);
+    char stamp[32];
+    std::strftime(stamp, sizeof stamp, "%a %b %e %H:%M:%S %Y", &local);
+    sink_.write_segment(this, stamp + tag_, segment);
+  } else {
+    sink_.write_segment(this, tag_, segment);
+  }
   remember(segment);
 }
 

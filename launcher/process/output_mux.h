@@ -63,9 +63,11 @@ bool same_file(int fd_a, int fd_b);
 // One worker stream (rank r's stdout or stderr).
 class TaggedStream {
  public:
-  // `tag` empty: tagging off, the bytes pass through exactly. `copy_fd` >= 0 receives the raw
-  // bytes (--output-filename).
-  TaggedStream(std::string tag, OutputSink& sink, int copy_fd, size_t keep_last_lines);
+  // `tag` empty and no `timestamps`: the bytes pass through exactly. `copy_fd` >= 0 receives
+  // the raw bytes (--output-filename). `timestamps`: each line starts with the local time it
+  // was emitted, as Horovod writes it ("Wed Dec  2 02:14:35 2026"), before the tag.
+  TaggedStream(std::string tag, OutputSink& sink, int copy_fd, size_t keep_last_lines,
+               bool timestamps = false);
   ~TaggedStream();
   TaggedStream(const TaggedStream&) = delete;
   TaggedStream& operator=(const TaggedStream&) = delete;
@@ -85,7 +87,10 @@ class TaggedStream {
   void emit(std::string_view segment);
   void remember(std::string_view segment);
 
+  bool line_by_line() const { return !tag_.empty() || timestamps_; }
+
   std::string tag_;
+  bool timestamps_;
   OutputSink& sink_;
   int copy_fd_;
   size_t keep_last_lines_;

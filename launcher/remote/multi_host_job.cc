@@ -439,6 +439,7 @@ int MultiHostLaunch::run() {
   config.output_dir = settings_.get(setting::kOutputFilename);
   config.verbose = verbose_;
   config.tag_output = settings_.get(setting::kTagOutput);
+  config.output_timestamps = settings_.get(setting::kOutputTimestamps);
   config.coordinator = coordinator_hooks(&control_, nullptr);
   MultiHostRunner runner(std::move(config), out, err);
   runner_ = &runner;

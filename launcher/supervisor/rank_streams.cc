@@ -27,7 +27,7 @@ void RankStreams::begin(WorkerRecord& record) {
         config_.tag_output ? "[" + std::to_string(record.rank) + "]<" + names[k] + ">:" : "";
     pair[k] = std::make_unique<TaggedStream>(tag, k == 0 ? out_ : err_,
                                              open_copy_file(record.rank, names[k]),
-                                             k == 1 ? kStderrLinesKept : 0);
+                                             k == 1 ? kStderrLinesKept : 0, config_.timestamps);
   }
   record.err_stream = pair[1].get();
 }

@@ -17,6 +17,7 @@ namespace hvrun::launcher {
 struct RankStreamsConfig {
   std::string output_dir;  // --output-filename; empty: no copies
   bool tag_output = true;
+  bool timestamps = false;  // each line starts with the time it arrived
 };
 
 class RankStreams final : public RankOutput {

@@ -12,7 +12,7 @@ struct SupervisedJob::Parts {
       : supervisor({config.grace_period, config.verbose, config.coordinator,
                     config.children_are_ranks},
                    err),
-        streams({config.output_dir, config.tag_output}, out, err,
+        streams({config.output_dir, config.tag_output, config.output_timestamps}, out, err,
                 [this](const std::string& text) { supervisor.say(text); }) {}
 
   JobSupervisor supervisor;

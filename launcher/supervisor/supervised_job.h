@@ -21,6 +21,7 @@ struct SupervisedJobConfig {
   std::chrono::milliseconds grace_period{5000};
   std::string output_dir;  // --output-filename; empty: no files
   bool tag_output = true;
+  bool output_timestamps = false;  // --output-timestamps
   bool verbose = false;
   CoordinatorHooks coordinator;  // the job's coordinator (empty members: none)
   // False when the one child runs every rank itself (hvrun --mpi): the coordinator's verdict

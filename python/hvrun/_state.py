@@ -21,7 +21,8 @@ _counters = {}
 
 
 def init():
-    """Joins the job hvrun started (HVRUN_* environment). Idempotent while initialized."""
+    """Joins the job hvrun started (HVRUN_* environment); started without a launcher, a job of
+    size 1 with a coordinator of its own. Idempotent while initialized."""
     global _worker, _op_timeout_s, _error_before_init
     with _lock:
         if _worker is not None:

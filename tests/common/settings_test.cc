@@ -10,16 +10,10 @@
 #include <vector>
 
 #include "common/setting_keys.h"
+#include "tests/support/environment_map.h"
 
 namespace hvrun {
 namespace {
-
-std::function<const char*(const char*)> env_of(const std::map<std::string, std::string>& env) {
-  return [&env](const char* name) -> const char* {
-    auto it = env.find(name);
-    return it == env.end() ? nullptr : it->second.c_str();
-  };
-}
 
 TEST(SettingsCatalogTest, EverySettingIsWellFormed) {
   std::set<std::string_view> names, flags, envs;
@@ -50,7 +44,7 @@ TEST(SettingsTest, FlagBeatsEnvironmentBeatsDefault) {
   std::map<std::string, std::string> env{{"HVRUN_FUSION_THRESHOLD", "64"},
                                          {"HVRUN_CACHE_CAPACITY", "0"}};
   Settings s;
-  ASSERT_TRUE(s.apply_environment(env_of(env)).is_ok());
+  ASSERT_TRUE(s.apply_environment(test::environment_of(env)).is_ok());
   EXPECT_DOUBLE_EQ(s.get(setting::kFusionThresholdMb), 64.0);
   EXPECT_EQ(s.source("fusion_threshold_mb"), SettingSource::kEnvironment);
   ASSERT_TRUE(s.apply_flag("--fusion-threshold-mb", "32", true).is_ok());
@@ -64,7 +58,7 @@ TEST(SettingsTest, FlagBeatsEnvironmentBeatsDefault) {
 TEST(SettingsTest, BadValuesNameTheSettingTheValueAndWhatIsAccepted) {
   std::map<std::string, std::string> env{{"HVRUN_FUSION_THRESHOLD", "abc"}};
   Settings s;
-  Status st = s.apply_environment(env_of(env));
+  Status st = s.apply_environment(test::environment_of(env));
   ASSERT_FALSE(st.is_ok());
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(st.message().find("HVRUN_FUSION_THRESHOLD"), std::string::npos) << st.message();
@@ -100,7 +94,7 @@ TEST(SettingsTest, NumbersParseStrictly) {
   for (const auto& [name, value] : bad) {
     std::map<std::string, std::string> env{{name, value}};
     Settings s;
-    Status st = s.apply_environment(env_of(env));
+    Status st = s.apply_environment(test::environment_of(env));
     ASSERT_FALSE(st.is_ok()) << name << "='" << value << "' was accepted";
     EXPECT_NE(st.message().find(name), std::string::npos) << st.message();
     EXPECT_NE(st.message().find("'" + value + "'"), std::string::npos) << st.message();
@@ -126,7 +120,7 @@ TEST(SettingsTest, AcceptsCommonSpellings) {
 TEST(SettingsTest, PrintShowsValueAndSource) {
   std::map<std::string, std::string> env{{"HVRUN_CYCLE_TIME", "2.5"}};
   Settings s;
-  ASSERT_TRUE(s.apply_environment(env_of(env)).is_ok());
+  ASSERT_TRUE(s.apply_environment(test::environment_of(env)).is_ok());
   ASSERT_TRUE(s.apply_flag("--cache-capacity", "7", true).is_ok());
   std::ostringstream out;
   s.print(out);

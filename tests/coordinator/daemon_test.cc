@@ -147,6 +147,19 @@ TEST(Daemon, SigtermEndsItWithAFailure) {
   EXPECT_EQ(daemon.wait_exit(std::chrono::seconds(10)), 1);
 }
 
+// --exit-with-stdin: the process that started it holds its stdin; end of file ends the job.
+TEST(Daemon, EndOfStdinEndsItWhenAsked) {
+  hvrun::test::RunOptions options;
+  options.env["HVRUN_SECRET"] = "s";
+  options.timeout = std::chrono::seconds(20);
+  auto result = hvrun::test::run_process(
+      {hvrun::test::bin_path("hvrun-coordinator"), "--world-size", "1", "--exit-with-stdin"},
+      options);
+  EXPECT_FALSE(result.timed_out);
+  EXPECT_EQ(result.exit_code, 1) << result.err;
+  EXPECT_NE(result.err.find("its stdin closed"), std::string::npos) << result.err;
+}
+
 TEST(Daemon, RefusesToRunWithoutASecretOrWorldSize) {
   hvrun::test::RunOptions options;
   options.env["HVRUN_SECRET"] = std::nullopt;

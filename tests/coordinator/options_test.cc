@@ -1,9 +1,13 @@
 // CoordinatorOptions from the settings registry, and the Status <-> gRPC mapping at the edge.
 #include <gtest/gtest.h>
 
+#include <map>
+#include <string>
+
 #include "common/settings.h"
 #include "coordinator/grpc_status.h"
 #include "coordinator/server.h"
+#include "tests/support/environment_map.h"
 
 namespace hvrun::coordinator {
 namespace {
@@ -32,6 +36,28 @@ TEST(CoordinatorOptions, FromSettingsReadsEveryCoordinatorTunable) {
   EXPECT_FALSE(CoordinatorOptions::from_settings(Settings()).join_average_all);
   EXPECT_EQ(options.job_settings.at("cycle_time_ms"), "0.25");
   EXPECT_EQ(options.job_settings.size(), all_settings().size());
+}
+
+// Horovod's variables reach the coordinator in Horovod's units; the stall check off turns off
+// both the warning and the shutdown, as Horovod's HOROVOD_STALL_CHECK_DISABLE does.
+TEST(CoordinatorOptions, HorovodVariablesInHorovodsUnits) {
+  const std::map<std::string, std::string> env{{"HOROVOD_FUSION_THRESHOLD", "67108864"},
+                                               {"HOROVOD_CYCLE_TIME", "5"},
+                                               {"HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "30"},
+                                               {"HOROVOD_STALL_CHECK_DISABLE", "1"}};
+  Settings settings;
+  ASSERT_TRUE(settings.apply_environment(test::environment_of(env)).is_ok());
+  const auto options = CoordinatorOptions::from_settings(settings);
+  EXPECT_EQ(options.fusion_threshold_bytes, 64 << 20);
+  EXPECT_EQ(options.cycle_time, std::chrono::milliseconds(5));
+  EXPECT_EQ(options.stall_warning, std::chrono::milliseconds(0));
+  EXPECT_EQ(options.stall_shutdown, std::chrono::milliseconds(0));
+  Settings checked;
+  ASSERT_TRUE(checked.set("stall_shutdown_s", "30", SettingSource::kOverride).is_ok());
+  EXPECT_EQ(CoordinatorOptions::from_settings(checked).stall_shutdown, std::chrono::seconds(30));
+  EXPECT_FALSE(CoordinatorOptions::from_settings(checked).timeline_horovod_names);
+  ASSERT_TRUE(checked.set("timeline_names", "horovod", SettingSource::kOverride).is_ok());
+  EXPECT_TRUE(CoordinatorOptions::from_settings(checked).timeline_horovod_names);
 }
 
 TEST(GrpcStatus, EveryHvrunCodeMapsToTheSameGrpcCodeAndBack) {

@@ -49,6 +49,56 @@ TEST(HvrunCliTest, VersionAndCheckBuild) {
   EXPECT_NE(b.out.find("NCCL"), std::string::npos) << b.out;
 }
 
+// horovodrun --check-build's blocks come first, in its order, as scripts grep them.
+TEST(HvrunCliTest, CheckBuildStartsWithHorovodsBlocks) {
+  RunResult b = run_process({bin_path("hvrun"), "--check-build"});
+  ASSERT_EQ(b.exit_code, 0);
+  size_t at = 0;
+  for (const char* want : {"Available Frameworks:\n", "    [ ] TensorFlow\n", "] PyTorch\n",
+                           "    [ ] MXNet\n", "Available Controllers:\n", "    [ ] MPI\n",
+                           "    [ ] Gloo\n", "Available Tensor Operations:\n", "] NCCL\n",
+                           "    [ ] DDL\n", "    [ ] CCL\n", "    [ ] MPI\n", "    [X] Gloo\n",
+                           "Available data planes:"}) {
+    const size_t found = b.out.find(want, at);
+    ASSERT_NE(found, std::string::npos) << "'" << want << "' missing or out of order:\n" << b.out;
+    at = found + 1;
+  }
+}
+
+// The same launcher under Horovod's name, taking a job line as Horovod's scripts write it.
+TEST(HvrunCliTest, HorovodrunRunsAHorovodJobLine) {
+  RunResult v = run_process({bin_path("horovodrun"), "--version"});
+  ASSERT_EQ(v.exit_code, 0) << v.err;
+  EXPECT_EQ(v.out.rfind("hvrun ", 0), 0u) << v.out;
+  RunOptions opts;
+  opts.env["HVRUN_DEVICE"] = "cpu";
+  RunResult r = run_process({bin_path("horovodrun"), "-np", "1", "-H", "localhost:1", "--gloo",
+                             "--hierarchical-allreduce", "--log-level", "WARNING", "--no-autotune",
+                             "true"},
+                            opts);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("hvrun: note: --gloo has no effect"), std::string::npos) << r.err;
+  RunResult refused = run_process({bin_path("horovodrun"), "-np", "1", "--autotune", "true"});
+  EXPECT_EQ(refused.exit_code, 2);
+  EXPECT_NE(refused.err.find("--autotune: not supported: "), std::string::npos) << refused.err;
+}
+
+TEST(HvrunCliTest, UnknownHorovodVariablesAreListedOnce) {
+  RunOptions opts;
+  opts.env["HOROVOD_FUSION_TRESHOLD"] = "1";
+  opts.env["HOROVOD_NOT_A_KNOB"] = "1";
+  opts.env["HOROVOD_CYCLE_TIME"] = "4";
+  RunResult r = run_process({bin_path("hvrun"), "--print-config"}, opts);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto lines = split_lines(r.err);
+  ASSERT_EQ(lines.size(), 1u) << r.err;
+  EXPECT_EQ(lines[0].rfind("hvrun: warning: ignoring ", 0), 0u) << lines[0];
+  EXPECT_NE(lines[0].find("HOROVOD_FUSION_TRESHOLD"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[0].find("HOROVOD_NOT_A_KNOB"), std::string::npos) << lines[0];
+  EXPECT_EQ(lines[0].find("HOROVOD_CYCLE_TIME"), std::string::npos) << lines[0];
+  EXPECT_NE(r.out.find("environment HOROVOD_CYCLE_TIME"), std::string::npos) << r.out;
+}
+
 TEST(HvrunCliTest, UnknownFlagExitsTwoWithOneLine) {
   RunResult r = run_process({bin_path("hvrun"), "--frobnicate", "true"});
   EXPECT_EQ(r.exit_code, 2);

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <regex>
 #include <string>
 
 namespace hvrun::launcher {
@@ -41,6 +42,22 @@ TEST(OutputMuxTest, TagsWholeLinesAcrossPartialReads) {
   r1.feed("ld\n");
   r0.feed(" line\n");
   EXPECT_EQ(cap.text(), "[0]<stdout>:hello\n[1]<stdout>:world\n[0]<stdout>:second line\n");
+}
+
+// horovodrun --prefix-output-with-timestamp's form: "{asctime}[rank]<stream>:line", also
+// without the rank tag.
+TEST(OutputMuxTest, TimestampsStartEachLine) {
+  Capture cap;
+  OutputSink sink(cap.fd());
+  TaggedStream tagged("[0]<stdout>:", sink, -1, 0, /*timestamps=*/true);
+  TaggedStream bare("", sink, -1, 0, /*timestamps=*/true);
+  tagged.feed("one\ntwo\n");
+  bare.feed("three\n");
+  const std::string stamp = R"([A-Z][a-z]{2} [A-Z][a-z]{2} [ 0-9]\d \d\d:\d\d:\d\d \d{4})";
+  EXPECT_TRUE(std::regex_match(cap.text(), std::regex(stamp + R"(\[0\]<stdout>:one\n)" + stamp +
+                                                      R"(\[0\]<stdout>:two\n)" + stamp +
+                                                      "three\n")))
+      << cap.text();
 }
 
 TEST(OutputMuxTest, ProgressBarsKeepTheirTagAndOthersStartOnAFreshLine) {

@@ -36,7 +36,7 @@ contents="$(unzip -Z1 "$wheel")"
 for want in hvrun/__init__.py hvrun/torch/__init__.py hvrun/lib/libhvrun.so.0 \
             hvrun/include/hvrun/hvrun.h hvrun/include/hvrun/common/status.h \
             hvrun/lib/cmake/hvrun/hvrunConfig.cmake hvrun-0.1.0.data/scripts/hvrun \
-            hvrun-0.1.0.data/scripts/hvrun-coordinator; do
+            hvrun-0.1.0.data/scripts/hvrun-coordinator hvrun-0.1.0.data/scripts/horovodrun; do
   grep -qx "$want" <<<"$contents" || fail "the wheel lacks $want"
 done
 grep -q '^hvrun/_core\..*\.so$' <<<"$contents" || fail "the wheel lacks the extension hvrun/_core"
@@ -48,6 +48,7 @@ where="$(python -c 'import hvrun, hvrun.torch; print(hvrun.__file__)')"
 case "$where" in "$venv"/*) ;; *) fail "hvrun imported from $where, not from the wheel";; esac
 [ "$(command -v hvrun)" = "$venv/bin/hvrun" ] || fail "hvrun is not the wheel's: $(command -v hvrun)"
 hvrun-coordinator --help >/dev/null || fail "hvrun-coordinator --help"
+horovodrun --version | grep -q '^hvrun ' || fail "horovodrun --version does not run the wheel's hvrun"
 
 echo "==> hvrun -np 2 -H localhost:2 python examples/pytorch_synthetic.py"
 out="$(timeout 180 hvrun -np 2 -H localhost:2 python "$src/examples/pytorch_synthetic.py" --epochs 1 \

@@ -56,6 +56,31 @@ TEST(TimelineFile, WriterOutputIsValidJsonAndReaderCountsPhasesPerRank) {
   std::filesystem::remove(path);
 }
 
+// --timeline-names horovod: the phases under Horovod's activity names, the rest as they are.
+TEST(TimelineFile, HorovodNamesForThePhases) {
+  const std::string path = temp_path("horovod.json");
+  {
+    auto w = TimelineWriter::open(path, /*horovod_names=*/true);
+    ASSERT_TRUE(w.is_ok()) << w.status().message();
+    (*w)->name_process(0, "rank 0", 0);
+    (*w)->event(0, "grad.w", "negotiated", 1000, 50, {{"op", "allreduce"}});
+    (*w)->event(0, "grad.w", "queued", 1050, 5, {{"plan", "1"}});
+    (*w)->event(0, "grad.w", "pack", 1055, 5, {{"backend", "nccl"}, {"op", "allreduce"}});
+    (*w)->event(0, "grad.w", "collective", 1060, 20, {{"backend", "nccl"}, {"op", "allreduce"}});
+    (*w)->event(0, "grad.w", "unpack", 1080, 5, {{"backend", "nccl"}, {"op", "allreduce"}});
+    (*w)->event(0, "emb", "collective", 1090, 5, {{"backend", "gloo"}, {"op", "broadcast"}});
+    (*w)->event(0, "emb", "done", 1095, -1, {{"status", "ok"}});
+    (*w)->close();
+  }
+  auto s = read_timeline(path);
+  ASSERT_TRUE(s.is_ok()) << s.status().message();
+  for (const char* name : {"NEGOTIATE_ALLREDUCE", "QUEUE", "MEMCPY_IN_FUSION_BUFFER",
+                           "NCCL_ALLREDUCE", "MEMCPY_OUT_FUSION_BUFFER", "GLOO_BCAST", "done"})
+    EXPECT_EQ(s->phases[0][name], 1u) << name;
+  EXPECT_EQ(s->phases[0]["negotiated"], 0u);
+  std::filesystem::remove(path);
+}
+
 TEST(TimelineFile, TruncatedTailOfAKilledJobIsAccepted) {
   const std::string path = temp_path("truncated.json");
   std::string text;

@@ -6,7 +6,9 @@
 #include <utility>
 
 #include "common/logging.h"
+#include "worker_lib/config_environment.h"
 #include "worker_lib/runtime/cpu_backend_factory.h"
+#include "worker_lib/runtime/private_coordinator.h"
 #include "worker_lib/runtime/registration.h"
 #include "worker_lib/telemetry/gpu_sampler.h"
 
@@ -29,13 +31,34 @@ Runtime::Runtime(const Config& config) : config_(config) {
 
 Runtime::~Runtime() { (void)shutdown(); }
 
-Result<std::unique_ptr<Runtime>> Runtime::start(const Config& config) {
-  if (config.coordinator_address.empty())
+Result<std::unique_ptr<Runtime>> Runtime::start(const Config& given) {
+  HVRUN_RETURN_IF_ERROR(logging::init("worker", given.log_level, given.log_timestamps));
+  for (const std::string& note : given.environment_notes) SPDLOG_INFO("{}", note);
+  if (!given.environment_warning.empty()) SPDLOG_WARN("{}", given.environment_warning);
+  Config config = given;
+  const bool own_coordinator = config.private_coordinator && config.coordinator_address.empty();
+  if (config.coordinator_address.empty() && !own_coordinator)
     return invalid_argument("hvrun worker: no coordinator address (HVRUN_COORDINATOR_ADDR); "
                             "start the trainer with hvrun, or fill Config::coordinator_address");
-  HVRUN_RETURN_IF_ERROR(logging::init("worker", config.log_level));
-  HVRUN_ASSIGN_OR_RETURN(auto claim, LiveWorkerClaim::claim(config.coordinator_address));
+  // A single process has one job of its own: a second init() while it lives is refused as for
+  // any job, before a second coordinator is started.
+  HVRUN_ASSIGN_OR_RETURN(auto claim, LiveWorkerClaim::claim(own_coordinator
+                                                                ? "its own (no launcher)"
+                                                                : config.coordinator_address));
+  std::unique_ptr<PrivateCoordinator> own;
+  if (own_coordinator) {
+    HVRUN_ASSIGN_OR_RETURN(own, PrivateCoordinator::start(executable_search_path(),
+                                                          config.secret, config.start_timeout));
+    config.coordinator_address = own->address();
+    config.secret = own->secret();
+    config.requested_rank = 0;
+    config.local_rank = 0;
+    SPDLOG_INFO("no launcher (HVRUN_COORDINATOR_ADDR is not set): running as a single process, "
+                "a job of size 1, with a coordinator of its own ({}, pid {})",
+                own->program(), own->pid());
+  }
   std::unique_ptr<Runtime> runtime(new Runtime(config));
+  runtime->private_coordinator_ = std::move(own);
   runtime->claim_ = std::move(claim);
   HVRUN_RETURN_IF_ERROR(runtime->connect());
   runtime->claim_->set_identity(runtime->topology_.rank, runtime->job_id_);
@@ -238,6 +261,7 @@ Status Runtime::shutdown(const std::optional<std::string>& failure) {
   release_peers_of_skipped_plans();  // plans that arrived after the loop stopped
   (void)stream_->finish();  // cancelled or aborted streams end with an error: nothing to do
   claim_.reset();  // this process may init() again
+  if (private_coordinator_) private_coordinator_->wait_for_exit();  // it ends on Goodbye
   return Status::ok();
 }
 

@@ -9,6 +9,8 @@
 //   execution_lane.h   the executor's lock and the fast path's round counter.
 //   fast_path.h        blocking allreduces agreed among the ranks (round_agreement.h), on the
 //                      caller's thread.
+//   private_coordinator.h  without a launcher, the hvrun-coordinator child of a job of size 1
+//                      (started in start(), before connect(); reaped at the end of shutdown()).
 //
 // Negotiation, step by step (the protocol contract lives in proto/hvrun.proto):
 //  1. init: Register (blocks until every rank registered), connect the backend through the
@@ -52,6 +54,7 @@
 #include "worker_lib/runtime/live_workers.h"
 #include "worker_lib/execution/pending_op.h"
 #include "worker_lib/runtime/plan_runner.h"
+#include "worker_lib/runtime/private_coordinator.h"
 #include "worker_lib/runtime/stream_reader.h"
 #include "worker_lib/runtime/submitter.h"
 #include "worker_lib/runtime/work_state.h"
@@ -121,6 +124,9 @@ class Runtime {
   void release_peers_of_skipped_plans();
 
   Config config_;
+  // A single process's own coordinator (Config::private_coordinator); first, so it outlives
+  // every part that talks to it.
+  std::unique_ptr<PrivateCoordinator> private_coordinator_;
   std::unique_ptr<LiveWorkerClaim> claim_;  // from start() to the end of shutdown()
   Topology topology_;
   std::string job_id_;

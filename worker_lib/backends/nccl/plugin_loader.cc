@@ -5,27 +5,13 @@
 #include "common/build_info.h"
 #include "common/logging.h"
 #include "worker_lib/backends/nccl/nccl_errors.h"
+#include "worker_lib/library_location.h"
 
 namespace hvrun::detail::cuda {
-namespace {
-
-// The directory this code was loaded from: libhvrun.so's, or a program's that links the worker
-// statically (the tests' and benchmarks' programs in <build>/bin).
-std::string own_directory() {
-  Dl_info info{};
-  if (dladdr(reinterpret_cast<void*>(&default_plugin_candidates), &info) == 0 ||
-      info.dli_fname == nullptr)
-    return {};
-  std::string path = info.dli_fname;
-  size_t slash = path.rfind('/');
-  return slash == std::string::npos ? std::string() : path.substr(0, slash);
-}
-
-}  // namespace
 
 std::vector<std::string> default_plugin_candidates() {
   std::vector<std::string> candidates;
-  if (std::string dir = own_directory(); !dir.empty()) {
+  if (std::string dir = library_directory(); !dir.empty()) {
     candidates.push_back(dir + "/" + kPluginFileName);
     candidates.push_back(dir + "/../lib/" + kPluginFileName);  // a program in bin/ beside lib/
   }

@@ -95,6 +95,7 @@ struct Config {
   // Bounds every data-plane operation and every wait() without an explicit timeout.
   std::chrono::milliseconds op_timeout{300000};
   std::string log_level = "info";
+  bool log_timestamps = true;  // log lines start with the time of day
   // CUDA tensors: allocates library-allocated outputs (see DeviceAllocator in types.h); empty =
   // cudaMallocAsync on the input's stream, freed with cudaFreeAsync when the last owner goes.
   DeviceAllocator device_allocator;
@@ -102,9 +103,20 @@ struct Config {
   FastPathConfig fast_path;
   TelemetryConfig telemetry;
 
-  // Reads HVRUN_* variables (and the settings registry's worker settings), and
-  // CUDA_VISIBLE_DEVICES: the only place the worker library reads the environment for its
-  // settings. Errors name the missing or malformed variable.
+  // No launcher: init() starts a coordinator of this process's own (the hvrun-coordinator
+  // program, as a child it owns and reaps) and runs a job of size 1, as Horovod does for a
+  // trainer started without horovodrun. from_environment() sets it when HVRUN_COORDINATOR_ADDR
+  // is not set; coordinator_address and secret are then filled by init().
+  bool private_coordinator = false;
+  // From the environment, for init() to log: HOROVOD_* variables accepted but changing nothing
+  // (info), and HOROVOD_* names hvrun does not know (one warning). Empty under hvrun, which
+  // printed them already.
+  std::vector<std::string> environment_notes;
+  std::string environment_warning;
+
+  // Reads HVRUN_* variables (and the settings registry's worker settings, with the HOROVOD_*
+  // variables of the same meaning), and CUDA_VISIBLE_DEVICES: the only place the worker library
+  // reads the environment for its settings. Errors name the missing or malformed variable.
   static Result<Config> from_environment();
 };
 
