@@ -21,6 +21,8 @@ from hvrun import _core, _state
 from hvrun._tensors import (BFLOAT16, FLOAT16, FLOAT32, FLOAT64, INT8, INT32, INT64, UINT8,
                             Adasum, Average, Max, Min, Product, Sum, core_op, resolve_op)
 from hvrun.exceptions import HorovodInternalError, raise_for_status
+from hvrun.process_sets import (ProcessSet, _check_process_set, add_process_set,  # noqa: F401
+                                global_process_set, remove_process_set)
 from hvrun.torch.compression import Compression
 
 _TORCH_DTYPES = {
@@ -31,42 +33,6 @@ _TORCH_DTYPES = {
 # Dtypes the operations that only move bytes (broadcast, allgather, alltoall) carry as another
 # dtype of the same width.
 _MOVED_AS = {torch.bool: torch.uint8}
-
-
-class ProcessSet:
-    """Horovod's process sets; hvrun has the global one only (every rank)."""
-
-    def __init__(self, ranks=None):
-        self.ranks = ranks
-        self.process_set_id = 0
-
-    def size(self):
-        return _state.worker().size
-
-    def rank(self):
-        return _state.worker().rank
-
-    def included(self):
-        return True
-
-    def __repr__(self):
-        return "ProcessSet(process_set_id=0, ranks=all)"
-
-
-global_process_set = ProcessSet()
-
-
-def add_process_set(process_set):
-    raise NotImplementedError("hvrun supports only the global process set")
-
-
-def remove_process_set(process_set):
-    raise NotImplementedError("hvrun supports only the global process set")
-
-
-def _check_process_set(process_set):
-    if process_set is not None and process_set is not global_process_set and process_set.ranks is not None:
-        raise NotImplementedError("hvrun supports only the global process set")
 
 
 # ---- tensors <-> the extension

@@ -1,0 +1,1 @@
+from hvrun.tensorflow.mpi_ops import *  # noqa
