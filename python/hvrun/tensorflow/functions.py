@@ -25,7 +25,7 @@ def broadcast_variables(variables, root_rank, process_set=global_process_set, in
     if _executing_eagerly():
         if not variables:
             return None
-        tf.function(_broadcast_group)(variables, root_rank)
+        tf.function(lambda: _broadcast_group(variables, root_rank))()
         return None
     return tf.group(*_broadcast_group(variables, root_rank))
 

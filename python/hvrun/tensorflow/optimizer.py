@@ -36,8 +36,7 @@ def make_allreduce_grads_fn(name, device_dense, device_sparse, compression, spar
         raise NotImplementedError("hvrun does not implement Adasum; use Average or Sum")
     prescale, postscale = _scale_factors(op, gradient_predivide_factor)
 
-    def allreduce_grads(grads, variables=None):
-        del variables
+    def allreduce_grads(grads):
         if size() == 1:
             return list(grads)
         with tf.name_scope(name + "_Allreduce"):
@@ -90,7 +89,7 @@ class _DistributedGradientTape(tf.GradientTape):
         source_list = [sources] if single else list(sources)
         grads = super().gradient(target, source_list, output_gradients, **kwargs)
         shared = [i for i, s in enumerate(source_list) if s.ref() not in self._local_sources]
-        reduced = self._allreduce_grads([grads[i] for i in shared], [source_list[i] for i in shared])
+        reduced = self._allreduce_grads([grads[i] for i in shared])
         grads = list(grads)
         for i, g in zip(shared, reduced):
             grads[i] = g
@@ -128,7 +127,7 @@ class _DistributedOptimizer(_LegacyOptimizer):
     def compute_gradients(self, *args, **kwargs):
         gradients = self._optimizer.compute_gradients(*args, **kwargs)
         grads, variables = zip(*gradients)
-        reduced = self._allreduce_grads(list(grads), list(variables))
+        reduced = self._allreduce_grads(list(grads))
         return list(zip(reduced, variables))
 
     def apply_gradients(self, *args, **kwargs):
