@@ -19,7 +19,7 @@ class JoinKernel : public CollectiveKernel {
     Handle handle;
     submit(context, done, [&](Worker& worker) { handle = worker.join_async(); });
     if (!handle.valid()) return;
-    when_complete(context, {handle}, [context, handle, done = std::move(done)](const Status& status) {
+    when_complete(context, {handle}, {}, [context, handle, done = std::move(done)](const Status& status) {
       if (!status.is_ok()) {
         context->SetStatus(to_tf_status(status));
         done();
@@ -40,7 +40,7 @@ class BarrierKernel : public CollectiveKernel {
   void ComputeAsync(tf::OpKernelContext* context, DoneCallback done) override {
     Handle handle;
     submit(context, done, [&](Worker& worker) { handle = worker.barrier_async(); });
-    if (handle.valid()) complete_in_place(context, {handle}, std::move(done));
+    if (handle.valid()) complete_in_place(context, {handle}, {}, std::move(done));
   }
 };
 

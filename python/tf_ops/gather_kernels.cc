@@ -47,7 +47,7 @@ class AllgatherKernel : public CollectiveKernel {
       }
     });
     if (refused_one || handles.size() != static_cast<size_t>(count)) return;
-    when_complete(context, handles, [context, handles, done = std::move(done)](const Status& status) {
+    when_complete(context, handles, {}, [context, handles, done = std::move(done)](const Status& status) {
       if (!status.is_ok()) {
         context->SetStatus(to_tf_status(status));
       } else {
@@ -91,7 +91,7 @@ class AlltoallKernel : public CollectiveKernel {
       handle = worker.alltoall_async(tensor_name(), const_view_of(input, *dtype), splits);
     });
     if (!handle.valid()) return;
-    when_complete(context, {handle}, [context, handle, done = std::move(done)](const Status& status) {
+    when_complete(context, {handle}, {}, [context, handle, done = std::move(done)](const Status& status) {
       if (!status.is_ok()) {
         context->SetStatus(to_tf_status(status));
         done();

@@ -1,11 +1,14 @@
 #include "python/tf_ops/kernel_support.h"
 
 #include <atomic>
+#include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <mutex>
 #include <utility>
 
+#include "python/tf_ops/deadline_watch.h"
 #include "python/tf_ops/worker_slot.h"
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/platform/threadpool.h"
@@ -90,7 +93,11 @@ CollectiveKernel::CollectiveKernel(tf::OpKernelConstruction* context)
 
 bool CollectiveKernel::submit(tf::OpKernelContext* context, const DoneCallback& done,
                               const std::function<void(Worker&)>& submit_with) {
-  if (WorkerSlot::of_process().with_worker(submit_with)) return true;
+  const bool submitted = WorkerSlot::of_process().with_worker([&](Worker& worker) {
+    rank_ = worker.rank();
+    submit_with(worker);
+  });
+  if (submitted) return true;
   fail(context, done,
        failed_precondition("hvrun.tensorflow has not been initialized; use hvd.init() (op '" +
                            tensor_name_ + "')"));
@@ -123,16 +130,42 @@ namespace {
 
 // What the handles of one op share until the last completes.
 struct PendingOp {
-  std::atomic<size_t> left;
+  std::atomic<size_t> left{0};
+  std::atomic<bool> finishing{false};  // finish was handed to TensorFlow (completion or deadline)
   std::mutex mutex;
   Status first_failure;  // guarded by mutex
   std::function<void(const Status&)> finish;
-  tf::OpKernelContext* context;
+  tf::OpKernelContext* context = nullptr;  // valid until finish called done()
+  std::vector<tf::Tensor> keep_alive;      // read or written by the collectives until they complete
+  uint64_t deadline_entry = 0;
 };
+
+// The worker's operation timeout (--op-timeout, HVRUN_OP_TIMEOUT), read once.
+std::chrono::milliseconds op_timeout() {
+  static const std::chrono::milliseconds timeout = [] {
+    auto config = Config::from_environment();
+    return config.is_ok() ? config->op_timeout : std::chrono::milliseconds(300000);
+  }();
+  return timeout;
+}
+
+// Hands finish(status) to TensorFlow's threads, unless it already was.
+void finish_once(const std::shared_ptr<PendingOp>& pending, Status status) {
+  if (pending->finishing.exchange(true)) return;
+  auto* threads = pending->context->device()->tensorflow_cpu_worker_threads();
+  threads->workers->Schedule([pending, status = std::move(status)] { pending->finish(status); });
+}
+
+std::string seconds_text(std::chrono::milliseconds ms) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f", static_cast<double>(ms.count()) / 1000.0);
+  return text;
+}
 
 }  // namespace
 
 void CollectiveKernel::when_complete(tf::OpKernelContext* context, std::vector<Handle> handles,
+                                     std::vector<tf::Tensor> written,
                                      std::function<void(const Status&)> finish) {
   if (handles.empty()) {
     finish(Status::ok());
@@ -142,6 +175,20 @@ void CollectiveKernel::when_complete(tf::OpKernelContext* context, std::vector<H
   pending->left = handles.size();
   pending->finish = std::move(finish);
   pending->context = context;
+  pending->keep_alive = std::move(written);
+  for (int i = 0; i < context->num_inputs(); ++i) pending->keep_alive.push_back(context->input(i));
+
+  const std::string message = "rank " + std::to_string(rank_.load()) + ": collective '" +
+                              handles.front().name() + "' did not complete within " +
+                              seconds_text(op_timeout()) +
+                              " s (--op-timeout; some rank may not have submitted it: the "
+                              "coordinator's stall warning names the ranks it waits for)";
+  std::weak_ptr<PendingOp> watched = pending;
+  pending->deadline_entry = DeadlineWatch::of_process().add(
+      DeadlineWatch::Clock::now() + op_timeout(), [watched, message] {
+        if (auto expired = watched.lock()) finish_once(expired, deadline_exceeded(message));
+      });
+
   for (const Handle& handle : handles) {
     handle.on_complete([pending](const Status& status) {
       if (!status.is_ok()) {
@@ -150,25 +197,24 @@ void CollectiveKernel::when_complete(tf::OpKernelContext* context, std::vector<H
       }
       if (pending->left.fetch_sub(1) != 1) return;
       // The last one: the rest runs on TensorFlow's threads, never on the worker's.
-      auto* threads = pending->context->device()->tensorflow_cpu_worker_threads();
-      threads->workers->Schedule([pending] {
-        Status final_status;
-        {
-          std::lock_guard<std::mutex> lock(pending->mutex);
-          final_status = pending->first_failure;
-        }
-        pending->finish(final_status);
-      });
+      DeadlineWatch::of_process().cancel(pending->deadline_entry);
+      Status final_status;
+      {
+        std::lock_guard<std::mutex> lock(pending->mutex);
+        final_status = pending->first_failure;
+      }
+      finish_once(pending, std::move(final_status));
     });
   }
 }
 
 void CollectiveKernel::complete_in_place(tf::OpKernelContext* context, std::vector<Handle> handles,
-                                         DoneCallback done) {
-  when_complete(context, std::move(handles), [context, done = std::move(done)](const Status& s) {
-    if (!s.is_ok()) context->SetStatus(to_tf_status(s));
-    done();
-  });
+                                         std::vector<tf::Tensor> written, DoneCallback done) {
+  when_complete(context, std::move(handles), std::move(written),
+                [context, done = std::move(done)](const Status& s) {
+                  if (!s.is_ok()) context->SetStatus(to_tf_status(s));
+                  done();
+                });
 }
 
 }  // namespace hvrun::tensorflow_ops

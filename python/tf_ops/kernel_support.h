@@ -8,6 +8,7 @@
 // TensorFlow's CPU worker threads. Neither side ever waits for the other.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <optional>
 #include <string>
@@ -57,13 +58,16 @@ class CollectiveKernel : public tf::AsyncOpKernel {
   static void fail(tf::OpKernelContext* context, const DoneCallback& done, const Status& status);
 
   // Once every handle completed, runs finish(first failure, or OK) on one of TensorFlow's CPU
-  // worker threads. `finish` calls done().
-  static void when_complete(tf::OpKernelContext* context, std::vector<Handle> handles,
-                            std::function<void(const Status&)> finish);
+  // worker threads; `finish` calls done(). When they have not completed within the worker's
+  // operation timeout, finish runs with DEADLINE_EXCEEDED instead (and never again): the op
+  // fails rather than waiting for a rank that never submits. The op's inputs and `written`
+  // (outputs the collective writes into) stay alive until the handles complete, even then.
+  void when_complete(tf::OpKernelContext* context, std::vector<Handle> handles,
+                     std::vector<tf::Tensor> written, std::function<void(const Status&)> finish);
 
-  // when_complete for ops whose outputs the collective wrote in place: sets the status, done().
-  static void complete_in_place(tf::OpKernelContext* context, std::vector<Handle> handles,
-                                DoneCallback done);
+  // when_complete for ops whose outputs the collective writes in place: sets the status, done().
+  void complete_in_place(tf::OpKernelContext* context, std::vector<Handle> handles,
+                         std::vector<tf::Tensor> written, DoneCallback done);
 
   // Copies a completed handle's library-allocated result into output `index`.
   static absl::Status output_from_handle(tf::OpKernelContext* context, int index, const Handle& handle);
@@ -73,6 +77,7 @@ class CollectiveKernel : public tf::AsyncOpKernel {
 
  private:
   std::string tensor_name_;
+  std::atomic<int> rank_{-1};  // this process's rank, known once a submission ran
 };
 
 }  // namespace hvrun::tensorflow_ops

@@ -1,6 +1,13 @@
 // The ops hvrun.tensorflow builds graphs from: Horovod's ops (HorovodAllreduce, ...) under the
 // names Hvrun*, with Horovod's attributes and defaults. reduce_op carries Horovod's constants.
 // process_set_id is accepted for Horovod's graphs and must be 0 (the global set).
+//
+// Every op is stateful: otherwise Grappler folds a collective of constant inputs by running its
+// kernel while it optimises the graph (a collective submitted at optimisation time, and again
+// when the folded node is kept after a failure), merges two identical collectives, or prunes
+// one whose result is unused (which another rank may still be waiting for). tf.function chains
+// stateful ops in program order; hvrun.tensorflow lists the collectives with TensorFlow's own
+// (CollectiveReduce, NcclAllReduce) as ops that must run concurrently (mpi_ops.py).
 #include "tensorflow/core/framework/common_shape_fns.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"
@@ -40,6 +47,7 @@ absl::Status scalar(InferenceContext* c) {
 }  // namespace
 
 REGISTER_OP("HvrunAllreduce")
+    .SetIsStateful()
     .Attr(kReducedTypes)
     .Attr("reduce_op: int")
     .Attr("prescale_factor: float")
@@ -51,6 +59,7 @@ REGISTER_OP("HvrunAllreduce")
     .SetShapeFn(same_shapes);
 
 REGISTER_OP("HvrunGroupedAllreduce")
+    .SetIsStateful()
     .Attr(kReducedTypes)
     .Attr("reduce_op: int")
     .Attr("prescale_factor: float")
@@ -63,6 +72,7 @@ REGISTER_OP("HvrunGroupedAllreduce")
     .SetShapeFn(same_shapes);
 
 REGISTER_OP("HvrunAllgather")
+    .SetIsStateful()
     .Attr(kMovedTypes)
     .Attr("ignore_name_scope: bool = False")
     .Attr("process_set_id: int = 0")
@@ -71,6 +81,7 @@ REGISTER_OP("HvrunAllgather")
     .SetShapeFn(first_dimension_unknown);
 
 REGISTER_OP("HvrunGroupedAllgather")
+    .SetIsStateful()
     .Attr(kMovedTypes)
     .Attr("ignore_name_scope: bool = False")
     .Attr("num_tensors: int")
@@ -80,6 +91,7 @@ REGISTER_OP("HvrunGroupedAllgather")
     .SetShapeFn(first_dimension_unknown);
 
 REGISTER_OP("HvrunBroadcast")
+    .SetIsStateful()
     .Attr(kMovedTypes)
     .Attr("root_rank: int")
     .Attr("ignore_name_scope: bool = False")
@@ -89,6 +101,7 @@ REGISTER_OP("HvrunBroadcast")
     .SetShapeFn(same_shapes);
 
 REGISTER_OP("HvrunAlltoall")
+    .SetIsStateful()
     .Attr(kMovedTypes)
     .Attr("ignore_name_scope: bool = False")
     .Attr("process_set_id: int = 0")
@@ -105,6 +118,7 @@ REGISTER_OP("HvrunAlltoall")
     });
 
 REGISTER_OP("HvrunReducescatter")
+    .SetIsStateful()
     .Attr(kScatteredTypes)
     .Attr("reduce_op: int")
     .Attr("ignore_name_scope: bool = False")
@@ -116,6 +130,7 @@ REGISTER_OP("HvrunReducescatter")
     .SetShapeFn(first_dimension_unknown);
 
 REGISTER_OP("HvrunGroupedReducescatter")
+    .SetIsStateful()
     .Attr(kScatteredTypes)
     .Attr("reduce_op: int")
     .Attr("ignore_name_scope: bool = False")
@@ -127,7 +142,7 @@ REGISTER_OP("HvrunGroupedReducescatter")
     .Output("outputs: num_tensors*T")
     .SetShapeFn(first_dimension_unknown);
 
-// Stateful: they read no tensor, so nothing else orders them or keeps them in a graph.
+// In program order in a tf.function (a barrier after the collectives before it).
 REGISTER_OP("HvrunJoin").Output("output: int32").SetIsStateful().SetShapeFn(scalar);
 REGISTER_OP("HvrunBarrier").Attr("process_set_id: int = 0").SetIsStateful().SetShapeFn(
     ::tensorflow::shape_inference::NoOutputs);

@@ -65,7 +65,7 @@ class AllreduceKernel : public CollectiveKernel {
       handle = worker.allreduce_async(tensor_name(), const_view_of(input, *dtype),
                                       view_of(*output, *dtype), options_);
     });
-    if (handle.valid()) complete_in_place(context, {handle}, std::move(done));
+    if (handle.valid()) complete_in_place(context, {handle}, {*output}, std::move(done));
   }
 
  private:
@@ -109,7 +109,10 @@ class GroupedAllreduceKernel : public CollectiveKernel {
       }
       handles = worker.grouped_allreduce_async(names, views, options_);
     });
-    if (!handles.empty() || count == 0) complete_in_place(context, std::move(handles), std::move(done));
+    std::vector<tf::Tensor> written;
+    for (tf::Tensor* output : outputs) written.push_back(*output);
+    if (!handles.empty() || count == 0)
+      complete_in_place(context, std::move(handles), std::move(written), std::move(done));
   }
 
  private:
@@ -138,7 +141,7 @@ class BroadcastKernel : public CollectiveKernel {
       }
       handle = worker.broadcast_async(tensor_name(), view_of(*output, *dtype), root_rank_);
     });
-    if (handle.valid()) complete_in_place(context, {handle}, std::move(done));
+    if (handle.valid()) complete_in_place(context, {handle}, {*output}, std::move(done));
   }
 
  private:
@@ -172,7 +175,7 @@ class ReducescatterKernel : public CollectiveKernel {
       }
     });
     if (refused_one || handles.size() != static_cast<size_t>(count)) return;
-    when_complete(context, handles, [context, handles, done = std::move(done)](const Status& status) {
+    when_complete(context, handles, {}, [context, handles, done = std::move(done)](const Status& status) {
       if (!status.is_ok()) {
         context->SetStatus(to_tf_status(status));
       } else {

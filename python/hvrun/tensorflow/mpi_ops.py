@@ -43,6 +43,23 @@ def _load_library():
 
 MPI_LIB, _NATIVE = _load_library()
 
+# The collectives' ops are stateful (op_definitions.cc says why). In a tf.function, stateful ops
+# run in program order unless listed as asynchronous, as TensorFlow lists its own collectives:
+# the collectives of one step must be submitted together to fuse, and a rank must never wait
+# for one of its own collectives to finish before submitting the next one its peers wait for.
+_COLLECTIVE_OPS = ("HvrunAllreduce", "HvrunGroupedAllreduce", "HvrunAllgather",
+                   "HvrunGroupedAllgather", "HvrunBroadcast", "HvrunAlltoall",
+                   "HvrunReducescatter", "HvrunGroupedReducescatter")
+
+
+def _run_collectives_concurrently():
+    from tensorflow.python.framework import auto_control_deps
+    auto_control_deps.ASYNC_STATEFUL_OPS = frozenset(auto_control_deps.ASYNC_STATEFUL_OPS |
+                                                     set(_COLLECTIVE_OPS))
+
+
+_run_collectives_concurrently()
+
 
 def _attach(worker):
     _NATIVE.hvrun_tensorflow_attach_worker(worker.address if worker is not None else 0)
