@@ -19,17 +19,15 @@ class JoinKernel : public CollectiveKernel {
     Handle handle;
     submit(context, done, [&](Worker& worker) { handle = worker.join_async(); });
     if (!handle.valid()) return;
-    when_complete(context, {handle}, {}, [context, handle, done = std::move(done)](const Status& status) {
-      if (!status.is_ok()) {
-        context->SetStatus(to_tf_status(status));
-        done();
-        return;
-      }
-      tf::Tensor* last_rank = nullptr;
-      OP_REQUIRES_OK_ASYNC(context, context->allocate_output(0, tf::TensorShape({}), &last_rank), done);
-      last_rank->scalar<int32_t>()() = handle.join_result();
-      done();
-    });
+    complete_with_outputs(
+        context, {handle},
+        [context, handle]() -> absl::Status {
+          tf::Tensor* last_rank = nullptr;
+          TF_RETURN_IF_ERROR(context->allocate_output(0, tf::TensorShape({}), &last_rank));
+          last_rank->scalar<int32_t>()() = handle.join_result();
+          return absl::OkStatus();
+        },
+        std::move(done));
   }
 };
 

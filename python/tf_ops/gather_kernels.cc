@@ -47,20 +47,8 @@ class AllgatherKernel : public CollectiveKernel {
       }
     });
     if (refused_one || handles.size() != static_cast<size_t>(count)) return;
-    when_complete(context, handles, {}, [context, handles, done = std::move(done)](const Status& status) {
-      if (!status.is_ok()) {
-        context->SetStatus(to_tf_status(status));
-      } else {
-        for (size_t i = 0; i < handles.size(); ++i) {
-          absl::Status copied = output_from_handle(context, static_cast<int>(i), handles[i]);
-          if (!copied.ok()) {
-            context->SetStatus(copied);
-            break;
-          }
-        }
-      }
-      done();
-    });
+    complete_with_outputs(context, handles, [context, handles] { return outputs_from_handles(context, handles); },
+                          std::move(done));
   }
 };
 
@@ -91,23 +79,20 @@ class AlltoallKernel : public CollectiveKernel {
       handle = worker.alltoall_async(tensor_name(), const_view_of(input, *dtype), splits);
     });
     if (!handle.valid()) return;
-    when_complete(context, {handle}, {}, [context, handle, done = std::move(done)](const Status& status) {
-      if (!status.is_ok()) {
-        context->SetStatus(to_tf_status(status));
-        done();
-        return;
-      }
-      OP_REQUIRES_OK_ASYNC(context, output_from_handle(context, 0, handle), done);
-      const std::vector<int64_t> received = handle.received_splits();
-      tf::Tensor* received_splits = nullptr;
-      OP_REQUIRES_OK_ASYNC(context,
-                           context->allocate_output(
-                               1, tf::TensorShape({static_cast<int64_t>(received.size())}), &received_splits),
-                           done);
-      auto out = received_splits->flat<int32_t>();
-      for (size_t i = 0; i < received.size(); ++i) out(static_cast<int64_t>(i)) = static_cast<int32_t>(received[i]);
-      done();
-    });
+    complete_with_outputs(
+        context, {handle},
+        [context, handle]() -> absl::Status {
+          TF_RETURN_IF_ERROR(outputs_from_handles(context, {handle}));
+          const std::vector<int64_t> received = handle.received_splits();
+          tf::Tensor* received_splits = nullptr;
+          TF_RETURN_IF_ERROR(context->allocate_output(
+              1, tf::TensorShape({static_cast<int64_t>(received.size())}), &received_splits));
+          auto out = received_splits->flat<int32_t>();
+          for (size_t i = 0; i < received.size(); ++i)
+            out(static_cast<int64_t>(i)) = static_cast<int32_t>(received[i]);
+          return absl::OkStatus();
+        },
+        std::move(done));
   }
 };
 

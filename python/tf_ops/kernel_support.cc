@@ -110,15 +110,17 @@ void CollectiveKernel::fail(tf::OpKernelContext* context, const DoneCallback& do
   done();
 }
 
-absl::Status CollectiveKernel::output_from_handle(tf::OpKernelContext* context, int index,
-                                                  const Handle& handle) {
-  TensorView result = handle.output();
-  tf::TensorShape shape;
-  for (int64_t d : result.shape) TF_RETURN_IF_ERROR(shape.AddDimWithStatus(d));
-  tf::Tensor* output = nullptr;
-  TF_RETURN_IF_ERROR(context->allocate_output(index, shape, &output));
-  const size_t bytes = static_cast<size_t>(num_elements(result.shape)) * dtype_size(result.dtype);
-  if (bytes > 0) std::memcpy(output->data(), result.data, bytes);
+absl::Status CollectiveKernel::outputs_from_handles(tf::OpKernelContext* context,
+                                                    const std::vector<Handle>& handles) {
+  for (size_t i = 0; i < handles.size(); ++i) {
+    TensorView result = handles[i].output();
+    tf::TensorShape shape;
+    for (int64_t d : result.shape) TF_RETURN_IF_ERROR(shape.AddDimWithStatus(d));
+    tf::Tensor* output = nullptr;
+    TF_RETURN_IF_ERROR(context->allocate_output(static_cast<int>(i), shape, &output));
+    const size_t bytes = static_cast<size_t>(num_elements(result.shape)) * dtype_size(result.dtype);
+    if (bytes > 0) std::memcpy(output->data(), result.data, bytes);
+  }
   return absl::OkStatus();
 }
 
@@ -206,6 +208,17 @@ void CollectiveKernel::when_complete(tf::OpKernelContext* context, std::vector<H
       finish_once(pending, std::move(final_status));
     });
   }
+}
+
+void CollectiveKernel::complete_with_outputs(tf::OpKernelContext* context,
+                                             std::vector<Handle> handles,
+                                             std::function<absl::Status()> produce,
+                                             DoneCallback done) {
+  when_complete(context, std::move(handles), {},
+                [context, produce = std::move(produce), done = std::move(done)](const Status& s) {
+                  context->SetStatus(s.is_ok() ? produce() : to_tf_status(s));
+                  done();
+                });
 }
 
 void CollectiveKernel::complete_in_place(tf::OpKernelContext* context, std::vector<Handle> handles,

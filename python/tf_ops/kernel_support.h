@@ -69,8 +69,14 @@ class CollectiveKernel : public tf::AsyncOpKernel {
   void complete_in_place(tf::OpKernelContext* context, std::vector<Handle> handles,
                          std::vector<tf::Tensor> written, DoneCallback done);
 
-  // Copies a completed handle's library-allocated result into output `index`.
-  static absl::Status output_from_handle(tf::OpKernelContext* context, int index, const Handle& handle);
+  // when_complete for ops whose outputs are made once the collectives succeeded: produce()
+  // makes them (its error fails the op); a failed collective fails the op. Then done().
+  void complete_with_outputs(tf::OpKernelContext* context, std::vector<Handle> handles,
+                             std::function<absl::Status()> produce, DoneCallback done);
+
+  // Copies each completed handle's library-allocated result into the output of its index.
+  static absl::Status outputs_from_handles(tf::OpKernelContext* context,
+                                           const std::vector<Handle>& handles);
 
   // "rank R: <what>" for errors this binding finds itself (unsupported dtypes, bad splits).
   static Status refused(const Worker& worker, const std::string& what);

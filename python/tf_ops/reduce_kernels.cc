@@ -175,20 +175,8 @@ class ReducescatterKernel : public CollectiveKernel {
       }
     });
     if (refused_one || handles.size() != static_cast<size_t>(count)) return;
-    when_complete(context, handles, {}, [context, handles, done = std::move(done)](const Status& status) {
-      if (!status.is_ok()) {
-        context->SetStatus(to_tf_status(status));
-      } else {
-        for (size_t i = 0; i < handles.size(); ++i) {
-          absl::Status copied = output_from_handle(context, static_cast<int>(i), handles[i]);
-          if (!copied.ok()) {
-            context->SetStatus(copied);
-            break;
-          }
-        }
-      }
-      done();
-    });
+    complete_with_outputs(context, handles, [context, handles] { return outputs_from_handles(context, handles); },
+                          std::move(done));
   }
 
  private:

@@ -98,6 +98,13 @@ def _node_name(prefix, tensor, name):
     return name
 
 
+def _group_name(prefix, tensors, name):
+    """Horovod's rule for grouped ops: a given name, else '<prefix>_<first>_<last>'."""
+    if name is None and not _executing_eagerly():
+        return _normalize_name("%s_%s_%s" % (prefix, tensors[0].name, tensors[-1].name))
+    return name
+
+
 def _allreduce(tensor, name=None, op=Sum, prescale_factor=1.0, postscale_factor=1.0,
                ignore_name_scope=False, process_set=global_process_set):
     """Reduces `tensor` over every rank (the raw op; see allreduce for Horovod's wrapper)."""
@@ -121,8 +128,7 @@ def _grouped_allreduce(tensors, name=None, op=Sum, prescale_factor=1.0, postscal
                        ignore_name_scope=False, process_set=global_process_set):
     """Reduces every tensor of `tensors` (one dtype) in one negotiation."""
     _check_process_set(process_set)
-    if name is None and not _executing_eagerly():
-        name = _normalize_name("HorovodGroupedAllreduce_%s_%s" % (tensors[0].name, tensors[-1].name))
+    name = _group_name("HorovodGroupedAllreduce", tensors, name)
     return MPI_LIB.hvrun_grouped_allreduce(list(tensors), name=name, reduce_op=op,
                                            prescale_factor=prescale_factor,
                                            postscale_factor=postscale_factor,
@@ -165,8 +171,7 @@ def _allgather_grad(op, grad):
 def grouped_allgather(tensors, name=None, ignore_name_scope=False, process_set=global_process_set):
     """allgather of every tensor of `tensors` (one dtype) in one op."""
     _check_process_set(process_set)
-    if name is None and not _executing_eagerly():
-        name = _normalize_name("HorovodGroupedAllgather_%s_%s" % (tensors[0].name, tensors[-1].name))
+    name = _group_name("HorovodGroupedAllgather", tensors, name)
     return MPI_LIB.hvrun_grouped_allgather(list(tensors), name=name,
                                            ignore_name_scope=ignore_name_scope)
 
@@ -257,8 +262,7 @@ def _grouped_reducescatter(tensors, name=None, op=Sum, ignore_name_scope=False,
                            process_set=global_process_set, prescale_factor=1.0,
                            postscale_factor=1.0):
     _check_process_set(process_set)
-    if name is None and not _executing_eagerly():
-        name = _normalize_name("HorovodGroupedReducescatter_%s_%s" % (tensors[0].name, tensors[-1].name))
+    name = _group_name("HorovodGroupedReducescatter", tensors, name)
     return MPI_LIB.hvrun_grouped_reducescatter(list(tensors), name=name, reduce_op=op,
                                                ignore_name_scope=ignore_name_scope,
                                                prescale_factor=prescale_factor,

@@ -3,8 +3,6 @@ submits both make the surviving rank raise within a bound (never a hang). Each c
 small hvrun job (these tests do not run under hvrun)."""
 import os
 import re
-import signal
-import subprocess
 import sys
 import time
 
@@ -13,19 +11,8 @@ import pytest
 pytest.importorskip("tensorflow")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def run_job(args, timeout):
-    hvrun = os.path.join(os.environ["HVRUN_BIN_DIR"], "hvrun")
-    proc = subprocess.Popen([hvrun] + args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, start_new_session=True)
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
-        raise AssertionError("hvrun job did not finish within %d s:\n%s" % (timeout, out))
-    return proc.returncode, out
+sys.path.insert(0, os.path.dirname(HERE))
+from test_faults import run_job  # noqa: E402  (hvrun in its own session, bounded)
 
 
 def raised(out):
