@@ -12,9 +12,9 @@
      ranks that ran out wait while the others finish, then everyone takes the last rank's model;
   5. rank 0 writes a checkpoint every N steps (--checkpoint-every), and a last one.
 
-Synthetic regression data; no download. Written against Horovod's API: replacing the import
-below with `import horovod.tensorflow as hvd` needs no other change on Horovod's supported
-TensorFlow and Keras 2.
+Synthetic regression data; no download. Every hvd.* call is Horovod's (horovod.tensorflow).
+Horovod itself stops at Keras 2, whose loss-scale optimizer spells scale_loss as
+get_scaled_loss: that one line (with --mixed-precision) is Keras 3's, not Horovod's.
 """
 import argparse
 import os
@@ -71,7 +71,8 @@ def train_step(features, targets):
         loss = loss_fn(targets, model(features, training=True))
         scaled_loss = opt.scale_loss(loss) if scaled else loss
     grads = tape.gradient(scaled_loss, model.trainable_variables)
-    opt.apply(grads, model.trainable_variables)  # averaged over the ranks that have data
+    # Averaged over the ranks that still have data.
+    opt.apply_gradients(zip(grads, model.trainable_variables))
     return loss
 
 
