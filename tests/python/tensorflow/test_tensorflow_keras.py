@@ -1,6 +1,7 @@
 """hvrun.tensorflow.keras with Keras 3: model.fit on every rank with the callbacks ends with the
 same weights on every rank, and with the weights and loss curve of one process training on the
-global batch (float tolerance), in float32 and under a mixed_float16 policy."""
+global batch (float tolerance), in float32 and under mixed_float16 and mixed_bfloat16 policies
+(bfloat16 keeps 8 bits of mantissa: the tolerance is that coarse)."""
 import os
 import shutil
 import tempfile
@@ -73,7 +74,8 @@ def sgd_with_small_loss_scale():
 
 
 @pytest.mark.parametrize("policy,optimizer_fn,tolerance",
-                         [("float32", sgd, 1e-5), ("mixed_float16", sgd_with_small_loss_scale, 2e-3)])
+                         [("float32", sgd, 1e-5), ("mixed_float16", sgd_with_small_loss_scale, 2e-3),
+                          ("mixed_bfloat16", sgd, 5e-2)])
 def test_fit_matches_one_process_with_the_global_batch(policy, optimizer_fn, tolerance):
     callbacks = [hvd.callbacks.BroadcastGlobalVariablesCallback(0),
                  hvd.callbacks.MetricAverageCallback()]
