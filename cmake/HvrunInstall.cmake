@@ -8,7 +8,7 @@
 #   lib/libhvrun.so*, lib/libhvrun_cuda.so  hvrun/lib/libhvrun.so*, hvrun/lib/libhvrun_cuda.so
 #   include/hvrun/...                       hvrun/include/hvrun/...
 #   lib/cmake/hvrun/                        hvrun/lib/cmake/hvrun/  (hvrun.cmake_prefix_path)
-#   lib/python3/dist-packages/hvrun/        hvrun/
+#   lib/python3/dist-packages/hvrun/        hvrun/  (hvrun/tensorflow/_hvrun_tf_ops.so when built)
 include(CMakePackageConfigHelpers)
 
 if(SKBUILD)
@@ -68,6 +68,11 @@ if(TARGET hvrun_python_core)
           COMPONENT python)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/python/hvrun/ DESTINATION ${HVRUN_PYTHON_INSTALL_DIR}/hvrun
           COMPONENT python FILES_MATCHING PATTERN "*.py")
+  if(TARGET hvrun_tensorflow_ops)  # hvrun/tensorflow/, one folder below _core
+    set_target_properties(hvrun_tensorflow_ops PROPERTIES INSTALL_RPATH "$ORIGIN/../${_to_lib}")
+    install(TARGETS hvrun_tensorflow_ops LIBRARY DESTINATION ${HVRUN_PYTHON_INSTALL_DIR}/hvrun/tensorflow
+            COMPONENT python)
+  endif()
   # hvrun.cmake_prefix_path: the prefix find_package(hvrun) searches, as torch.utils has one.
   get_filename_component(_prefix_of_lib "/prefix/${HVRUN_INSTALL_LIBDIR}" DIRECTORY)
   file(RELATIVE_PATH _pkg_to_prefix "/prefix/${HVRUN_PYTHON_INSTALL_DIR}/hvrun" "${_prefix_of_lib}")

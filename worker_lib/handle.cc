@@ -6,13 +6,17 @@ namespace hvrun {
 
 namespace detail {
 void HandleState::complete(Status final_status) {
+  std::vector<std::function<void(const Status&)>> callbacks;
   {
     std::lock_guard<std::mutex> lock(mutex);
     if (done) return;
     status = std::move(final_status);
     done = true;
+    callbacks.swap(on_complete);
   }
   done_cv.notify_all();
+  // status is final once done is set, so reading it without the lock is safe here.
+  for (auto& callback : callbacks) callback(status);
 }
 }  // namespace detail
 
@@ -37,6 +41,21 @@ Status Handle::wait(std::chrono::milliseconds timeout) const {
                              " ms (still running; some rank may not have submitted it yet)");
   }
   return state_->status;
+}
+
+void Handle::on_complete(std::function<void(const Status&)> callback) const {
+  if (!state_) {
+    callback(failed_precondition("on_complete on an empty hvrun::Handle"));
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    if (!state_->done) {
+      state_->on_complete.push_back(std::move(callback));
+      return;
+    }
+  }
+  callback(state_->status);
 }
 
 Status Handle::status() const {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -27,8 +28,11 @@ struct HandleState {
   std::vector<int64_t> received_splits;
   int join_result = -1;
   std::vector<int> joined_ranks;  // ranks that had joined when the operation ran
+  // Handle::on_complete callbacks waiting for completion; guarded by mutex, run (outside it)
+  // by complete().
+  std::vector<std::function<void(const Status&)>> on_complete;
 
-  // Sets the final status (first call wins) and wakes waiters.
+  // Sets the final status (first call wins), wakes waiters and runs the on_complete callbacks.
   void complete(Status final_status);
 
   static std::shared_ptr<HandleState> failed(std::string name, Status status) {

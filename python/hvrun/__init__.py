@@ -7,7 +7,27 @@
 
 PyTorch users: `import hvrun.torch as hvd`, Horovod's API (horovod.torch) on hvrun.
 """
-from hvrun import _core
+import os as _os
+import sys as _sys
+
+
+def _load_core():
+    """Imports the extension so that libhvrun binds to the gRPC and protobuf it was built with.
+
+    TensorFlow puts its own copies of gRPC's C functions in the process's global scope
+    (libtensorflow_cc is loaded RTLD_GLOBAL); a library loaded after it would call those, a
+    different gRPC, and crash. RTLD_DEEPBIND makes libhvrun and the libraries it brings look in
+    their own dependencies first, whichever framework came before."""
+    flags = _sys.getdlopenflags()
+    _sys.setdlopenflags(flags | getattr(_os, "RTLD_DEEPBIND", 0))
+    try:
+        from hvrun import _core as core
+    finally:
+        _sys.setdlopenflags(flags)
+    return core
+
+
+_core = _load_core()
 from hvrun._state import init, is_initialized, shutdown, worker as _worker
 from hvrun._tensors import Adasum, Average, Max, Min, Product, Sum
 from hvrun.exceptions import (HorovodInternalError, HostsUpdatedInterrupt, HvrunError,

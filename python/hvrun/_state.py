@@ -18,6 +18,23 @@ _worker = None
 _error_before_init = None  # sys.last_exc/last_value when init() ran: it ends nothing of ours
 _op_timeout_s = 300.0
 _counters = {}
+_listeners = []  # called with the worker after init(), with None before it ends
+
+
+def add_worker_listener(listener):
+    """Calls listener(worker) after every init() (at once when initialized now) and
+    listener(None) before shutdown() ends that worker: for native extensions that reach the
+    same worker through its address (the TensorFlow op library)."""
+    with _lock:
+        _listeners.append(listener)
+        current = _worker
+    if current is not None:
+        listener(current)
+
+
+def _tell_listeners(worker):
+    for listener in list(_listeners):
+        listener(worker)
 
 
 def init():
@@ -34,6 +51,7 @@ def init():
         _worker = worker
         _op_timeout_s = _core.op_timeout_s()
         _counters.clear()
+    _tell_listeners(worker)
 
 
 def shutdown():
@@ -42,6 +60,7 @@ def shutdown():
     with _lock:
         worker, _worker = _worker, None
     if worker is not None:
+        _tell_listeners(None)
         worker.shutdown()
 
 
@@ -122,6 +141,7 @@ def _shutdown_at_exit():
         worker, _worker = _worker, None
     if worker is None:
         return
+    _tell_listeners(None)
     if failure is None:
         worker.shutdown()
     else:

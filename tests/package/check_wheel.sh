@@ -40,6 +40,12 @@ for want in hvrun/__init__.py hvrun/torch/__init__.py hvrun/lib/libhvrun.so.0 \
   grep -qx "$want" <<<"$contents" || fail "the wheel lacks $want"
 done
 grep -q '^hvrun/_core\..*\.so$' <<<"$contents" || fail "the wheel lacks the extension hvrun/_core"
+with_tensorflow=no
+if TF_CPP_MIN_LOG_LEVEL=3 "$dev_python" -c "import tensorflow" 2>/dev/null; then
+  with_tensorflow=yes  # HVRUN_WITH_TENSORFLOW=AUTO found it: the op library is in the wheel
+  grep -qx hvrun/tensorflow/_hvrun_tf_ops.so <<<"$contents" \
+    || fail "the wheel lacks hvrun.tensorflow's op library hvrun/tensorflow/_hvrun_tf_ops.so"
+fi
 "$venv/bin/python" -m pip install -q --no-index --no-deps "$wheel"
 
 cd "$work"  # nothing of the source tree on sys.path
@@ -55,6 +61,16 @@ out="$(timeout 180 hvrun -np 2 -H localhost:2 python "$src/examples/pytorch_synt
          --train-samples 64 --batch-size 16 --num-warmup-batches 1 --num-batches-per-iter 2 \
          --num-iters 2 2>&1)" || { echo "$out"; fail "the PyTorch example failed"; }
 grep "Total img/sec on 2 rank" <<<"$out" || { echo "$out"; fail "no img/sec total"; }
+
+if [ "$with_tensorflow" = yes ]; then
+  echo "==> hvrun -np 2 python: an allreduce through hvrun.tensorflow's op library from the wheel"
+  out="$(TF_CPP_MIN_LOG_LEVEL=2 timeout 180 hvrun -np 2 python -c 'import tensorflow as tf
+import hvrun.tensorflow as hvd
+hvd.init()
+print("tensorflow sum", float(hvd.allreduce(tf.ones([2]), op=hvd.Sum)[0]))' 2>&1)" \
+    || { echo "$out"; fail "hvrun.tensorflow from the wheel failed"; }
+  [ "$(grep -c 'tensorflow sum 2.0' <<<"$out")" = 2 ] || { echo "$out"; fail "no TensorFlow sum"; }
+fi
 
 echo "==> find_package(hvrun) from the wheel (hvrun.cmake_prefix_path)"
 prefix="$(python -c 'import hvrun; print(hvrun.cmake_prefix_path)')"

@@ -30,8 +30,8 @@ from hvrun.exceptions import HorovodInternalError, raise_for_status
 from hvrun.torch.compression import Compression
 from hvrun.torch.handles import check_not_in_flight, poll, register, synchronize
 from hvrun.torch import handles as _handles
-from hvrun.torch.process_sets import (ProcessSet, add_process_set, check_process_set,
-                                      global_process_set, remove_process_set, set_global_ranks)
+from hvrun.process_sets import (ProcessSet, add_process_set, check_process_set,
+                                global_process_set, remove_process_set, set_global_ranks)
 
 _TORCH_DTYPES = {
     torch.uint8: UINT8, torch.int8: INT8, torch.int16: INT16, torch.int32: INT32,

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -36,6 +37,14 @@ class Handle {
   // or kDeadlineExceeded (naming the tensor) when it is still running; the operation keeps
   // going and can be waited on again.
   Status wait(std::chrono::milliseconds timeout) const;
+
+  // Runs `callback` with the final status once the operation finished: on the worker's
+  // background thread when it completes later, at once on the calling thread when it already
+  // had. Outputs are readable from the callback. The callback holds up every other collective
+  // while it runs, so it must not block: frameworks hand the rest of their work to a thread of
+  // their own (an asynchronous op kernel schedules its completion). An empty handle calls it at
+  // once with kFailedPrecondition. Callbacks run in the order they were added.
+  void on_complete(std::function<void(const Status&)> callback) const;
 
   // The final status; kFailedPrecondition while the operation is still running.
   Status status() const;

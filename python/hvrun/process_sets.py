@@ -1,4 +1,5 @@
-"""Horovod's ProcessSet objects for hvrun.torch; hvrun runs every collective on the global set.
+"""Horovod's ProcessSet objects (hvrun.torch and hvrun.tensorflow); hvrun runs every collective
+on the global set.
 
 `ProcessSet(ranks_or_comm)` takes Horovod's argument (a list of ranks; an MPI communicator needs
 an MPI build, which hvrun's data planes are not). `global_process_set.ranks` is every rank once
@@ -71,3 +72,6 @@ def check_process_set(process_set):
     if process_set.ranks is not None and process_set.ranks == global_process_set.ranks:
         return
     raise NotImplementedError("hvrun supports only the global process set")
+
+
+_check_process_set = check_process_set  # the name hvrun.tensorflow's modules use

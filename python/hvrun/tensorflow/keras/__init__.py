@@ -1,0 +1,181 @@
+"""Horovod's Keras API (horovod.tensorflow.keras) for Keras 3 on TensorFlow: `import
+hvrun.tensorflow.keras as hvd` (or `import hvrun.keras as hvd`).
+
+    hvd.init()
+    opt = hvd.DistributedOptimizer(keras.optimizers.SGD(0.01 * hvd.size()))
+    model.compile(optimizer=opt, loss="mse")
+    model.fit(x, y, callbacks=[hvd.callbacks.BroadcastGlobalVariablesCallback(0),
+                               hvd.callbacks.MetricAverageCallback()])
+
+The wrapped optimizer averages the gradients over every rank after Keras unscaled them and
+before clipping and weight decay. Under a mixed_float16 policy it comes inside a
+LossScaleOptimizer (what model.compile would add) whose ranks agree on whether the step's
+gradients are finite, so that every rank skips the same steps.
+"""
+import keras
+import tensorflow as tf
+
+from hvrun.process_sets import global_process_set
+from hvrun.tensorflow import (Adasum, Average, Compression, Max, Min, Product, Sum,  # noqa: F401
+                              broadcast_object, broadcast_variables, allgather_object,
+                              cross_rank, cross_size, cuda_built, gloo_built, gloo_enabled,
+                              init, is_initialized, join, local_rank, local_size, mpi_built,
+                              mpi_enabled, mpi_threads_supported, nccl_built, rank, shutdown,
+                              size, start_timeline, stop_timeline)
+from hvrun.tensorflow import allgather as _allgather
+from hvrun.tensorflow import allreduce as _allreduce
+from hvrun.tensorflow import broadcast as _broadcast
+from hvrun.tensorflow.keras import callbacks  # noqa: F401
+from hvrun.tensorflow.optimizer import make_allreduce_grads_fn
+
+
+class _DistributedOptimizer:
+    """Mixed in before a Keras optimizer's class: averages gradients over every rank.
+
+    Without accumulation, in _backend_apply_gradients (after Keras unscaled and filtered the
+    gradients, before clipping and weight decay). With backward_passes_per_step > 1, Keras's own
+    gradient accumulation runs and the reduction happens in _backend_update_step, only on the
+    steps that apply the accumulated gradients (clipping then sees this rank's accumulation)."""
+
+    def _hvrun_setup(self, allreduce_grads, backward_passes_per_step, average_aggregated_gradients):
+        self._hvrun_allreduce_grads = allreduce_grads
+        self._hvrun_accumulating = backward_passes_per_step > 1
+        self._hvrun_sum_accumulated = (self._hvrun_accumulating and
+                                       not average_aggregated_gradients)
+        self._hvrun_steps = backward_passes_per_step
+
+    def _backend_apply_gradients(self, grads, trainable_variables):
+        if not self._hvrun_accumulating:
+            grads = self._hvrun_allreduce_grads(list(grads))
+        return super()._backend_apply_gradients(grads, trainable_variables)
+
+    def _backend_update_step(self, grads, trainable_variables, learning_rate):
+        if self._hvrun_accumulating:
+            grads = self._hvrun_allreduce_grads(list(grads))
+            if self._hvrun_sum_accumulated:  # Keras averaged them; Horovod's default sums
+                grads = [g * float(self._hvrun_steps) for g in grads]
+        return super()._backend_update_step(grads, trainable_variables, learning_rate)
+
+
+class _AgreeingLossScaleOptimizer(keras.optimizers.LossScaleOptimizer):
+    """A LossScaleOptimizer whose ranks agree on whether the gradients are finite (each
+    rank's own check could differ: then one rank would skip the step and its allreduce while
+    the others wait for it). Its inner optimizer averages the unscaled gradients."""
+
+    def check_finite(self, grads):
+        finite = super().check_finite(grads)
+        everywhere = _allreduce(tf.cast(finite, tf.int32), op=Min,
+                                name="LossScaleOptimizer_finite")
+        return tf.equal(everywhere, 1)
+
+
+def _distributed_class(optimizer_class):
+    cls = type(optimizer_class.__name__, (_DistributedOptimizer, optimizer_class), {})
+    # Saved models name the optimizer's own class, so they load without hvrun (load_model
+    # below wraps it again).
+    cls.__module__ = optimizer_class.__module__
+    return cls
+
+
+def _wrap(optimizer, name, device_dense, device_sparse, compression, sparse_as_dense,
+          gradient_predivide_factor, op, backward_passes_per_step, average_aggregated_gradients,
+          groups, process_set, in_place, outermost=True):
+    if op == Adasum:
+        raise ValueError("op == Adasum is not supported yet with Keras")
+    if isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
+        inner = _wrap(optimizer.inner_optimizer, name, device_dense, device_sparse, compression,
+                      sparse_as_dense, gradient_predivide_factor, op, backward_passes_per_step,
+                      average_aggregated_gradients, groups, process_set, in_place,
+                      outermost=False)
+        if in_place:
+            optimizer.__class__ = _AgreeingLossScaleOptimizer
+            return optimizer
+        config = optimizer.get_config()
+        return _AgreeingLossScaleOptimizer(inner, initial_scale=config["initial_scale"],
+                                           dynamic_growth_steps=config["dynamic_growth_steps"],
+                                           name=optimizer.name)
+    if isinstance(optimizer, _DistributedOptimizer):
+        return optimizer
+    allreduce_grads = make_allreduce_grads_fn(name or "Distributed%s" % type(optimizer).__name__,
+                                              device_dense, device_sparse, compression,
+                                              sparse_as_dense, op, gradient_predivide_factor,
+                                              groups, process_set)
+    cls = _distributed_class(type(optimizer))
+    if in_place:
+        wrapped = optimizer
+        wrapped.__class__ = cls  # keeps the optimizer's variables and state
+    else:
+        config = optimizer.get_config()
+        if backward_passes_per_step > 1:
+            if config.get("gradient_accumulation_steps"):
+                raise ValueError("pass either backward_passes_per_step or the optimizer's "
+                                 "gradient_accumulation_steps, not both")
+            config["gradient_accumulation_steps"] = backward_passes_per_step
+        wrapped = cls.from_config(config)
+    wrapped._hvrun_setup(allreduce_grads, backward_passes_per_step, average_aggregated_gradients)
+    if outermost and not in_place and keras.mixed_precision.global_policy().name == "mixed_float16":
+        # What model.compile would add around it, with the ranks agreeing on finiteness.
+        return _AgreeingLossScaleOptimizer(wrapped, name="loss_scale_optimizer")
+    return wrapped
+
+
+def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse="",
+                         compression=Compression.none, sparse_as_dense=False,
+                         gradient_predivide_factor=1.0, op=Average, backward_passes_per_step=1,
+                         average_aggregated_gradients=False, num_groups=0, groups=None,
+                         process_set=global_process_set, scale_local_gradients=True):
+    """A Keras 3 optimizer of `optimizer`'s class and configuration that averages gradients
+    over every rank (op) before applying them. A LossScaleOptimizer's inner optimizer is the
+    one wrapped."""
+    del scale_local_gradients
+    if num_groups:
+        groups = groups or num_groups
+    return _wrap(optimizer, name, device_dense, device_sparse, compression, sparse_as_dense,
+                 gradient_predivide_factor, op, backward_passes_per_step,
+                 average_aggregated_gradients, groups, process_set, in_place=False)
+
+
+def broadcast_global_variables(root_rank):
+    """Horovod's Keras helper; in TensorFlow 2 use BroadcastGlobalVariablesCallback."""
+    raise RuntimeError("hvd.broadcast_global_variables() does not support eager execution; use "
+                       "hvd.callbacks.BroadcastGlobalVariablesCallback(root_rank) or "
+                       "hvd.broadcast_variables(model.variables, root_rank)")
+
+
+def allreduce(value, name=None, average=None, prescale_factor=1.0, postscale_factor=1.0,
+              op=None, compression=Compression.none):
+    """Reduces a value (tensor, array, number) over every rank; Average by default."""
+    return _allreduce(tf.convert_to_tensor(value), name=name, average=average, op=op,
+                      prescale_factor=prescale_factor, postscale_factor=postscale_factor,
+                      compression=compression)
+
+
+def allgather(value, name=None):
+    return _allgather(tf.convert_to_tensor(value), name=name)
+
+
+def broadcast(value, root_rank, name=None):
+    return _broadcast(tf.convert_to_tensor(value), root_rank, name=name)
+
+
+def load_model(filepath, custom_optimizers=None, custom_objects=None, compression=Compression.none):
+    """keras.models.load_model, with the model's optimizer (and its restored state) averaging
+    gradients over every rank again."""
+    objects = dict(custom_objects or {})
+    for optimizer_class in custom_optimizers or []:
+        objects[optimizer_class.__name__] = optimizer_class
+    model = keras.models.load_model(filepath, custom_objects=objects or None)
+    if getattr(model, "optimizer", None) is not None:
+        _wrap(model.optimizer, None, "", "", compression, False, 1.0, Average, 1, False, None,
+              global_process_set, in_place=True)
+    return model
+
+
+__all__ = [
+    "DistributedOptimizer", "load_model", "allreduce", "allgather", "broadcast",
+    "broadcast_global_variables", "broadcast_variables", "broadcast_object", "allgather_object",
+    "callbacks", "init", "shutdown", "is_initialized", "size", "rank", "local_size", "local_rank",
+    "cross_size", "cross_rank", "join", "start_timeline", "stop_timeline", "Compression",
+    "Average", "Sum", "Adasum", "Min", "Max", "Product", "mpi_built", "mpi_enabled",
+    "mpi_threads_supported", "gloo_built", "gloo_enabled", "nccl_built", "cuda_built",
+]

@@ -1,0 +1,321 @@
+"""Horovod's TensorFlow ops (horovod.tensorflow.mpi_ops) on hvrun's op library.
+
+The collectives are custom ops (python/tf_ops/, loaded from _hvrun_tf_ops.so) that run eagerly
+and inside tf.function graphs; their kernels are asynchronous: they submit to the worker library
+and finish when the collective completes, without holding TensorFlow's threads. A collective is
+named after its op, as in Horovod: in a graph, the node's name (unique in the graph, the same on
+every rank that builds the same graph); eagerly, the op's type (eager calls run one at a time).
+A failed collective raises the TensorFlow error of the worker library's status code
+(tf.errors.InvalidArgumentError for metadata that differs between ranks, AbortedError when a
+peer died or the job aborted, ...), with the library's message naming the ranks.
+"""
+import ctypes
+import os
+import re
+
+import tensorflow as tf
+from tensorflow.python.framework import ops
+
+from hvrun import _state
+from hvrun._tensors import Adasum, Average, Max, Min, Product, Sum  # noqa: F401
+from hvrun.basics import (ccl_built, cross_rank, cross_size, cuda_built, ddl_built,  # noqa: F401
+                          gloo_built, gloo_enabled, is_homogeneous, is_initialized, local_rank,
+                          local_size, mark_step, mpi_built, mpi_enabled, mpi_threads_supported,
+                          nccl_built, rank, rocm_built, size, start_timeline, stop_timeline)
+from hvrun.process_sets import (ProcessSet, _check_process_set, add_process_set,  # noqa: F401
+                                global_process_set, remove_process_set, set_global_ranks)
+
+_LIBRARY_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_hvrun_tf_ops.so")
+
+
+def _load_library():
+    if not os.path.exists(_LIBRARY_PATH):
+        raise ImportError(
+            "hvrun.tensorflow: the op library %s was not built; configure hvrun with the Python "
+            "environment that has TensorFlow (HVRUN_WITH_TENSORFLOW=ON says why it is not found)"
+            % _LIBRARY_PATH)
+    library = tf.load_op_library(_LIBRARY_PATH)
+    native = ctypes.CDLL(_LIBRARY_PATH)  # the same loaded library: its attach function
+    native.hvrun_tensorflow_attach_worker.argtypes = [ctypes.c_ulonglong]
+    native.hvrun_tensorflow_attach_worker.restype = ctypes.c_int
+    return library, native
+
+
+MPI_LIB, _NATIVE = _load_library()
+
+# The collectives' ops are stateful (op_definitions.cc says why). In a tf.function, stateful ops
+# run in program order unless listed as asynchronous, as TensorFlow lists its own collectives:
+# the collectives of one step must be submitted together to fuse, and a rank must never wait
+# for one of its own collectives to finish before submitting the next one its peers wait for.
+_COLLECTIVE_OPS = ("HvrunAllreduce", "HvrunGroupedAllreduce", "HvrunAllgather",
+                   "HvrunGroupedAllgather", "HvrunBroadcast", "HvrunAlltoall",
+                   "HvrunReducescatter", "HvrunGroupedReducescatter")
+
+
+def _run_collectives_concurrently():
+    from tensorflow.python.framework import auto_control_deps
+    auto_control_deps.ASYNC_STATEFUL_OPS = frozenset(auto_control_deps.ASYNC_STATEFUL_OPS |
+                                                     set(_COLLECTIVE_OPS))
+
+
+_run_collectives_concurrently()
+
+
+def _attach(worker):
+    _NATIVE.hvrun_tensorflow_attach_worker(worker.address if worker is not None else 0)
+
+
+_state.add_worker_listener(_attach)
+
+
+def init(*args, **kwargs):
+    """Joins the job hvrun started. Horovod's arguments (comm, process_sets) are accepted;
+    hvrun has the global process set only."""
+    process_sets = kwargs.get("process_sets")
+    if process_sets not in (None, [], "dynamic"):
+        raise NotImplementedError("hvrun supports only the global process set")
+    _state.init()
+    set_global_ranks(_state.worker().size)
+
+
+def shutdown():
+    """Leaves the job; pending collectives fail. init() may follow (every rank the same)."""
+    _state.shutdown()
+    set_global_ranks(None)
+
+
+def _executing_eagerly():
+    return tf.executing_eagerly()
+
+
+def _normalize_name(name):
+    """Operation names as TensorFlow allows them."""
+    return re.sub("[^a-zA-Z0-9_]", "_", name)
+
+
+def _node_name(prefix, tensor, name):
+    """Horovod's rule: a given name, else in a graph '<prefix>_<input's name>'."""
+    if name is None and not _executing_eagerly():
+        return "%s_%s" % (prefix, _normalize_name(tensor.name))
+    return name
+
+
+def _group_name(prefix, tensors, name):
+    """Horovod's rule for grouped ops: a given name, else '<prefix>_<first>_<last>'."""
+    if name is None and not _executing_eagerly():
+        return _normalize_name("%s_%s_%s" % (prefix, tensors[0].name, tensors[-1].name))
+    return name
+
+
+def _allreduce(tensor, name=None, op=Sum, prescale_factor=1.0, postscale_factor=1.0,
+               ignore_name_scope=False, process_set=global_process_set):
+    """Reduces `tensor` over every rank (the raw op; see allreduce for Horovod's wrapper)."""
+    _check_process_set(process_set)
+    return MPI_LIB.hvrun_allreduce(tensor, name=_node_name("HorovodAllreduce", tensor, name),
+                                   reduce_op=op, prescale_factor=prescale_factor,
+                                   postscale_factor=postscale_factor,
+                                   ignore_name_scope=ignore_name_scope)
+
+
+@ops.RegisterGradient("HvrunAllreduce")
+def _allreduce_grad(op, grad):
+    """The gradient of an allreduce is the allreduce of the gradient, with the same op."""
+    return _allreduce(grad, op=op.get_attr("reduce_op"),
+                      prescale_factor=op.get_attr("prescale_factor"),
+                      postscale_factor=op.get_attr("postscale_factor"),
+                      ignore_name_scope=op.get_attr("ignore_name_scope"))
+
+
+def _grouped_allreduce(tensors, name=None, op=Sum, prescale_factor=1.0, postscale_factor=1.0,
+                       ignore_name_scope=False, process_set=global_process_set):
+    """Reduces every tensor of `tensors` (one dtype) in one negotiation."""
+    _check_process_set(process_set)
+    name = _group_name("HorovodGroupedAllreduce", tensors, name)
+    return MPI_LIB.hvrun_grouped_allreduce(list(tensors), name=name, reduce_op=op,
+                                           prescale_factor=prescale_factor,
+                                           postscale_factor=postscale_factor,
+                                           ignore_name_scope=ignore_name_scope)
+
+
+@ops.RegisterGradient("HvrunGroupedAllreduce")
+def _grouped_allreduce_grad(op, *grads):
+    return _grouped_allreduce(list(grads), op=op.get_attr("reduce_op"),
+                              prescale_factor=op.get_attr("prescale_factor"),
+                              postscale_factor=op.get_attr("postscale_factor"),
+                              ignore_name_scope=op.get_attr("ignore_name_scope"))
+
+
+def allgather(tensor, name=None, ignore_name_scope=False, process_set=global_process_set):
+    """Concatenates every rank's `tensor` along dimension 0 (which may differ between ranks)."""
+    _check_process_set(process_set)
+    return MPI_LIB.hvrun_allgather(tensor, name=_node_name("HorovodAllgather", tensor, name),
+                                   ignore_name_scope=ignore_name_scope)
+
+
+def _own_rows(grad, inputs, ignore_name_scope):
+    """This rank's rows of the averaged gradient of a concatenation of every rank's inputs."""
+    with tf.device("/cpu:0"):
+        splits = []
+        for x in inputs:
+            rows = tf.reshape(tf.shape(x)[0], [1])
+            splits.append(tf.reshape(allgather(rows, ignore_name_scope=ignore_name_scope), [size()]))
+    return [tf.split(g, num_or_size_splits=s, axis=0)[rank()] for g, s in zip(grad, splits)]
+
+
+@ops.RegisterGradient("HvrunAllgather")
+def _allgather_grad(op, grad):
+    """Horovod's rule: average the gradient over the ranks, keep this rank's rows."""
+    ignore = op.get_attr("ignore_name_scope")
+    grad = _allreduce(grad, op=Average, ignore_name_scope=ignore)
+    return _own_rows([grad], [op.inputs[0]], ignore)[0]
+
+
+def grouped_allgather(tensors, name=None, ignore_name_scope=False, process_set=global_process_set):
+    """allgather of every tensor of `tensors` (one dtype) in one op."""
+    _check_process_set(process_set)
+    name = _group_name("HorovodGroupedAllgather", tensors, name)
+    return MPI_LIB.hvrun_grouped_allgather(list(tensors), name=name,
+                                           ignore_name_scope=ignore_name_scope)
+
+
+@ops.RegisterGradient("HvrunGroupedAllgather")
+def _grouped_allgather_grad(op, *grads):
+    ignore = op.get_attr("ignore_name_scope")
+    # One allreduce per gradient: TensorFlow may hand zero gradients of another dtype.
+    grads = [_allreduce(g, op=Average, ignore_name_scope=ignore) for g in grads]
+    return _own_rows(grads, list(op.inputs), ignore)
+
+
+def broadcast(tensor, root_rank, name=None, ignore_name_scope=False, process_set=global_process_set):
+    """root_rank's `tensor` on every rank."""
+    _check_process_set(process_set)
+    return MPI_LIB.hvrun_broadcast(tensor, name=_node_name("HorovodBroadcast", tensor, name),
+                                   root_rank=root_rank, ignore_name_scope=ignore_name_scope)
+
+
+@ops.RegisterGradient("HvrunBroadcast")
+def _broadcast_grad(op, grad):
+    """Horovod's rule: the averaged gradient on the root, zero elsewhere."""
+    reduced = _allreduce(grad, op=Average, ignore_name_scope=op.get_attr("ignore_name_scope"))
+    if rank() != op.get_attr("root_rank"):
+        return reduced * 0
+    return reduced
+
+
+def broadcast_(variables, root_rank, name=None, process_set=global_process_set):
+    """Assigns root_rank's values to `variables` in place; returns their new values."""
+    _check_process_set(process_set)
+    prefix = name or "HorovodBroadcastInplace"
+    values = []
+    for var in variables:
+        value = broadcast(var, root_rank, name=_normalize_name("%s_%s" % (prefix, var.name)),
+                          ignore_name_scope=True)
+        var.assign(value)
+        values.append(value)
+    return values
+
+
+def alltoall(tensor, splits=None, name=None, ignore_name_scope=False, process_set=global_process_set):
+    """Sends splits[r] rows of `tensor` to rank r (an even split when None) and concatenates
+    what every rank sent here. Returns (output, received_splits) when splits is given."""
+    _check_process_set(process_set)
+    splits_ = (tf.convert_to_tensor(splits, dtype=tf.int32) if splits is not None
+               else tf.constant([], dtype=tf.int32))
+    output, received = MPI_LIB.hvrun_alltoall(tensor, splits=splits_,
+                                              name=_node_name("HorovodAlltoall", tensor, name),
+                                              ignore_name_scope=ignore_name_scope)
+    return (output, received) if splits is not None else output
+
+
+@ops.RegisterGradient("HvrunAlltoall")
+def _alltoall_grad(op, grad_wrt_output, grad_wrt_received_splits):
+    """The rows travel back: an alltoall of the gradient with the received splits."""
+    grad, _ = alltoall(grad_wrt_output, splits=op.outputs[1],
+                       ignore_name_scope=op.get_attr("ignore_name_scope"))
+    return [grad, None]
+
+
+def _reducescatter(tensor, name=None, op=Sum, ignore_name_scope=False,
+                   process_set=global_process_set, prescale_factor=1.0, postscale_factor=1.0):
+    """Reduces `tensor` over every rank and keeps this rank's share of dimension 0."""
+    _check_process_set(process_set)
+    return MPI_LIB.hvrun_reducescatter(tensor, name=_node_name("HorovodReducescatter", tensor, name),
+                                       reduce_op=op, ignore_name_scope=ignore_name_scope,
+                                       prescale_factor=prescale_factor,
+                                       postscale_factor=postscale_factor)
+
+
+def _scattered_grad(op, grads):
+    """Horovod's rule: scale as the reduction did, gather every rank's share."""
+    factor = 1.0
+    if op.get_attr("reduce_op") == Sum:
+        factor *= size()
+    factor *= op.get_attr("prescale_factor") * op.get_attr("postscale_factor")
+    ignore = op.get_attr("ignore_name_scope")
+    return [allgather(g * factor if factor != 1.0 else g, ignore_name_scope=ignore) for g in grads]
+
+
+@ops.RegisterGradient("HvrunReducescatter")
+def _reducescatter_grad(op, grad):
+    return _scattered_grad(op, [grad])[0]
+
+
+def _grouped_reducescatter(tensors, name=None, op=Sum, ignore_name_scope=False,
+                           process_set=global_process_set, prescale_factor=1.0,
+                           postscale_factor=1.0):
+    _check_process_set(process_set)
+    name = _group_name("HorovodGroupedReducescatter", tensors, name)
+    return MPI_LIB.hvrun_grouped_reducescatter(list(tensors), name=name, reduce_op=op,
+                                               ignore_name_scope=ignore_name_scope,
+                                               prescale_factor=prescale_factor,
+                                               postscale_factor=postscale_factor)
+
+
+@ops.RegisterGradient("HvrunGroupedReducescatter")
+def _grouped_reducescatter_grad(op, *grads):
+    return _scattered_grad(op, list(grads))
+
+
+def join():
+    """This rank has no more data: returns (as a scalar tensor) the last rank to join, once
+    every rank joined. Other ranks' collectives meanwhile get neutral values from this one."""
+    return MPI_LIB.hvrun_join()
+
+
+def barrier(process_set=global_process_set):
+    """Returns once every rank called barrier()."""
+    _check_process_set(process_set)
+    return MPI_LIB.hvrun_barrier()
+
+
+def size_op(process_set_id=0, name=None):
+    """The number of ranks, read when the graph runs."""
+    return MPI_LIB.hvrun_size(process_set_id=process_set_id, name=name)
+
+
+def process_set_included_op(process_set_id=0, name=None):
+    """1: this rank is in the process set (always, for the global set)."""
+    return MPI_LIB.hvrun_process_set_included(process_set_id=process_set_id, name=name)
+
+
+def local_size_op(name=None):
+    return MPI_LIB.hvrun_local_size(name=name)
+
+
+def rank_op(name=None):
+    return MPI_LIB.hvrun_rank(name=name)
+
+
+def local_rank_op(name=None):
+    return MPI_LIB.hvrun_local_rank(name=name)
+
+
+for _op_type in ("HvrunJoin", "HvrunBarrier", "HvrunSize", "HvrunProcessSetIncluded",
+                 "HvrunLocalSize", "HvrunRank", "HvrunLocalRank"):
+    ops.NotDifferentiable(_op_type)
+
+
+def handle_average_backwards_compatibility(op, average):
+    """Horovod's rule for the deprecated `average` argument beside `op` (default Average)."""
+    from hvrun._tensors import resolve_op
+    return resolve_op(op, average)

@@ -1,0 +1,90 @@
+// Kernels without tensor data: join and barrier (asynchronous), and the topology ops that read
+// the worker's rank and size when the graph runs (Horovod's size_op, rank_op, ...).
+#include <functional>
+#include <utility>
+
+#include "python/tf_ops/kernel_support.h"
+#include "python/tf_ops/worker_slot.h"
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/tensor.h"
+
+namespace hvrun::tensorflow_ops {
+namespace {
+
+class JoinKernel : public CollectiveKernel {
+ public:
+  using CollectiveKernel::CollectiveKernel;
+
+  void ComputeAsync(tf::OpKernelContext* context, DoneCallback done) override {
+    Handle handle;
+    submit(context, done, [&](Worker& worker) { handle = worker.join_async(); });
+    if (!handle.valid()) return;
+    complete_with_outputs(
+        context, {handle},
+        [context, handle]() -> absl::Status {
+          tf::Tensor* last_rank = nullptr;
+          TF_RETURN_IF_ERROR(context->allocate_output(0, tf::TensorShape({}), &last_rank));
+          last_rank->scalar<int32_t>()() = handle.join_result();
+          return absl::OkStatus();
+        },
+        std::move(done));
+  }
+};
+
+class BarrierKernel : public CollectiveKernel {
+ public:
+  using CollectiveKernel::CollectiveKernel;
+
+  void ComputeAsync(tf::OpKernelContext* context, DoneCallback done) override {
+    Handle handle;
+    submit(context, done, [&](Worker& worker) { handle = worker.barrier_async(); });
+    if (handle.valid()) complete_in_place(context, {handle}, {}, std::move(done));
+  }
+};
+
+// A scalar read from the worker; FAILED_PRECONDITION before init().
+class TopologyKernel : public tf::OpKernel {
+ public:
+  TopologyKernel(tf::OpKernelConstruction* context, std::function<int(const Worker&)> read)
+      : tf::OpKernel(context), read_(std::move(read)) {}
+
+  void Compute(tf::OpKernelContext* context) override {
+    int value = 0;
+    if (!WorkerSlot::of_process().with_worker([&](Worker& worker) { value = read_(worker); })) {
+      context->SetStatus(absl::FailedPreconditionError(
+          "hvrun.tensorflow has not been initialized; use hvd.init() (op '" + name() + "')"));
+      return;
+    }
+    tf::Tensor* output = nullptr;
+    OP_REQUIRES_OK(context, context->allocate_output(0, tf::TensorShape({}), &output));
+    output->scalar<int32_t>()() = value;
+  }
+
+ private:
+  std::function<int(const Worker&)> read_;
+};
+
+template <int (Worker::*kRead)() const>
+class TopologyValueKernel : public TopologyKernel {
+ public:
+  explicit TopologyValueKernel(tf::OpKernelConstruction* context)
+      : TopologyKernel(context, [](const Worker& w) { return (w.*kRead)(); }) {}
+};
+
+// Only the global set exists: every rank is in it.
+class ProcessSetIncludedKernel : public TopologyKernel {
+ public:
+  explicit ProcessSetIncludedKernel(tf::OpKernelConstruction* context)
+      : TopologyKernel(context, [](const Worker&) { return 1; }) {}
+};
+
+REGISTER_KERNEL_BUILDER(Name("HvrunJoin").Device(tf::DEVICE_CPU), JoinKernel);
+REGISTER_KERNEL_BUILDER(Name("HvrunBarrier").Device(tf::DEVICE_CPU), BarrierKernel);
+REGISTER_KERNEL_BUILDER(Name("HvrunSize").Device(tf::DEVICE_CPU), TopologyValueKernel<&Worker::size>);
+REGISTER_KERNEL_BUILDER(Name("HvrunLocalSize").Device(tf::DEVICE_CPU), TopologyValueKernel<&Worker::local_size>);
+REGISTER_KERNEL_BUILDER(Name("HvrunRank").Device(tf::DEVICE_CPU), TopologyValueKernel<&Worker::rank>);
+REGISTER_KERNEL_BUILDER(Name("HvrunLocalRank").Device(tf::DEVICE_CPU), TopologyValueKernel<&Worker::local_rank>);
+REGISTER_KERNEL_BUILDER(Name("HvrunProcessSetIncluded").Device(tf::DEVICE_CPU), ProcessSetIncludedKernel);
+
+}  // namespace
+}  // namespace hvrun::tensorflow_ops

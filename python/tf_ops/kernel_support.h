@@ -1,0 +1,89 @@
+// What hvrun's TensorFlow kernels share: dtype and shape conversion between TensorFlow tensors
+// and hvrun's views (no copies), status conversion, and CollectiveKernel, the base of the
+// asynchronous kernels.
+//
+// Threads: ComputeAsync runs on one of TensorFlow's inter-op threads and only submits; the
+// worker's background thread completes the handles and runs their on_complete callbacks, which
+// only hand the rest (copying a library-allocated result into the op's output, done()) to one of
+// TensorFlow's CPU worker threads. Neither side ever waits for the other.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hvrun/hvrun.h"
+#include "tensorflow/core/framework/op_kernel.h"
+
+namespace hvrun::tensorflow_ops {
+
+namespace tf = ::tensorflow;
+
+// hvrun's dtype for tensors that are reduced (arithmetic on the values).
+std::optional<DataType> reduced_dtype(tf::DataType dtype);
+// hvrun's dtype for tensors whose bytes are only moved (broadcast, allgather, alltoall): also
+// bool (as uint8) and the 16-bit integers (as a 16-bit dtype, whose bytes travel unchanged).
+std::optional<DataType> moved_dtype(tf::DataType dtype);
+
+std::vector<int64_t> shape_of(const tf::Tensor& tensor);
+ConstTensorView const_view_of(const tf::Tensor& tensor, DataType dtype);
+TensorView view_of(tf::Tensor& tensor, DataType dtype);
+
+// The same code (hvrun's codes are gRPC's, as absl's are) and message.
+absl::Status to_tf_status(const Status& status);
+
+// Horovod's op constants (Average 0, Sum 1, Adasum 2, Min 3, Max 4, Product 5), the values the
+// ops' reduce_op attribute carries.
+Result<ReduceOp> reduce_op_of_horovod_constant(int op);
+
+// The base of every asynchronous collective kernel.
+class CollectiveKernel : public tf::AsyncOpKernel {
+ public:
+  explicit CollectiveKernel(tf::OpKernelConstruction* context);
+
+ protected:
+  // The collective's name: the node's name (Horovod's rule), without its name scope when the
+  // op's ignore_name_scope attribute says so. Every rank builds the same graph, so every rank
+  // has the same names.
+  const std::string& tensor_name() const { return tensor_name_; }
+
+  // Runs submit(worker) with this process's worker; without one (init() not called, or after
+  // shutdown()) fails the op with FAILED_PRECONDITION and calls done(). False when it failed.
+  bool submit(tf::OpKernelContext* context, const DoneCallback& done,
+              const std::function<void(Worker&)>& submit_with);
+
+  // Fails the op with `status` and calls done().
+  static void fail(tf::OpKernelContext* context, const DoneCallback& done, const Status& status);
+
+  // Once every handle completed, runs finish(first failure, or OK) on one of TensorFlow's CPU
+  // worker threads; `finish` calls done(). When they have not completed within the worker's
+  // operation timeout, finish runs with DEADLINE_EXCEEDED instead (and never again): the op
+  // fails rather than waiting for a rank that never submits. The op's inputs and `written`
+  // (outputs the collective writes into) stay alive until the handles complete, even then.
+  void when_complete(tf::OpKernelContext* context, std::vector<Handle> handles,
+                     std::vector<tf::Tensor> written, std::function<void(const Status&)> finish);
+
+  // when_complete for ops whose outputs the collective writes in place: sets the status, done().
+  void complete_in_place(tf::OpKernelContext* context, std::vector<Handle> handles,
+                         std::vector<tf::Tensor> written, DoneCallback done);
+
+  // when_complete for ops whose outputs are made once the collectives succeeded: produce()
+  // makes them (its error fails the op); a failed collective fails the op. Then done().
+  void complete_with_outputs(tf::OpKernelContext* context, std::vector<Handle> handles,
+                             std::function<absl::Status()> produce, DoneCallback done);
+
+  // Copies each completed handle's library-allocated result into the output of its index.
+  static absl::Status outputs_from_handles(tf::OpKernelContext* context,
+                                           const std::vector<Handle>& handles);
+
+  // "rank R: <what>" for errors this binding finds itself (unsupported dtypes, bad splits).
+  static Status refused(const Worker& worker, const std::string& what);
+
+ private:
+  std::string tensor_name_;
+  std::atomic<int> rank_{-1};  // this process's rank, known once a submission ran
+};
+
+}  // namespace hvrun::tensorflow_ops
