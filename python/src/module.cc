@@ -255,6 +255,26 @@ PYBIND11_MODULE(_core, m) {
            },
            py::arg("name"), py::arg("input"), py::arg("output"), py::arg("op"),
            py::arg("prescale") = 1.0, py::arg("postscale") = 1.0)
+      // The blocking in-place allreduce of a contiguous CPU tensor in one call, from its
+      // address, dtype code and shape (a TensorRef object would cost most of a fast-path call):
+      // the fast path when it applies, else the submission and the wait (interruptible, as
+      // Handle.wait). Returns the final (status code, message).
+      .def("allreduce_inplace_blocking",
+           [](Worker& w, py::handle name, uintptr_t data, int dtype, std::vector<int64_t> shape,
+              int op, double prescale, double postscale, double timeout_s) {
+             const std::string checked = tensor_name(w, name);
+             const TensorRef inout{data, dtype, std::move(shape), -1, 0};
+             Handle handle;
+             {
+               py::gil_scoped_release release;
+               handle = w.allreduce_now_or_async(checked, inout.const_view(), inout.view(),
+                                                 reduce_options(op, prescale, postscale));
+             }
+             if (handle.poll()) return to_tuple(handle.wait(std::chrono::milliseconds(0)));
+             return wait_handle(handle, timeout_s);
+           },
+           py::arg("name"), py::arg("data"), py::arg("dtype"), py::arg("shape"), py::arg("op"),
+           py::arg("prescale"), py::arg("postscale"), py::arg("timeout_s"))
       .def("grouped_allreduce_async",
            [](Worker& w, const py::sequence& name_objects, const std::vector<TensorRef>& tensors,
               int op, double prescale, double postscale) {

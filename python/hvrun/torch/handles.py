@@ -42,6 +42,13 @@ def check_not_in_flight(names):
         "If you want to request another tensor, use a different tensor name." % (rank, shown))
 
 
+def check_name_free(name):
+    """check_not_in_flight for one name, without the lock when it is free (the common case: a
+    set's membership test is atomic under the GIL)."""
+    if name in _in_flight:
+        check_not_in_flight([name])
+
+
 def register(names, handles, finish, keep_alive):
     """A new integer handle for library handles submitted under `names`."""
     with _lock:

@@ -28,7 +28,7 @@ from hvrun._tensors import (BFLOAT16, CORE_SUM, FLOAT16, FLOAT32, FLOAT64, INT8,
                             resolve_op)
 from hvrun.exceptions import HorovodInternalError, raise_for_status
 from hvrun.torch.compression import Compression
-from hvrun.torch.handles import check_not_in_flight, poll, register, synchronize
+from hvrun.torch.handles import check_name_free, check_not_in_flight, poll, register, synchronize
 from hvrun.torch import handles as _handles
 from hvrun.process_sets import (ProcessSet, add_process_set, check_process_set,
                                 global_process_set, remove_process_set, set_global_ranks)
@@ -81,9 +81,12 @@ def _worker():
     return _state.worker()
 
 
+_join_average_given = "HVRUN_JOIN_AVERAGE" in os.environ  # fixed for the process: hvrun sets it
+
+
 def _reduction(op, prescale_factor, postscale_factor):
     """(library op, prescale, postscale) for one of Horovod's ops, Average as Horovod's."""
-    if op == Average and "HVRUN_JOIN_AVERAGE" not in os.environ:
+    if op == Average and not _join_average_given:
         return CORE_SUM, prescale_factor, postscale_factor / _worker().size
     return core_op(op), prescale_factor, postscale_factor
 
@@ -180,13 +183,18 @@ def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                                             postscale_factor, process_set))
     # CPU: blocking in the library, so a named, already negotiated tensor may take the fast path.
     op = resolve_op(op, average)
-    check_process_set(process_set)
-    work = _contiguous(tensor)
+    if process_set is not global_process_set:
+        check_process_set(process_set)
+    work = tensor if tensor.is_contiguous() else tensor.contiguous()
     full = _state.op_name("allreduce", name)
     library_op, pre, post = _reduction(op, prescale_factor, postscale_factor)
-    h = _submit([full], lambda: _worker().allreduce_now_or_async(full, _ref(work), _ref(work),
-                                                                 library_op, pre, post))
-    raise_for_status(*h.wait(_state.op_timeout_s()))
+    check_name_free(full)
+    code = _TORCH_DTYPES.get(work.dtype)
+    if code is None:
+        _ref(work)  # raises the TypeError naming the dtype
+    # The address, dtype and shape as they are: a TensorRef costs most of a fast-path call.
+    raise_for_status(*_worker().allreduce_inplace_blocking(
+        full, work.data_ptr(), code, work.shape, library_op, pre, post, _state.op_timeout_s()))
     if work is not tensor:
         tensor.copy_(work)
     return tensor
