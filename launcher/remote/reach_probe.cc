@@ -34,7 +34,11 @@ std::vector<int> open_probe_listeners(std::vector<NetInterface>& interfaces) {
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     if (::inet_pton(AF_INET, iface.address.c_str(), &addr.sin_addr) != 1 ||
-        ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(fd, 64) != 0) {
+        ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+        // Probes are never accepted: the kernel completes each handshake into the backlog, and
+        // every other host (and the launch host) probes every listener at once, so the backlog
+        // must hold one connection per host (SOMAXCONN: the kernel's cap, 4096 by default).
+        ::listen(fd, SOMAXCONN) != 0) {
       ::close(fd);
       continue;
     }

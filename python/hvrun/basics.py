@@ -31,8 +31,20 @@ def cross_rank():
     return _state.worker().cross_rank
 
 
+_homogeneous = True
+
+
+def set_layout(local_sizes):
+    """init(): every rank's local size (its host's rank count), gathered; is_homogeneous() says
+    whether every host runs as many ranks, as Horovod's does from its init."""
+    global _homogeneous
+    _homogeneous = len(set(int(s) for s in local_sizes)) == 1
+
+
 def is_homogeneous():
-    return True  # one host today: every host has the same number of ranks
+    """True when every host runs the same number of ranks."""
+    _state.worker()
+    return _homogeneous
 
 
 def mpi_threads_supported():

@@ -13,6 +13,7 @@ import ctypes
 import os
 import re
 
+import numpy as np
 import tensorflow as tf
 from tensorflow.python.framework import ops
 
@@ -21,7 +22,9 @@ from hvrun._tensors import Adasum, Average, Max, Min, Product, Sum  # noqa: F401
 from hvrun.basics import (ccl_built, cross_rank, cross_size, cuda_built, ddl_built,  # noqa: F401
                           gloo_built, gloo_enabled, is_homogeneous, is_initialized, local_rank,
                           local_size, mark_step, mpi_built, mpi_enabled, mpi_threads_supported,
-                          nccl_built, rank, rocm_built, size, start_timeline, stop_timeline)
+                          nccl_built, rank, rocm_built, set_layout, size, start_timeline,
+                          stop_timeline)
+from hvrun.numpy_ops import allgather as _numpy_allgather
 from hvrun.process_sets import (ProcessSet, _check_process_set, add_process_set,  # noqa: F401
                                 global_process_set, remove_process_set, set_global_ranks)
 
@@ -75,7 +78,11 @@ def init(*args, **kwargs):
     if process_sets not in (None, [], "dynamic"):
         raise NotImplementedError("hvrun supports only the global process set")
     _state.init()
-    set_global_ranks(_state.worker().size)
+    w = _state.worker()
+    set_global_ranks(w.size)
+    # Every rank's local size, so is_homogeneous() reports the real host layout.
+    set_layout(_numpy_allgather(np.array([w.local_size], dtype=np.int32),
+                                name="hvrun.init.local_sizes"))
 
 
 def shutdown():

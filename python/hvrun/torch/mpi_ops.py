@@ -30,6 +30,7 @@ from hvrun.exceptions import HorovodInternalError, raise_for_status
 from hvrun.torch.compression import Compression
 from hvrun.torch.handles import check_name_free, check_not_in_flight, poll, register, synchronize
 from hvrun.torch import handles as _handles
+from hvrun.basics import set_layout
 from hvrun.process_sets import (ProcessSet, add_process_set, check_process_set,
                                 global_process_set, remove_process_set, set_global_ranks)
 
@@ -609,12 +610,8 @@ def join(device=-1):
 
 # ---- basics
 
-_homogeneous = True
-
-
 def init(comm=None, process_sets=None):
     """Joins the job started by hvrun. `comm` (an MPI communicator) is not supported."""
-    global _homogeneous
     if comm is not None:
         raise NotImplementedError("hvrun.torch.init: MPI communicators are not supported")
     if _state.is_initialized():
@@ -626,13 +623,7 @@ def init(comm=None, process_sets=None):
     # host's rank count, so one allgather at init gives the real layout to every rank.
     local_sizes = synchronize(allgather_async(torch.tensor([w.local_size], dtype=torch.int32),
                                               name="hvrun.init.local_sizes"))
-    _homogeneous = len(set(local_sizes.tolist())) == 1
-
-
-def is_homogeneous():
-    """True when every host runs the same number of ranks (as Horovod's, from init)."""
-    _worker()
-    return _homogeneous
+    set_layout(local_sizes.tolist())
 
 
 def shutdown():
@@ -646,7 +637,7 @@ def shutdown():
 __all__ = [
     "Average", "Sum", "Adasum", "Min", "Max", "Product", "HorovodInternalError",
     "ProcessSet", "global_process_set", "add_process_set", "remove_process_set",
-    "init", "shutdown", "poll", "synchronize", "is_homogeneous",
+    "init", "shutdown", "poll", "synchronize",
     "allreduce", "allreduce_", "allreduce_async", "allreduce_async_",
     "grouped_allreduce", "grouped_allreduce_", "grouped_allreduce_async", "grouped_allreduce_async_",
     "sparse_allreduce_async",
