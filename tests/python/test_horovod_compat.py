@@ -451,3 +451,10 @@ def test_alltoall_argument_errors_raise_value_error_at_the_call():
         hvd.alltoall(torch.tensor(1.0))
     # Nothing was sent: the next alltoall works on every rank.
     assert hvd.alltoall(torch.ones(n)).shape == (n,)
+
+
+def test_init_refuses_process_sets_it_cannot_make():
+    # Already initialised by the suite: the argument is checked before anything else.
+    with pytest.raises(NotImplementedError, match="only the global process set"):
+        hvd.init(process_sets=[hvd.ProcessSet([0])])
+    hvd.init(process_sets=[])  # nothing to make: accepted, as Horovod does

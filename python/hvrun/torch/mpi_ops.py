@@ -611,9 +611,13 @@ def join(device=-1):
 # ---- basics
 
 def init(comm=None, process_sets=None):
-    """Joins the job started by hvrun. `comm` (an MPI communicator) is not supported."""
+    """Joins the job started by hvrun. `comm` (an MPI communicator) is not supported, nor are
+    process sets beyond the global one (an empty list or "dynamic" with none added is fine)."""
     if comm is not None:
         raise NotImplementedError("hvrun.torch.init: MPI communicators are not supported")
+    if process_sets not in (None, [], "dynamic"):
+        raise NotImplementedError("hvrun.torch.init: hvrun supports only the global process set "
+                                  "(process_sets=%r)" % (process_sets,))
     if _state.is_initialized():
         return
     _state.init()
