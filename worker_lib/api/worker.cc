@@ -77,6 +77,13 @@ void place(PendingOp& op, const Device& device, void* stream) {
   op.stream = device.is_cuda() ? stream : nullptr;
 }
 
+// What an allreduce-like op reduces with: the reduce op and its scale factors.
+void set_reduction(PendingOp& op, const AllreduceOptions& options) {
+  op.reduce_op = options.op;
+  op.prescale = options.prescale;
+  op.postscale = options.postscale;
+}
+
 Handle failed(const std::string& name, Status status) {
   return Handle(HandleState::failed(name, std::move(status)));
 }
@@ -98,9 +105,7 @@ Result<std::shared_ptr<PendingOp>> make_allreduce(int rank, const std::string& n
   if (Status s = check_reducible(name, input.dtype, input.device); !s.is_ok()) return s;
   auto op = make_op(name, v1::COLLECTIVE_OP_ALLREDUCE, input.dtype, input.shape);
   place(*op, input.device, input.stream);
-  op->reduce_op = options.op;
-  op->prescale = options.prescale;
-  op->postscale = options.postscale;
+  set_reduction(*op, options);
   op->input = input.data;
   op->output = output.data;
   return op;
@@ -181,9 +186,7 @@ std::vector<Handle> Worker::grouped_allreduce_async(std::span<const std::string>
   for (size_t i = 0; i < names.size(); ++i) {
     const TensorView& t = tensors[i];
     auto op = make_op(names[i], v1::COLLECTIVE_OP_ALLREDUCE, t.dtype, t.shape);
-    op->reduce_op = options.op;
-    op->prescale = options.prescale;
-    op->postscale = options.postscale;
+    set_reduction(*op, options);
     op->input = t.data;
     op->output = t.data;
     place(*op, t.device, t.stream);
@@ -257,9 +260,7 @@ Handle Worker::reducescatter_async(const std::string& name, ConstTensorView inpu
     return failed(name, s);
   auto op = make_op(name, v1::COLLECTIVE_OP_REDUCESCATTER, input.dtype, input.shape);
   place(*op, input.device, input.stream);
-  op->reduce_op = options.op;
-  op->prescale = options.prescale;
-  op->postscale = options.postscale;
+  set_reduction(*op, options);
   op->input = input.data;
   return runtime_->submit(std::move(op));
 }
