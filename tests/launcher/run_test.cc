@@ -23,13 +23,6 @@ RunOptions cpu_job(std::chrono::milliseconds timeout = std::chrono::milliseconds
   return opts;
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream buf;
-  buf << in.rdbuf();
-  return buf.str();
-}
-
 std::string fresh_dir(const std::string& name) {
   std::string dir = ::testing::TempDir() + "/hvrun_run_test_" + name;
   std::filesystem::remove_all(dir);

@@ -24,13 +24,6 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 // A 2-rank job with /metrics on a free port, running until the test creates its stop file.
 struct RunningJob {
   explicit RunningJob(std::vector<std::string> extra_args = {},

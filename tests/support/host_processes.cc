@@ -14,13 +14,6 @@
 
 namespace hvrun::test {
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 std::string readlink_text(const std::string& path) {
   std::error_code ec;
   auto target = std::filesystem::read_symlink(path, ec);

@@ -12,9 +12,10 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/subprocess.h"  // read_file
+
 namespace hvrun::test {
 
-std::string read_file(const std::string& path);
 std::string readlink_text(const std::string& path);
 std::vector<std::string> cmdline_of(pid_t pid);
 std::vector<pid_t> all_pids();

@@ -1,6 +1,7 @@
 #include "tests/support/subprocess.h"
 
 #include <cstdlib>
+#include <fstream>
 #include <sstream>
 #include <stdexcept>
 
@@ -52,6 +53,13 @@ std::string bin_path(const std::string& name) {
 std::string source_dir() {
   const char* dir = std::getenv("HVRUN_SOURCE_DIR");
   return dir != nullptr ? dir : HVRUN_TEST_SOURCE_DIR;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
 }
 
 std::vector<std::string> split_lines(const std::string& text) {

@@ -34,6 +34,9 @@ std::string bin_path(const std::string& name);
 // The source tree's root (HVRUN_SOURCE_DIR overrides it).
 std::string source_dir();
 
+// A file's whole content ("" when it cannot be read).
+std::string read_file(const std::string& path);
+
 // Lines of `text` without the trailing empty one.
 std::vector<std::string> split_lines(const std::string& text);
 
