@@ -101,7 +101,6 @@ int run_local_attempt(const LaunchOptions& opts, const JobPlan& plan,
   JobRunnerConfig config;
   config.command_path = mpi ? mpi->mpirun_path : command_path;
   config.argv = mpi ? mpi->argv : opts.command;
-  config.children_are_ranks = mpi == nullptr;
   config.grace_period = std::chrono::milliseconds(
       static_cast<int64_t>(settings.get(setting::kGracePeriodSeconds) * 1000.0));
   config.output_dir = settings.get(setting::kOutputFilename);

@@ -41,7 +41,7 @@ int JobSupervisor::run(Children& children, const std::function<void()>& start) {
   if (end_) {
     if (!told_) print_summary(err_, *end_, ranks());
   } else if (config_.verbose) {
-    say(config_.children_are_ranks ? "all " + std::to_string(workers_.size()) + " ranks exited 0"
+    say(children_are_ranks() ? "all " + std::to_string(workers_.size()) + " ranks exited 0"
                                    : workers_.at(0).label + " exited 0");
   }
   return end_ ? end_->exit_code : 0;
@@ -59,7 +59,7 @@ void JobSupervisor::end_before_start(int exit_code, std::string message) {
 JobEnd JobSupervisor::cause_of(const JobEnd& seen) const {
   JobEnd end = first_cause(seen, config_.coordinator.read_verdict(), ranks());
   // Under mpirun the coordinator names the rank, and hvrun exits with mpirun's code.
-  if (!config_.children_are_ranks && end.kind == JobEndKind::kControlPlane && !workers_.empty() &&
+  if (!children_are_ranks() && end.kind == JobEndKind::kControlPlane && !workers_.empty() &&
       workers_[0].exited && is_failure(workers_[0].wait_status)) {
     const JobEnd launcher = worker_failure(workers_[0]);
     end.exit_code = launcher.exit_code;
@@ -70,7 +70,7 @@ JobEnd JobSupervisor::cause_of(const JobEnd& seen) const {
 
 const std::vector<WorkerRecord>& JobSupervisor::ranks() const {
   static const std::vector<WorkerRecord> kNone;
-  return config_.children_are_ranks ? workers_ : kNone;
+  return children_are_ranks() ? workers_ : kNone;
 }
 
 void JobSupervisor::post_control_plane_failure(std::string message, int rank) {
@@ -123,7 +123,7 @@ void JobSupervisor::decide(JobEnd seen) {
   JobEnd end = cause_of(*first_seen_);
   // mpirun ends when one of its ranks fails: the coordinator, which saw that rank's stream drop,
   // is about to say which one.
-  const bool launcher_failed = !config_.children_are_ranks && end.kind == JobEndKind::kWorkerFailed;
+  const bool launcher_failed = !children_are_ranks() && end.kind == JobEndKind::kWorkerFailed;
   if (!explained_ && (launcher_failed || children_->awaits_explanation(end))) {
     if (!explaining_) {
       explaining_ = true;

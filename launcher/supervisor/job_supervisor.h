@@ -43,7 +43,6 @@ struct SupervisorConfig {
   std::chrono::milliseconds grace_period{5000};
   bool verbose = false;
   CoordinatorHooks coordinator;  // the job's coordinator (empty members: none)
-  bool children_are_ranks = true;  // see SupervisedJobConfig
 };
 
 class JobSupervisor final : public ChildrenEvents {
@@ -85,6 +84,10 @@ class JobSupervisor final : public ChildrenEvents {
   void on_stop_signal(int sig);
   // The first cause of the end `seen` (job_verdict.h), with what the coordinator recorded.
   JobEnd cause_of(const JobEnd& seen) const;
+  // False when the one child runs every rank itself (a labelled record: mpirun, for hvrun
+  // --mpi): the coordinator's verdict names ranks hvrun has no record of, and the summary has no
+  // table of ranks.
+  bool children_are_ranks() const { return workers_.empty() || workers_.front().label.empty(); }
   // The records the verdict and the summary speak of: the ranks, or none (children_are_ranks).
   const std::vector<WorkerRecord>& ranks() const;
   void decide(JobEnd seen);

@@ -9,9 +9,7 @@ namespace hvrun::launcher {
 
 struct SupervisedJob::Parts {
   Parts(const SupervisedJobConfig& config, OutputSink& out, OutputSink& err)
-      : supervisor({config.grace_period, config.verbose, config.coordinator,
-                    config.children_are_ranks},
-                   err),
+      : supervisor({config.grace_period, config.verbose, config.coordinator}, err),
         streams({config.output_dir, config.tag_output, config.output_timestamps}, out, err,
                 [this](const std::string& text) { supervisor.say(text); }) {}
 

@@ -24,9 +24,6 @@ struct SupervisedJobConfig {
   bool output_timestamps = false;  // --output-timestamps
   bool verbose = false;
   CoordinatorHooks coordinator;  // the job's coordinator (empty members: none)
-  // False when the one child runs every rank itself (hvrun --mpi): the coordinator's verdict
-  // names ranks hvrun has no record of, and the summary has no table of ranks.
-  bool children_are_ranks = true;
 };
 
 class SupervisedJob {
