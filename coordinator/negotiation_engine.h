@@ -65,6 +65,10 @@ struct EngineOptions {
   // Average while ranks have joined: false divides by the contributing ranks (default), true
   // by every rank (Horovod's behaviour): Response.contributing_ranks says which.
   bool join_average_all = false;
+  // The job's rank of each of this engine's ranks, for messages only: a process set's engine
+  // negotiates among its members as ranks 0..k-1 (their order in the set). Empty = the same.
+  std::vector<int> rank_names;
+  uint32_t process_set_id = 0;  // the set this engine negotiates, named in its stall reports
 };
 
 // A tensor that has waited long for some ranks.
@@ -72,8 +76,9 @@ struct StalledTensor {
   std::string name;
   v1::CollectiveOp op = v1::COLLECTIVE_OP_UNSPECIFIED;
   std::chrono::steady_clock::duration waited{};
-  std::vector<int> missing_ranks;    // neither submitted it nor joined
+  std::vector<int> missing_ranks;    // neither submitted it nor joined (the job's ranks)
   std::vector<int> submitted_ranks;
+  uint32_t process_set_id = 0;       // 0 = the global set
 };
 
 // "allreduce 'grad.w' has waited 62 s for rank 3, 5 (submitted by ranks 0-2, 4, 6-7)"

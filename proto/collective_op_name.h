@@ -15,6 +15,8 @@ inline const char* collective_op_name(v1::CollectiveOp op) {
     case v1::COLLECTIVE_OP_REDUCESCATTER: return "reducescatter";
     case v1::COLLECTIVE_OP_BARRIER: return "barrier";
     case v1::COLLECTIVE_OP_JOIN: return "join";
+    case v1::COLLECTIVE_OP_PROCESS_SET_ADD: return "add_process_set";
+    case v1::COLLECTIVE_OP_PROCESS_SET_REMOVE: return "remove_process_set";
     default: return "unspecified-op";
   }
 }

@@ -99,6 +99,15 @@ struct NegotiationEngine::State {
 
   uint64_t next_seq = 1;
 
+  // How messages name engine rank `rank` (EngineOptions::rank_names).
+  int rank_name(int rank) const {
+    return options.rank_names.empty() ? rank : options.rank_names[static_cast<size_t>(rank)];
+  }
+  std::vector<int> rank_names(std::vector<int> ranks) const {
+    for (int& r : ranks) r = rank_name(r);
+    return ranks;
+  }
+
   // negotiation_engine.cc
   engine::PendingTensor& slot_for_name(const std::string& name);
   void activate(engine::PendingTensor& tensor, NegotiationEngine::TimePoint now);

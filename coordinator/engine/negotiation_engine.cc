@@ -177,10 +177,10 @@ void NegotiationEngine::State::check_ready(PendingTensor& tensor, TimePoint now)
           std::string(engine::op_name(tensor.reference->op)) + " '" + tensor.name + "'";
       tensor.invalid =
           tensor.has_rank(r)
-              ? "rank " + std::to_string(r) + " left the job (shut down) after submitting " + what +
+              ? "rank " + std::to_string(rank_name(r)) + " left the job (shut down) after submitting " + what +
                     " but before every rank did, so it cannot take part; every rank must wait "
                     "for its collectives before shutdown()"
-              : "rank " + std::to_string(r) + " left the job (shut down) without submitting " +
+              : "rank " + std::to_string(rank_name(r)) + " left the job (shut down) without submitting " +
                     what + "; every rank must submit it, or call join() when it runs out of data";
       return mark_ready(tensor, now);
     }
@@ -193,7 +193,7 @@ void NegotiationEngine::State::check_ready(PendingTensor& tensor, TimePoint now)
     if (meta.op == v1::COLLECTIVE_OP_BROADCAST && root_known && joined[meta.root_rank] &&
         !tensor.has_rank(meta.root_rank) && tensor.invalid.empty()) {
       tensor.invalid = "broadcast '" + tensor.name + "' has root rank " +
-                       std::to_string(meta.root_rank) +
+                       std::to_string(rank_name(meta.root_rank)) +
                        ", which has joined and cannot provide the data";
     }
     mark_ready(tensor, now);
@@ -207,11 +207,11 @@ static void record_submission(NegotiationEngine::State& s, PendingTensor& tensor
   const int world = s.options.world_size;
   if (!tensor.active) s.activate(tensor, now);
   if (tensor.has_rank(rank)) {
-    s.immediate.push_back(rank_error(tensor.name, meta.op, rank, duplicate_message(rank, tensor.name)));
+    s.immediate.push_back(rank_error(tensor.name, meta.op, rank, duplicate_message(s.rank_name(rank), tensor.name)));
     return;
   }
   if (tensor.ready) {
-    s.immediate.push_back(rank_error(tensor.name, meta.op, rank, after_join_message(rank, tensor.name)));
+    s.immediate.push_back(rank_error(tensor.name, meta.op, rank, after_join_message(s.rank_name(rank), tensor.name)));
     return;
   }
   tensor.submitted[rank >> 6] |= uint64_t{1} << (rank & 63);
@@ -318,7 +318,7 @@ Status NegotiationEngine::submit(int rank, const v1::RequestBatch& batch, TimePo
     }
     const TensorMeta meta = engine::meta_from_request(request);
     PendingTensor& tensor = s.slot_for_name(request.name());
-    const std::string problem = check_alone(meta, request.name(), rank, s.options.world_size);
+    const std::string problem = check_alone(meta, request.name(), s.rank_name(rank), s.options.world_size);
     const int64_t first_dim = meta.shape.empty() ? 0 : meta.shape[0];
     record_submission(s, tensor, rank, meta, false, first_dim, problem, now);
   }

@@ -14,7 +14,8 @@ using TimePoint = NegotiationEngine::TimePoint;
 namespace {
 
 // "rank 0, 2: allreduce float32 [4] sum on cpu; rank 1: allreduce float32 [5] sum on cpu"
-std::string mismatch_message(const PendingTensor& tensor, int world) {
+std::string mismatch_message(const NegotiationEngine::State& s, const PendingTensor& tensor,
+                             int world) {
   std::vector<int> reference_ranks;
   std::vector<uint8_t> other(world, 0);
   for (const auto& variant : tensor.disagreements) {
@@ -26,7 +27,8 @@ std::string mismatch_message(const PendingTensor& tensor, int world) {
   std::string message = std::string(engine::op_name(tensor.reference->op)) + " '" + tensor.name +
                         "': ranks submitted different metadata: ";
   auto add = [&](const std::vector<int>& ranks, const TensorMeta& meta) {
-    message += (ranks.size() == 1 ? "rank " : "ranks ") + engine::format_ranks(ranks) + " sent " +
+    message += (ranks.size() == 1 ? "rank " : "ranks ") + engine::format_ranks(s.rank_names(ranks)) +
+               " sent " +
                engine::describe(meta) + "; ";
   };
   add(reference_ranks, *tensor.reference);
@@ -61,6 +63,8 @@ void fill_header(v1::Response& response, const PendingTensor& tensor, int world,
   response.set_prescale(meta.prescale);
   response.set_postscale(meta.postscale);
   response.set_root_rank(meta.root_rank);
+  if (meta.op == v1::COLLECTIVE_OP_PROCESS_SET_ADD)
+    for (int64_t member : meta.splits) response.add_process_set_members(static_cast<int32_t>(member));
   for (int r : tensor.joined_at_ready) response.add_joined_ranks(r);
   response.set_contributing_ranks(
       average_over_all ? world : world - static_cast<int>(tensor.joined_at_ready.size()));
@@ -143,7 +147,7 @@ std::optional<v1::Plan> NegotiationEngine::State::build_plan(TimePoint now) {
       response.set_op(meta.op);
       response.set_dtype(meta.dtype);
       response.add_tensors()->set_name(tensor->name);
-      response.set_error(tensor->invalid.empty() ? mismatch_message(*tensor, world) : tensor->invalid);
+      response.set_error(tensor->invalid.empty() ? mismatch_message(*this, *tensor, world) : tensor->invalid);
       continue;
     }
     const int64_t bytes = response_bytes(*tensor);

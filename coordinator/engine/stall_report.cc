@@ -7,6 +7,13 @@
 
 namespace hvrun::coordinator {
 
+namespace {
+// " on process set 2" (nothing for the global set).
+std::string on_process_set(const StalledTensor& stall) {
+  return stall.process_set_id == 0 ? "" : " on process set " + std::to_string(stall.process_set_id);
+}
+}  // namespace
+
 std::vector<StalledTensor> NegotiationEngine::stalled_tensors(TimePoint now,
                                                               Clock::duration older_than) const {
   const State& s = *state_;
@@ -21,11 +28,12 @@ std::vector<StalledTensor> NegotiationEngine::stalled_tensors(TimePoint now,
     stall.name = tensor->name;
     stall.op = tensor->reference ? tensor->reference->op : v1::COLLECTIVE_OP_UNSPECIFIED;
     stall.waited = now - tensor->first_time;
+    stall.process_set_id = s.options.process_set_id;
     for (int r = 0; r < s.options.world_size; ++r) {
       if (tensor->has_rank(r)) {
-        stall.submitted_ranks.push_back(r);
+        stall.submitted_ranks.push_back(s.rank_name(r));
       } else if (!s.joined[r]) {
-        stall.missing_ranks.push_back(r);
+        stall.missing_ranks.push_back(s.rank_name(r));
       }
     }
     stalls.push_back(std::move(stall));
@@ -35,7 +43,8 @@ std::vector<StalledTensor> NegotiationEngine::stalled_tensors(TimePoint now,
 
 std::string describe_stall(const StalledTensor& stall) {
   std::ostringstream out;
-  out << engine::op_name(stall.op) << " '" << stall.name << "' has waited "
+  out << engine::op_name(stall.op) << " '" << stall.name << "'" << on_process_set(stall)
+      << " has waited "
       << std::chrono::duration_cast<std::chrono::milliseconds>(stall.waited).count() / 1000.0
       << " s for " << (stall.missing_ranks.size() == 1 ? "rank " : "ranks ")
       << engine::format_ranks(stall.missing_ranks) << " (submitted by "
@@ -66,7 +75,8 @@ std::string describe_stalls(const std::vector<StalledTensor>& stalls,
     out << " has not submitted ";
     for (size_t i = 0; i < waiting.size(); ++i) {
       const StalledTensor& stall = *waiting[i];
-      out << (i ? ", " : "") << engine::op_name(stall.op) << " '" << stall.name << "' (waited "
+      out << (i ? ", " : "") << engine::op_name(stall.op) << " '" << stall.name << "'"
+          << on_process_set(stall) << " (waited "
           << std::chrono::duration_cast<std::chrono::milliseconds>(stall.waited).count() / 1000.0
           << " s; submitted by " << (stall.submitted_ranks.size() == 1 ? "rank " : "ranks ")
           << engine::format_ranks(stall.submitted_ranks) << ")";

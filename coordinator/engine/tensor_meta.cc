@@ -34,6 +34,17 @@ TensorMeta meta_from_request(const v1::TensorRequest& request) {
       meta.shape.clear();
       meta.dtype = v1::DATA_TYPE_UNSPECIFIED;
       break;
+    // Every rank must name the same members (splits) or the same set (root_rank).
+    case v1::COLLECTIVE_OP_PROCESS_SET_ADD:
+      meta.splits.assign(request.splits().begin(), request.splits().end());
+      meta.shape.clear();
+      meta.dtype = v1::DATA_TYPE_UNSPECIFIED;
+      break;
+    case v1::COLLECTIVE_OP_PROCESS_SET_REMOVE:
+      meta.root_rank = request.root_rank();
+      meta.shape.clear();
+      meta.dtype = v1::DATA_TYPE_UNSPECIFIED;
+      break;
     default:
       break;
   }
@@ -54,6 +65,7 @@ bool agree_across_ranks(const TensorMeta& a, const TensorMeta& b) {
     if (a.shape.size() != b.shape.size() || a.shape.empty()) return a.shape == b.shape;
     return std::equal(a.shape.begin() + 1, a.shape.end(), b.shape.begin() + 1);
   }
+  if (a.op == v1::COLLECTIVE_OP_PROCESS_SET_ADD && a.splits != b.splits) return false;
   return a.shape == b.shape;
 }
 
@@ -105,6 +117,15 @@ std::string describe(const TensorMeta& meta) {
   std::ostringstream out;
   out << op_name(meta.op);
   if (meta.op == v1::COLLECTIVE_OP_BARRIER || meta.op == v1::COLLECTIVE_OP_JOIN) return out.str();
+  if (meta.op == v1::COLLECTIVE_OP_PROCESS_SET_ADD) {
+    out << " ranks ";
+    write_list(out, meta.splits);
+    return out.str();
+  }
+  if (meta.op == v1::COLLECTIVE_OP_PROCESS_SET_REMOVE) {
+    out << " id " << meta.root_rank;
+    return out.str();
+  }
   out << ' ' << dtype_name(meta.dtype) << ' ';
   write_list(out, meta.shape);
   if (meta.op == v1::COLLECTIVE_OP_ALLREDUCE || meta.op == v1::COLLECTIVE_OP_REDUCESCATTER) {

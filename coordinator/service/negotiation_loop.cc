@@ -195,7 +195,8 @@ void NegotiationLoop::submit(int rank, v1::RequestBatch batch) {
     std::lock_guard<std::mutex> lock(engine_mutex_);
     const auto now = NegotiationEngine::Clock::now();
     status = engine_.submit(rank, batch, now);
-    if (hooks_.observer) hooks_.observer->on_requests(rank, batch, now);
+    // Telemetry's negotiation figures follow the global set (cache ids are per set).
+    if (hooks_.observer && batch.process_set_id() == 0) hooks_.observer->on_requests(rank, batch, now);
     take_plans_locked(now);
   }
   if (!status.is_ok() && hooks_.protocol_error) hooks_.protocol_error(rank, status);

@@ -1,4 +1,5 @@
-// The coordinator's negotiation loop: owns the NegotiationEngine. Streams hand it their
+// The coordinator's negotiation loop: owns the negotiation engines (one per process set,
+// process_set_engines.h). Streams hand it their
 // workers' batches (submit) and every plan goes, in seq order, to every attached stream.
 //
 // Latency: a batch is negotiated on the thread that received it (a gRPC thread),
@@ -32,6 +33,7 @@
 #include <vector>
 
 #include "coordinator/negotiation_engine.h"
+#include "coordinator/service/process_set_engines.h"
 #include "coordinator/stream_sink.h"
 #include "coordinator/telemetry/negotiation_observer.h"
 
@@ -109,7 +111,7 @@ class NegotiationLoop {
   const StallOptions stall_;
   Hooks hooks_;
   std::mutex engine_mutex_;    // lock order: engine_mutex_, then send_mutex_ / liveness_mutex_
-  NegotiationEngine engine_;   // guarded by engine_mutex_
+  ProcessSetEngines engine_;   // guarded by engine_mutex_: every process set's engine
   // guarded by engine_mutex_: recent plans' last op, for stall reports
   std::map<uint64_t, std::string> plan_summaries_;
   std::optional<NegotiationEngine::TimePoint> next_stall_check_;  // loop thread only

@@ -145,6 +145,7 @@ void Aggregator::on_plan(const v1::Plan& plan, TimePoint sent) {
       for (const auto& t : response.tensors()) fused_bytes_ += tensor_bytes(response, t);
     }
     if (response.error_ranks_size() > 0) continue;  // a duplicate: the first stays in flight
+    if (response.process_set_id() != 0) continue;   // requests are counted for the global set
     for (const v1::ResponseTensor& t : response.tensors()) account_tensor_locked(response, t, plan.seq(), sent);
   }
   if (!unresolved_.empty()) {
