@@ -1,15 +1,17 @@
-"""Horovod's ProcessSet objects (hvrun.torch and hvrun.tensorflow); hvrun runs every collective
-on the global set.
+"""Horovod's process sets (hvrun.torch and hvrun.tensorflow): collectives among some ranks.
 
-`ProcessSet(ranks_or_comm)` takes Horovod's argument (a list of ranks; an MPI communicator needs
-an MPI build, which hvrun's data planes are not). `global_process_set.ranks` is every rank once
-init() ran, as in Horovod. Sets other than the global one are refused where they are used.
+`ProcessSet(ranks)` names ranks; `add_process_set` makes it a set of the job (every rank calls
+it, in the same order, as Horovod's dynamic process sets require) and gives it an id;
+`remove_process_set` ends it. Sets given to `init(process_sets=[...])` are added right after
+init, in their order (ids 1, 2, ...), as Horovod's static sets are. hvrun always allows adding
+and removing sets after init, so `HOROVOD_DYNAMIC_PROCESS_SETS` is not needed. An MPI
+communicator is refused: hvrun's data planes are not MPI's.
 """
 from hvrun import _state
 
 
 class ProcessSet:
-    """A set of ranks running collectives together; hvrun has the global one only."""
+    """A set of ranks running collectives together (Horovod's `hvd.ProcessSet`)."""
 
     process_set_id = None
     ranks = None
@@ -24,25 +26,36 @@ class ProcessSet:
             raise ValueError("ProcessSet should be initialized with a list of process ranks or an "
                              "mpi4py Comm object; hvrun is not built with MPI, so only a list of "
                              "ranks is accepted (got %s)" % type(ranks_or_comm).__name__)
-        if any(not isinstance(r, int) for r in ranks):
+        if any(not isinstance(r, int) or isinstance(r, bool) for r in ranks):
             raise ValueError("ProcessSet should be initialized with a list of process ranks or an "
                              "mpi4py Comm object (got %r)" % (ranks_or_comm,))
         self.ranks = ranks
 
+    def _invalidate(self):
+        self.process_set_id = None
+
     def size(self):
+        """Ranks in the set; None before it was added."""
         if self.process_set_id is None:
             return None
-        return _state.worker().size
+        if self.process_set_id == 0:
+            return _state.worker().size
+        return len(self.ranks)
 
     def rank(self):
+        """This process's rank within the set (-1 outside it); None before it was added."""
         if self.process_set_id is None:
             return None
-        return _state.worker().rank
+        if self.process_set_id == 0:
+            return _state.worker().rank
+        me = _state.worker().rank
+        return self.ranks.index(me) if me in self.ranks else -1
 
     def included(self):
-        if self.ranks is None:
+        """Whether this process is in the set; None before it was added."""
+        if self.process_set_id is None:
             return None
-        return _state.worker().rank in self.ranks
+        return self.process_set_id == 0 or _state.worker().rank in self.ranks
 
     def __repr__(self):
         return "ProcessSet(process_set_id=%s, ranks=%s)" % (self.process_set_id, self.ranks)
@@ -51,27 +64,84 @@ class ProcessSet:
 global_process_set = ProcessSet()
 global_process_set.process_set_id = 0
 
+_added = {}  # id -> the ProcessSet object the caller holds
+
 
 def set_global_ranks(size):
-    """init(): the global set holds every rank, as in Horovod (None again after shutdown)."""
+    """init(): the global set holds every rank, as in Horovod (None again after shutdown, when
+    every added set is gone too)."""
     global_process_set.ranks = None if size is None else list(range(size))
+    if size is None:
+        for process_set in _added.values():
+            process_set._invalidate()
+        _added.clear()
 
 
 def add_process_set(process_set):
-    raise NotImplementedError("hvrun supports only the global process set")
+    """Adds a set of the job (a ProcessSet or a list of ranks) and returns it with its id.
+    Every rank must call it, in the same order, with the same ranks."""
+    if not isinstance(process_set, ProcessSet):
+        process_set = ProcessSet(process_set)
+    if process_set.process_set_id is not None:
+        raise ValueError("Process set already added: %r" % (process_set,))
+    if process_set.ranks is None:
+        raise ValueError("add_process_set: the process set names no ranks")
+    new_id = _state.worker().add_process_set(process_set.ranks)
+    process_set.process_set_id = new_id
+    _added[new_id] = process_set
+    return process_set
 
 
 def remove_process_set(process_set):
-    raise NotImplementedError("hvrun supports only the global process set")
+    """Removes a set added before; every rank must call it, in the same order. Returns True
+    when it was removed; False for a set that was never added (here)."""
+    if process_set is global_process_set or process_set.process_set_id == 0:
+        raise ValueError("The global process set cannot be removed")
+    if process_set.process_set_id is None:
+        return False
+    _state.worker().remove_process_set(process_set.process_set_id)
+    _added.pop(process_set.process_set_id, None)
+    process_set._invalidate()
+    return True
 
 
-def check_process_set(process_set):
-    """The set a collective runs on: the global one, or a set naming every rank."""
+def add_initial_process_sets(process_sets):
+    """init(process_sets=...): Horovod's static sets (a list), or "dynamic" (nothing to add)."""
+    if process_sets in (None, "dynamic"):
+        return
+    if isinstance(process_sets, str):
+        raise ValueError("init(process_sets=...) takes a list of ProcessSet objects (or of rank "
+                         "lists) or \"dynamic\", not %r" % (process_sets,))
+    for process_set in process_sets:
+        add_process_set(process_set)
+
+
+def process_set_id(process_set):
+    """The id a collective runs on: 0 for the global set, else the id of an added set this
+    rank belongs to (ValueError otherwise, as Horovod raises)."""
+    if process_set is None or process_set is global_process_set:
+        return 0
+    if not isinstance(process_set, ProcessSet):
+        raise ValueError("process_set must be a ProcessSet (got %s)" % type(process_set).__name__)
+    if process_set.process_set_id is None:
+        raise ValueError("Process set %r has not been added (hvd.add_process_set) or was removed"
+                         % (process_set,))
+    return process_set.process_set_id
+
+
+def process_set_size(process_set):
+    """Ranks taking part in a collective on `process_set` (Average divides by it)."""
+    if process_set is None or process_set is global_process_set:
+        return _state.worker().size
+    return process_set.size()
+
+
+def _check_process_set(process_set):
+    """hvrun.tensorflow's collectives run on the global set only (its op library has no
+    process-set attribute yet); a set naming every rank is the global set."""
     if process_set is None or process_set is global_process_set:
         return
     if process_set.ranks is not None and process_set.ranks == global_process_set.ranks:
         return
-    raise NotImplementedError("hvrun supports only the global process set")
-
-
-_check_process_set = check_process_set  # the name hvrun.tensorflow's modules use
+    raise NotImplementedError("hvrun.tensorflow runs collectives on the global process set only; "
+                              "process sets work in hvrun.torch and the C++ API")

@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -60,8 +61,11 @@ std::string seconds_text(double seconds) {
 
 StatusTuple to_tuple(const Status& s) { return {static_cast<int>(s.code()), s.message()}; }
 
-AllreduceOptions reduce_options(int op, double prescale, double postscale) {
-  return AllreduceOptions{.op = static_cast<ReduceOp>(op), .prescale = prescale, .postscale = postscale};
+AllreduceOptions reduce_options(int op, double prescale, double postscale, int process_set = 0) {
+  return AllreduceOptions{.op = static_cast<ReduceOp>(op),
+                          .prescale = prescale,
+                          .postscale = postscale,
+                          .process_set = ProcessSet{process_set}};
 }
 
 // Waits in short slices so that Ctrl-C (a pending Python signal) interrupts a long wait; the
@@ -236,12 +240,12 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("address", [](Worker& w) { return reinterpret_cast<uintptr_t>(&w); })
       .def("allreduce_async",
            [](Worker& w, py::handle name, const TensorRef& input, const TensorRef& output,
-              int op, double prescale, double postscale) {
+              int op, double prescale, double postscale, int process_set) {
              return w.allreduce_async(tensor_name(w, name), input.const_view(), output.view(),
-                                      reduce_options(op, prescale, postscale));
+                                      reduce_options(op, prescale, postscale, process_set));
            },
            py::arg("name"), py::arg("input"), py::arg("output"), py::arg("op"),
-           py::arg("prescale") = 1.0, py::arg("postscale") = 1.0)
+           py::arg("prescale") = 1.0, py::arg("postscale") = 1.0, py::arg("process_set") = 0)
       // For blocking calls: runs on the fast path (no coordinator) when the tensor was
       // negotiated before, returning a completed handle; else submits. Python then waits
       // through Handle.wait, which Ctrl-C interrupts.
@@ -277,7 +281,7 @@ PYBIND11_MODULE(_core, m) {
            py::arg("prescale"), py::arg("postscale"), py::arg("timeout_s"))
       .def("grouped_allreduce_async",
            [](Worker& w, const py::sequence& name_objects, const std::vector<TensorRef>& tensors,
-              int op, double prescale, double postscale) {
+              int op, double prescale, double postscale, int process_set) {
              // A str is a sequence too: split into one-character names it would run silently.
              if (py::isinstance<py::str>(name_objects) || py::isinstance<py::bytes>(name_objects))
                throw py::type_error("grouped_allreduce_async: names must be a list of str, not one "
@@ -286,31 +290,66 @@ PYBIND11_MODULE(_core, m) {
              for (py::handle n : name_objects) names.push_back(tensor_name(w, n));
              std::vector<TensorView> views;
              for (const auto& t : tensors) views.push_back(t.view());
-             return w.grouped_allreduce_async(names, views, reduce_options(op, prescale, postscale));
+             return w.grouped_allreduce_async(names, views,
+                                              reduce_options(op, prescale, postscale, process_set));
            },
            py::arg("names"), py::arg("tensors"), py::arg("op"), py::arg("prescale") = 1.0,
-           py::arg("postscale") = 1.0)
+           py::arg("postscale") = 1.0, py::arg("process_set") = 0)
       .def("allgather_async",
-           [](Worker& w, py::handle name, const TensorRef& input) {
-             return w.allgather_async(tensor_name(w, name), input.const_view());
-           })
+           [](Worker& w, py::handle name, const TensorRef& input, int process_set) {
+             return w.allgather_async(tensor_name(w, name), input.const_view(),
+                                      ProcessSet{process_set});
+           },
+           py::arg("name"), py::arg("input"), py::arg("process_set") = 0)
       .def("broadcast_async",
-           [](Worker& w, py::handle name, const TensorRef& inout, int root_rank) {
-             return w.broadcast_async(tensor_name(w, name), inout.view(), root_rank);
-           })
+           [](Worker& w, py::handle name, const TensorRef& inout, int root_rank, int process_set) {
+             return w.broadcast_async(tensor_name(w, name), inout.view(), root_rank,
+                                      ProcessSet{process_set});
+           },
+           py::arg("name"), py::arg("inout"), py::arg("root_rank"), py::arg("process_set") = 0)
       .def("alltoall_async",
-           [](Worker& w, py::handle name, const TensorRef& input, std::vector<int64_t> splits) {
-             return w.alltoall_async(tensor_name(w, name), input.const_view(), splits);
-           })
+           [](Worker& w, py::handle name, const TensorRef& input, std::vector<int64_t> splits,
+              int process_set) {
+             return w.alltoall_async(tensor_name(w, name), input.const_view(), splits,
+                                     ProcessSet{process_set});
+           },
+           py::arg("name"), py::arg("input"), py::arg("splits"), py::arg("process_set") = 0)
       .def("reducescatter_async",
            [](Worker& w, py::handle name, const TensorRef& input, int op, double prescale,
-              double postscale) {
+              double postscale, int process_set) {
              return w.reducescatter_async(tensor_name(w, name), input.const_view(),
-                                          reduce_options(op, prescale, postscale));
+                                          reduce_options(op, prescale, postscale, process_set));
            },
            py::arg("name"), py::arg("input"), py::arg("op"), py::arg("prescale") = 1.0,
-           py::arg("postscale") = 1.0)
-      .def("barrier_async", &Worker::barrier_async)
+           py::arg("postscale") = 1.0, py::arg("process_set") = 0)
+      .def("barrier_async",
+           [](Worker& w, int process_set) { return w.barrier_async(ProcessSet{process_set}); },
+           py::arg("process_set") = 0)
+      // Process sets (every rank calls add/remove in the same order): the new id, the
+      // members; errors raise RuntimeError with the library's message.
+      .def("add_process_set",
+           [](Worker& w, std::vector<int> ranks) {
+             Result<ProcessSet> set = [&] {
+               py::gil_scoped_release release;
+               return w.add_process_set(ranks);
+             }();
+             if (!set.is_ok()) throw std::invalid_argument(set.status().message());
+             return set->id;
+           })
+      .def("remove_process_set",
+           [](Worker& w, int id) {
+             Status s = [&] {
+               py::gil_scoped_release release;
+               return w.remove_process_set(ProcessSet{id});
+             }();
+             if (!s.is_ok()) throw std::invalid_argument(s.message());
+           })
+      .def("process_set_ranks",
+           [](Worker& w, int id) -> std::optional<std::vector<int>> {
+             auto ranks = w.process_set_ranks(ProcessSet{id});
+             if (!ranks.is_ok()) return std::nullopt;
+             return *ranks;
+           })
       .def("join_async", &Worker::join_async)
       // Telemetry (docs/timeline.md): step counter and the job's timeline at run time.
       .def("mark_step", &Worker::mark_step)

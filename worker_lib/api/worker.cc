@@ -6,6 +6,7 @@
 #include "hvrun/hvrun.h"
 #include "worker_lib/backends/nccl/nccl_errors.h"
 #include "worker_lib/handle_state.h"
+#include "proto/collective_op_name.h"
 #include "worker_lib/runtime/runtime.h"
 
 namespace hvrun {
@@ -88,6 +89,22 @@ Handle failed(const std::string& name, Status status) {
   return Handle(HandleState::failed(name, std::move(status)));
 }
 
+// "allreduce 'grad'": how refusals name the call.
+std::string call_text(v1::CollectiveOp op, const std::string& name) {
+  return std::string(collective_op_name(op)) + " '" + name + "'";
+}
+
+// The members of the set `op` runs on, when this rank may submit there (it exists here and
+// this rank is in it); marks the op with the set. The global set is the common case: no lookup.
+Result<detail::ProcessSetMembers> put_on_set(const detail::Runtime& runtime, PendingOp& op,
+                                             ProcessSet set) {
+  if (set.id == 0) return detail::ProcessSetMembers{{}, runtime.topology().rank};
+  HVRUN_ASSIGN_OR_RETURN(auto members,
+                         runtime.process_set_of_mine(set, call_text(op.op, op.name())));
+  op.process_set = static_cast<uint32_t>(set.id);
+  return members;
+}
+
 // The checked op of an allreduce (async or blocking), or why it is refused.
 Result<std::shared_ptr<PendingOp>> make_allreduce(int rank, const std::string& name,
                                                   const ConstTensorView& input,
@@ -144,6 +161,8 @@ Handle Worker::allreduce_async(const std::string& name, ConstTensorView input, T
                                const AllreduceOptions& options) {
   auto op = make_allreduce(rank(), name, input, output, options);
   if (!op.is_ok()) return failed(name, op.status());
+  if (auto set = put_on_set(*runtime_, **op, options.process_set); !set.is_ok())
+    return failed(name, set.status());
   return runtime_->submit(std::move(op).value());
 }
 
@@ -181,11 +200,20 @@ std::vector<Handle> Worker::grouped_allreduce_async(std::span<const std::string>
       return handles;
     }
   }
-  uint64_t group = runtime_->next_group_id();
+  if (options.process_set.id != 0 && !names.empty()) {
+    auto set = runtime_->process_set_of_mine(options.process_set, "grouped allreduce");
+    if (!set.is_ok()) {
+      for (const auto& n : names) handles.push_back(failed(n, set.status()));
+      return handles;
+    }
+  }
+  const auto set_id = static_cast<uint32_t>(std::max(options.process_set.id, 0));
+  uint64_t group = runtime_->next_group_id(set_id);
   std::vector<std::shared_ptr<PendingOp>> ops;
   for (size_t i = 0; i < names.size(); ++i) {
     const TensorView& t = tensors[i];
     auto op = make_op(names[i], v1::COLLECTIVE_OP_ALLREDUCE, t.dtype, t.shape);
+    op->process_set = set_id;
     set_reduction(*op, options);
     op->input = t.data;
     op->output = t.data;
@@ -197,17 +225,21 @@ std::vector<Handle> Worker::grouped_allreduce_async(std::span<const std::string>
   return runtime_->submit_group(std::move(ops));
 }
 
-Handle Worker::allgather_async(const std::string& name, ConstTensorView input) {
+Handle Worker::allgather_async(const std::string& name, ConstTensorView input,
+                               ProcessSet process_set) {
   if (Status s = check_tensor(rank(), name, input.data, input.dtype, input.shape, true); !s.is_ok())
     return failed(name, s);
   if (Status s = check_device(name, input.device); !s.is_ok()) return failed(name, s);
   auto op = make_op(name, v1::COLLECTIVE_OP_ALLGATHER, input.dtype, input.shape);
+  if (auto set = put_on_set(*runtime_, *op, process_set); !set.is_ok())
+    return failed(name, set.status());
   place(*op, input.device, input.stream);
   op->input = input.data;
   return runtime_->submit(std::move(op));
 }
 
-Handle Worker::broadcast_async(const std::string& name, TensorView inout, int root_rank) {
+Handle Worker::broadcast_async(const std::string& name, TensorView inout, int root_rank,
+                               ProcessSet process_set) {
   if (Status s = check_tensor(rank(), name, inout.data, inout.dtype, inout.shape, false); !s.is_ok())
     return failed(name, s);
   if (root_rank < 0 || root_rank >= size())
@@ -216,35 +248,51 @@ Handle Worker::broadcast_async(const std::string& name, TensorView inout, int ro
                                          std::to_string(size()) + ")"));
   if (Status s = check_device(name, inout.device); !s.is_ok()) return failed(name, s);
   auto op = make_op(name, v1::COLLECTIVE_OP_BROADCAST, inout.dtype, inout.shape);
+  auto set = put_on_set(*runtime_, *op, process_set);
+  if (!set.is_ok()) return failed(name, set.status());
+  // The coordinator and the set's data plane number the set's ranks 0..k-1.
+  int root = root_rank;
+  if (process_set.id != 0) {
+    auto it = std::find(set->ranks.begin(), set->ranks.end(), root_rank);
+    if (it == set->ranks.end())
+      return failed(name, invalid_argument("broadcast '" + name + "': root rank " +
+                                           std::to_string(root_rank) + " is not in process set " +
+                                           std::to_string(process_set.id) + " (ranks " +
+                                           set->ranks_text() + ")"));
+    root = static_cast<int>(it - set->ranks.begin());
+  }
   place(*op, inout.device, inout.stream);
-  op->root_rank = root_rank;
+  op->root_rank = root;
   op->input = inout.data;
   op->output = inout.data;
   return runtime_->submit(std::move(op));
 }
 
 Handle Worker::alltoall_async(const std::string& name, ConstTensorView input,
-                              std::span<const int64_t> splits) {
+                              std::span<const int64_t> splits, ProcessSet process_set) {
   if (Status s = check_tensor(rank(), name, input.data, input.dtype, input.shape, true); !s.is_ok())
     return failed(name, s);
+  auto op = make_op(name, v1::COLLECTIVE_OP_ALLTOALL, input.dtype, input.shape);
+  auto set = put_on_set(*runtime_, *op, process_set);
+  if (!set.is_ok()) return failed(name, set.status());
+  const int ranks = process_set.id == 0 ? size() : set->size();
   int64_t rows = input.shape[0];
   std::vector<int64_t> chosen(splits.begin(), splits.end());
   if (chosen.empty()) {
-    if (rows % size() != 0)
+    if (rows % ranks != 0)
       return failed(name, invalid_argument("alltoall '" + name + "': " + std::to_string(rows) +
                                            " rows do not split evenly over " +
-                                           std::to_string(size()) + " ranks; pass splits"));
-    chosen.assign(size(), rows / size());
+                                           std::to_string(ranks) + " ranks; pass splits"));
+    chosen.assign(static_cast<size_t>(ranks), rows / ranks);
   }
-  if (static_cast<int>(chosen.size()) != size() ||
+  if (static_cast<int>(chosen.size()) != ranks ||
       std::accumulate(chosen.begin(), chosen.end(), int64_t{0}) != rows ||
       std::any_of(chosen.begin(), chosen.end(), [](int64_t v) { return v < 0; }))
     return failed(name, invalid_argument("alltoall '" + name + "': splits must be " +
-                                         std::to_string(size()) +
+                                         std::to_string(ranks) +
                                          " non-negative row counts summing to dim 0 (" +
                                          std::to_string(rows) + ")"));
   if (Status s = check_device(name, input.device); !s.is_ok()) return failed(name, s);
-  auto op = make_op(name, v1::COLLECTIVE_OP_ALLTOALL, input.dtype, input.shape);
   place(*op, input.device, input.stream);
   op->splits = std::move(chosen);
   op->input = input.data;
@@ -259,15 +307,22 @@ Handle Worker::reducescatter_async(const std::string& name, ConstTensorView inpu
   if (Status s = check_reducible(name, input.dtype, input.device); !s.is_ok())
     return failed(name, s);
   auto op = make_op(name, v1::COLLECTIVE_OP_REDUCESCATTER, input.dtype, input.shape);
+  if (auto set = put_on_set(*runtime_, *op, options.process_set); !set.is_ok())
+    return failed(name, set.status());
   place(*op, input.device, input.stream);
   set_reduction(*op, options);
   op->input = input.data;
   return runtime_->submit(std::move(op));
 }
 
-Handle Worker::barrier_async() {
-  std::string name = "barrier." + std::to_string(runtime_->next_barrier_id());
-  return runtime_->submit(make_op(name, v1::COLLECTIVE_OP_BARRIER, DataType::kUInt8, {0}));
+Handle Worker::barrier_async(ProcessSet process_set) {
+  const auto set_id = static_cast<uint32_t>(std::max(process_set.id, 0));
+  std::string name = (set_id == 0 ? "barrier." : "barrier.ps" + std::to_string(set_id) + ".") +
+                     std::to_string(runtime_->next_barrier_id(set_id));
+  auto op = make_op(name, v1::COLLECTIVE_OP_BARRIER, DataType::kUInt8, {0});
+  if (auto set = put_on_set(*runtime_, *op, process_set); !set.is_ok())
+    return failed(name, set.status());
+  return runtime_->submit(std::move(op));
 }
 
 Handle Worker::join_async() {
@@ -289,7 +344,8 @@ namespace {
 // A two-view allreduce plainly valid for the fast path: CPU tensors of one dtype and shape.
 bool fast_path_may_take(const ConstTensorView& input, const TensorView& output,
                         const AllreduceOptions& options) {
-  return input.device.type == DeviceType::kCpu && input.device == output.device &&
+  return options.process_set.id == 0 && input.device.type == DeviceType::kCpu &&
+         input.device == output.device &&
          input.data != nullptr && output.data != nullptr && input.dtype == output.dtype &&
          input.shape == output.shape && is_valid_dtype(static_cast<int>(input.dtype)) &&
          is_valid_reduce_op(static_cast<int>(options.op));
@@ -299,7 +355,7 @@ bool fast_path_may_take(const ConstTensorView& input, const TensorView& output,
 Status Worker::allreduce(const std::string& name, const TensorView& inout,
                          const AllreduceOptions& options) {
   // Not through the two-view overload: a ConstTensorView copy costs the hot path an allocation.
-  if (inout.device.type == DeviceType::kCpu && inout.data != nullptr &&
+  if (options.process_set.id == 0 && inout.device.type == DeviceType::kCpu && inout.data != nullptr &&
       is_valid_dtype(static_cast<int>(inout.dtype)) &&
       is_valid_reduce_op(static_cast<int>(options.op)))
     if (auto done = runtime_->try_fast_allreduce(
@@ -335,18 +391,20 @@ Result<OwnedTensor> take_output(const Handle& h, Status s) {
 }
 }  // namespace
 
-Result<OwnedTensor> Worker::allgather(const std::string& name, ConstTensorView input) {
-  Handle h = allgather_async(name, std::move(input));
+Result<OwnedTensor> Worker::allgather(const std::string& name, ConstTensorView input,
+                                     ProcessSet process_set) {
+  Handle h = allgather_async(name, std::move(input), process_set);
   return take_output(h, wait(h));
 }
 
-Status Worker::broadcast(const std::string& name, TensorView inout, int root_rank) {
-  return wait(broadcast_async(name, std::move(inout), root_rank));
+Status Worker::broadcast(const std::string& name, TensorView inout, int root_rank,
+                         ProcessSet process_set) {
+  return wait(broadcast_async(name, std::move(inout), root_rank, process_set));
 }
 
 Result<OwnedTensor> Worker::alltoall(const std::string& name, ConstTensorView input,
-                                     std::span<const int64_t> splits) {
-  Handle h = alltoall_async(name, std::move(input), splits);
+                                     std::span<const int64_t> splits, ProcessSet process_set) {
+  Handle h = alltoall_async(name, std::move(input), splits, process_set);
   return take_output(h, wait(h));
 }
 
@@ -356,7 +414,7 @@ Result<OwnedTensor> Worker::reducescatter(const std::string& name, ConstTensorVi
   return take_output(h, wait(h));
 }
 
-Status Worker::barrier() { return wait(barrier_async()); }
+Status Worker::barrier(ProcessSet process_set) { return wait(barrier_async(process_set)); }
 
 Result<int> Worker::join() {
   Handle h = join_async();

@@ -29,6 +29,8 @@ std::string PendingOp::cache_signature() const {
   r.clear_group_size();
   std::string bytes;
   r.SerializeToString(&bytes);
+  // Each set has cache ids of its own: a name used on two sets is two entries.
+  bytes.append(reinterpret_cast<const char*>(&process_set), sizeof process_set);
   return bytes;
 }
 

@@ -25,6 +25,7 @@ struct PendingOp {
   std::vector<int64_t> splits;
   uint64_t group_id = 0;
   uint32_t group_size = 0;
+  uint32_t process_set = 0;     // the set it runs on (RequestBatch.process_set_id); 0 = global
 
   Device device;                // where input/output live (CUDA: device pointers)
   void* stream = nullptr;       // CUDA: the caller's stream the data is ready on

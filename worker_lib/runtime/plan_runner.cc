@@ -116,9 +116,12 @@ void PlanRunner::execute_plan(const v1::Plan& plan) {
     for (const v1::Response& response : plan.responses()) {
       auto& entries = plan_entries.emplace_back();
       if (response.error_ranks_size() > 0) continue;  // someone's duplicate; see below
+      const uint32_t set = response.process_set_id();
       for (const auto& t : response.tensors()) {
         auto it = c_.state.in_flight.find(t.name());
-        if (it == c_.state.in_flight.end()) {
+        // A name of another set's response is not this one (a rank outside `set` may have an
+        // op of that name in flight on a set of its own).
+        if (it == c_.state.in_flight.end() || it->second->process_set != set) {
           entries.push_back(nullptr);
         } else {
           entries.push_back(std::move(it->second));
@@ -136,6 +139,8 @@ void PlanRunner::execute_plan(const v1::Plan& plan) {
       SPDLOG_WARN("coordinator: {}", response.error());
       continue;
     }
+    PlanExecutor* executor = executor_for(response);
+    if (!executor) continue;  // a set without this rank
     c_.telemetry.on_response_started(plan.seq(), response);
     if (!response.error().empty()) {
       for (const auto& e : entries)
@@ -143,14 +148,45 @@ void PlanRunner::execute_plan(const v1::Plan& plan) {
       c_.telemetry.on_response_done(response, false);
       continue;
     }
+    if (response.op() == v1::COLLECTIVE_OP_PROCESS_SET_ADD ||
+        response.op() == v1::COLLECTIVE_OP_PROCESS_SET_REMOVE) {
+      change_process_sets(response, entries);
+      c_.telemetry.on_response_done(response, true);
+      continue;
+    }
     c_.submitter.remember_cache_ids(response, entries);
-    c_.executor.execute(response, entries);
+    executor->execute(response, entries);
     c_.telemetry.on_response_done(response, !c_.telemetry.recording() || succeeded(entries));
   }
   finished_plan_seq_.store(plan.seq());
   // Still waiting for something (a join, an op submitted meanwhile): this rank cannot take part
   // in the round the plan just moved it to, and peers should not wait for it there.
   c_.lane.refuse_if_busy();
+}
+
+PlanExecutor* PlanRunner::executor_for(const v1::Response& response) {
+  const uint32_t set = response.process_set_id();
+  return set == 0 ? &c_.executor : c_.process_sets.executor(set);
+}
+
+void PlanRunner::change_process_sets(const v1::Response& response, const ResponseEntries& entries) {
+  Status status;
+  int result = -1;
+  if (response.op() == v1::COLLECTIVE_OP_PROCESS_SET_ADD) {
+    result = static_cast<int>(response.created_process_set_id());
+    status = c_.process_sets.add(response.created_process_set_id(),
+                                 {response.process_set_members().begin(),
+                                  response.process_set_members().end()});
+  } else {
+    result = response.root_rank();
+    c_.process_sets.remove(static_cast<uint32_t>(response.root_rank()));
+  }
+  if (!status.is_ok()) SPDLOG_ERROR("{}", status.message());
+  for (const auto& e : entries) {
+    if (!e) continue;
+    e->handle->join_result = result;
+    e->handle->complete(status);
+  }
 }
 
 }  // namespace hvrun::detail

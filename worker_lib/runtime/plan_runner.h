@@ -2,6 +2,8 @@
 // abort or shutdown, it sends what waits to be sent (the outbox, an AbortRequest) and executes
 // every Plan's responses in order (PlanExecutor), completing the handles. Each plan runs under
 // the executor's lock and counts as one event of the fast path's rounds (execution_lane.h).
+// Every rank receives every process set's responses and runs those of its sets, through the
+// set's executor (process_set_planes.h), in plan order.
 #pragma once
 
 #include <atomic>
@@ -13,6 +15,7 @@
 #include "worker_lib/runtime/coordinator_client.h"
 #include "worker_lib/runtime/execution_lane.h"
 #include "worker_lib/execution/plan_executor.h"
+#include "worker_lib/runtime/process_set_planes.h"
 #include "worker_lib/runtime/submitter.h"
 #include "worker_lib/runtime/work_state.h"
 #include "worker_lib/telemetry/worker_telemetry.h"
@@ -25,7 +28,8 @@ class PlanRunner {
     WorkState& state;
     ExecutionLane& lane;
     Submitter& submitter;
-    PlanExecutor& executor;
+    PlanExecutor& executor;        // the global set's
+    ProcessSetPlanes& process_sets;  // the other sets' executors
     telemetry::WorkerTelemetry& telemetry;
     NegotiationStream& stream;
     CoordinatorClient& client;  // an AbortRequest when the stream cannot take it
@@ -47,6 +51,10 @@ class PlanRunner {
   void send_abort_request(const std::string& reason);
   void handle_message(const v1::CoordinatorMessage& message);
   void execute_plan(const v1::Plan& plan);
+  // The executor of the response's process set, or null when this rank is not in it.
+  PlanExecutor* executor_for(const v1::Response& response);
+  // A process set added or removed by every rank (entries: this rank's call).
+  void change_process_sets(const v1::Response& response, const ResponseEntries& entries);
 
   Context c_;
   uint64_t last_plan_seq_ = 0;  // this thread only

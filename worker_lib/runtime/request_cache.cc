@@ -10,7 +10,8 @@ uint64_t fnv1a64(const std::string& bytes) {
 }
 
 bool runs_fast(const PendingOp& op) {
-  return op.op == v1::COLLECTIVE_OP_ALLREDUCE && !op.device.is_cuda() && op.group_id == 0;
+  return op.op == v1::COLLECTIVE_OP_ALLREDUCE && !op.device.is_cuda() && op.group_id == 0 &&
+         op.process_set == 0;
 }
 
 }  // namespace

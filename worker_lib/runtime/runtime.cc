@@ -92,12 +92,32 @@ Status Runtime::connect() {
                                                   .allocator = config_.device_allocator});
   gpu_ = gpu.get();
   executor_->set_gpu_executor(std::move(gpu));
+  ProcessSetPlanes::Job set_job{.rank = topology_.rank,
+                                .size = topology_.size,
+                                .local_rank = topology_.local_rank,
+                                .hosts = {},
+                                .job_id = job_id_,
+                                .config = &config_,
+                                .store = client_.get(),
+                                .explain_failure = [this](Status failed) {
+                                  return state_.explain_failure(std::move(failed));
+                                },
+                                .observer = nullptr};
+  for (const v1::RankInfo& info : registered.response.ranks()) set_job.hosts.push_back(info.host());
+  // A coordinator that lists no ranks leaves the placement unknown: a host per rank, so that
+  // sets use Gloo, as the job does then.
+  if (static_cast<int>(set_job.hosts.size()) != topology_.size) {
+    set_job.hosts.clear();
+    for (int r = 0; r < topology_.size; ++r) set_job.hosts.push_back("unknown-host-" + std::to_string(r));
+  }
   // Telemetry counts CPU responses under the backend's short name ("hierarchical(shm+gloo)"
   // -> "hierarchical"); a one-rank job moves nothing ("local").
   std::string backend_name = topology_.size == 1 ? "local" : backend_->name();
   backend_name = backend_name.substr(0, backend_name.find('('));
   telemetry_ = std::make_unique<telemetry::WorkerTelemetry>(backend_name);
   executor_->set_phase_observer(telemetry_.get(), backend_name);
+  set_job.observer = telemetry_.get();
+  process_sets_ = std::make_unique<ProcessSetPlanes>(std::move(set_job));
   // Record from the first collective (TimelineState follows Welcome, which may be after the
   // trainer's first submissions).
   if (registered.timeline_from_start) telemetry_->set_recording(true);
@@ -128,7 +148,8 @@ Status Runtime::connect() {
                         topology_.size, config_.op_timeout, config_.fast_path},
       rounds);
   plan_runner_ = std::make_unique<PlanRunner>(
-      PlanRunner::Context{state_, lane_, *submitter_, *executor_, *telemetry_, *stream_, *client_,
+      PlanRunner::Context{state_, lane_, *submitter_, *executor_, *process_sets_, *telemetry_,
+                          *stream_, *client_,
                           topology_.rank, config_.host, config_.coordinator_address});
   heartbeat_ = std::make_unique<Heartbeat>(
       *stream_,
@@ -148,6 +169,7 @@ Status Runtime::connect() {
 
 void Runtime::tear_down(const std::string& reason) {
   if (executor_) executor_->abort(reason);
+  if (process_sets_) process_sets_->abort(reason);
 }
 
 void Runtime::start_telemetry() {
@@ -185,14 +207,30 @@ Status Runtime::start_timeline(const std::string& path) {
 
 Status Runtime::stop_timeline() { return send_timeline_control(""); }
 
-uint64_t Runtime::next_barrier_id() {
-  std::lock_guard<std::mutex> lock(state_.mutex);
-  return state_.barrier_counter++;
+Result<ProcessSetMembers> Runtime::process_set_of_mine(const ProcessSet& set,
+                                                       const std::string& op_text) const {
+  if (set.id < 0)
+    return invalid_argument(op_text + ": process set id " + std::to_string(set.id) + " is negative");
+  std::optional<ProcessSetMembers> members = process_sets_->members(static_cast<uint32_t>(set.id));
+  if (!members)
+    return invalid_argument(op_text + ": there is no process set " + std::to_string(set.id) +
+                            " (add_process_set returns the ids; a removed set's id is gone)");
+  if (!members->includes_me())
+    return invalid_argument(op_text + ": rank " + std::to_string(topology_.rank) +
+                            " is not in process set " + std::to_string(set.id) + " (ranks " +
+                            members->ranks_text() +
+                            "); only its members submit its collectives");
+  return *members;
 }
 
-uint64_t Runtime::next_group_id() {
+uint64_t Runtime::next_barrier_id(uint32_t process_set) {
   std::lock_guard<std::mutex> lock(state_.mutex);
-  return ++state_.group_counter;
+  return state_.barrier_counter[process_set]++;
+}
+
+uint64_t Runtime::next_group_id(uint32_t process_set) {
+  std::lock_guard<std::mutex> lock(state_.mutex);
+  return ++state_.group_counter[process_set];
 }
 
 void Runtime::abort(const std::string& reason) {

@@ -9,6 +9,7 @@
 //   execution_lane.h   the executor's lock and the fast path's round counter.
 //   fast_path.h        blocking allreduces agreed among the ranks (round_agreement.h), on the
 //                      caller's thread.
+//   process_set_planes.h  the process sets this rank knows, and its sets' own data planes.
 //   private_coordinator.h  without a launcher, the hvrun-coordinator child of a job of size 1
 //                      (started in start(), before connect(); reaped at the end of shutdown()).
 //
@@ -54,6 +55,7 @@
 #include "worker_lib/runtime/live_workers.h"
 #include "worker_lib/execution/pending_op.h"
 #include "worker_lib/runtime/plan_runner.h"
+#include "worker_lib/runtime/process_set_planes.h"
 #include "worker_lib/runtime/private_coordinator.h"
 #include "worker_lib/runtime/stream_reader.h"
 #include "worker_lib/runtime/submitter.h"
@@ -93,21 +95,35 @@ class Runtime {
     return fast_path_->try_allreduce(call);
   }
 
+  // Any thread: a process set's members (id 0: every rank); nullopt when it does not exist.
+  std::optional<ProcessSetMembers> process_set(uint32_t id) const {
+    return process_sets_->members(id);
+  }
+  std::vector<uint32_t> process_set_ids() const { return process_sets_->ids(); }
+  uint64_t next_process_set_call() {
+    std::lock_guard<std::mutex> lock(state_.mutex);
+    return ++state_.process_set_calls;
+  }
+  // Any thread: the process set an op of this rank runs on, checked: `op_text` names the call.
+  Result<ProcessSetMembers> process_set_of_mine(const ProcessSet& set,
+                                               const std::string& op_text) const;
+
   const Topology& topology() const { return topology_; }
   const std::string& job_id() const { return job_id_; }
   const Config& config() const { return config_; }
   // Any thread: allocator for library-allocated CUDA outputs (see hvrun::DeviceAllocator).
   void set_device_allocator(DeviceAllocator allocator) {
-    gpu_->set_device_allocator(std::move(allocator));
+    gpu_->set_device_allocator(allocator);
+    process_sets_->set_device_allocator(std::move(allocator));
   }
   // Telemetry (worker_lib/telemetry/): the trainer's step counter, and the job's timeline
   // started / stopped at run time (the coordinator writes the file). Any thread.
   void mark_step() { telemetry_->mark_step(); }
   Status start_timeline(const std::string& path);
   Status stop_timeline();
-  // Per-process counters, the same on every rank by the callers' contract.
-  uint64_t next_barrier_id();
-  uint64_t next_group_id();
+  // Per-process counters of each process set, the same on its ranks by the callers' contract.
+  uint64_t next_barrier_id(uint32_t process_set);
+  uint64_t next_group_id(uint32_t process_set);
 
  private:
   explicit Runtime(const Config& config);
@@ -135,6 +151,7 @@ class Runtime {
   std::unique_ptr<NegotiationStream> stream_;
   std::unique_ptr<PlanExecutor> executor_;
   GpuExecutor* gpu_ = nullptr;  // executor_'s GPU executor
+  std::unique_ptr<ProcessSetPlanes> process_sets_;  // the other sets' data planes
   // Telemetry: counters and timeline events, and the thread that reports them on stream_
   // (declared after both, so it stops first).
   std::unique_ptr<telemetry::WorkerTelemetry> telemetry_;

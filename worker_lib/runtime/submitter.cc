@@ -81,17 +81,26 @@ void Submitter::flush_outbox() {
 void Submitter::send_requests(std::deque<std::shared_ptr<PendingOp>>& batch) {
   // The coordinator takes a batch's full requests first, then its cached ids: a full request
   // after a cached one (a join after a cached allreduce) starts a new batch, so the coordinator
-  // sees this rank's submissions in their order.
+  // sees this rank's submissions in their order. A batch holds one process set's requests.
   v1::WorkerMessage message;
   v1::RequestBatch* requests = message.mutable_requests();
   bool written = true;
   for (const auto& op : batch) {
+    if (op->process_set != requests->process_set_id()) {
+      if (requests->requests_size() > 0 || requests->cached_ids_size() > 0) {
+        written = stream_.write(message) && written;
+        requests->Clear();
+      }
+      requests->set_process_set_id(op->process_set);
+    }
     if (std::optional<uint32_t> id = cache_.cached_id(*op)) {
       requests->add_cached_ids(*id);
     } else {
       if (requests->cached_ids_size() > 0) {
         written = stream_.write(message) && written;
+        const uint32_t set = requests->process_set_id();
         requests->Clear();
+        requests->set_process_set_id(set);
       }
       *requests->add_requests() = op->to_request();
     }

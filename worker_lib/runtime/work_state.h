@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -31,8 +32,10 @@ struct WorkState {
   bool stop_requested = false;
   bool stream_ended = false;
   bool shut_down = false;
-  uint64_t barrier_counter = 0;
-  uint64_t group_counter = 0;
+  // Per process set: only a set's members count its barriers and groups.
+  std::map<uint32_t, uint64_t> barrier_counter;
+  std::map<uint32_t, uint64_t> group_counter;
+  uint64_t process_set_calls = 0;  // add/remove_process_set calls: every rank counts alike
   uint64_t plans_received = 0;  // by the reader thread
   uint64_t plans_started = 0;   // by the background thread
   bool skipped_plan = false;    // a plan arrived after `terminal` (not run)

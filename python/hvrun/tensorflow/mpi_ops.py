@@ -73,10 +73,11 @@ _state.add_worker_listener(_attach)
 
 def init(*args, **kwargs):
     """Joins the job hvrun started. Horovod's arguments (comm, process_sets) are accepted;
-    hvrun has the global process set only."""
+    hvrun.tensorflow's collectives run on the global process set only."""
     process_sets = kwargs.get("process_sets")
     if process_sets not in (None, [], "dynamic"):
-        raise NotImplementedError("hvrun supports only the global process set")
+        raise NotImplementedError("hvrun.tensorflow runs collectives on the global process set "
+                                  "only; process sets work in hvrun.torch and the C++ API")
     _state.init()
     w = _state.worker()
     set_global_ranks(w.size)

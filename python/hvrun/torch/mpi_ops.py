@@ -31,8 +31,9 @@ from hvrun.torch.compression import Compression
 from hvrun.torch.handles import check_name_free, check_not_in_flight, poll, register, synchronize
 from hvrun.torch import handles as _handles
 from hvrun.basics import set_layout
-from hvrun.process_sets import (ProcessSet, add_process_set, check_process_set,
-                                global_process_set, remove_process_set, set_global_ranks)
+from hvrun.process_sets import (ProcessSet, add_initial_process_sets,  # noqa: F401
+                                add_process_set, global_process_set, process_set_id,
+                                process_set_size, remove_process_set, set_global_ranks)
 
 _TORCH_DTYPES = {
     torch.uint8: UINT8, torch.int8: INT8, torch.int16: INT16, torch.int32: INT32,
@@ -85,10 +86,11 @@ def _worker():
 _join_average_given = "HVRUN_JOIN_AVERAGE" in os.environ  # fixed for the process: hvrun sets it
 
 
-def _reduction(op, prescale_factor, postscale_factor):
-    """(library op, prescale, postscale) for one of Horovod's ops, Average as Horovod's."""
+def _reduction(op, prescale_factor, postscale_factor, process_set=global_process_set):
+    """(library op, prescale, postscale) for one of Horovod's ops, Average as Horovod's: over
+    the ranks of the process set."""
     if op == Average and not _join_average_given:
-        return CORE_SUM, prescale_factor, postscale_factor / _worker().size
+        return CORE_SUM, prescale_factor, postscale_factor / process_set_size(process_set)
     return core_op(op), prescale_factor, postscale_factor
 
 
@@ -121,13 +123,13 @@ def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.
                     postscale_factor=1.0, process_set=global_process_set):
     """Starts an out-of-place allreduce; synchronize(handle) returns the reduced tensor."""
     op = resolve_op(op, average)
-    check_process_set(process_set)
+    ps = process_set_id(process_set)
     source = _contiguous(tensor)
     output = torch.empty_like(source, memory_format=torch.contiguous_format)
     full = _state.op_name("allreduce", name)
-    library_op, pre, post = _reduction(op, prescale_factor, postscale_factor)
+    library_op, pre, post = _reduction(op, prescale_factor, postscale_factor, process_set)
     h = _submit([full], lambda: _worker().allreduce_async(full, _ref(source), _ref(output),
-                                                          library_op, pre, post))
+                                                          library_op, pre, post, ps))
     return register([full], [h], lambda _: output, (source, output))
 
 
@@ -135,12 +137,12 @@ def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1
                      postscale_factor=1.0, process_set=global_process_set):
     """Starts an in-place allreduce; synchronize(handle) returns `tensor`, reduced."""
     op = resolve_op(op, average)
-    check_process_set(process_set)
+    ps = process_set_id(process_set)
     work = _contiguous(tensor)
     full = _state.op_name("allreduce", name)
-    library_op, pre, post = _reduction(op, prescale_factor, postscale_factor)
+    library_op, pre, post = _reduction(op, prescale_factor, postscale_factor, process_set)
     h = _submit([full], lambda: _worker().allreduce_async(full, _ref(work), _ref(work),
-                                                          library_op, pre, post))
+                                                          library_op, pre, post, ps))
 
     def finish(_):
         if work is not tensor:
@@ -179,13 +181,11 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none, op=
 def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                postscale_factor=1.0, process_set=global_process_set):
     """Reduces `tensor` in place and returns it."""
-    if tensor.is_cuda:
+    if tensor.is_cuda or process_set is not global_process_set:
         return synchronize(allreduce_async_(tensor, average, name, op, prescale_factor,
                                             postscale_factor, process_set))
     # CPU: blocking in the library, so a named, already negotiated tensor may take the fast path.
     op = resolve_op(op, average)
-    if process_set is not global_process_set:
-        check_process_set(process_set)
     work = tensor if tensor.is_contiguous() else tensor.contiguous()
     full = _state.op_name("allreduce", name)
     library_op, pre, post = _reduction(op, prescale_factor, postscale_factor)
@@ -210,13 +210,13 @@ def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale
                              postscale_factor=1.0, process_set=global_process_set):
     """Reduces a list of tensors in place, negotiated together; synchronize returns the list."""
     op = resolve_op(op, average)
-    check_process_set(process_set)
+    ps = process_set_id(process_set)
     tensors = list(tensors)
     work = [_contiguous(t) for t in tensors]
     names = _grouped_names("grouped_allreduce", name, len(work))
-    library_op, pre, post = _reduction(op, prescale_factor, postscale_factor)
+    library_op, pre, post = _reduction(op, prescale_factor, postscale_factor, process_set)
     handles = _submit(names, lambda: _worker().grouped_allreduce_async(
-        names, [_ref(w) for w in work], library_op, pre, post))
+        names, [_ref(w) for w in work], library_op, pre, post, ps))
 
     def finish(_):
         for t, w in zip(tensors, work):
@@ -295,10 +295,11 @@ def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
 
 def allgather_async(tensor, name=None, process_set=global_process_set):
     """Starts an allgather along dimension 0 (which may differ per rank)."""
-    check_process_set(process_set)
+    ps = process_set_id(process_set)
     source = _contiguous(tensor)
     full = _state.op_name("allgather", name)
-    h = _submit([full], lambda: _worker().allgather_async(full, _ref(source, moving_bytes=True)))
+    h = _submit([full], lambda: _worker().allgather_async(full, _ref(source, moving_bytes=True),
+                                                          ps))
 
     def finish(hs):
         _refuse_under_join("allgather", hs)
@@ -311,7 +312,7 @@ def _offsets_of_rank(rows, process_set):
     """This rank's first row in each gathered tensor, from every rank's row counts."""
     counts = grouped_allgather([torch.tensor([r], dtype=torch.int64) for r in rows],
                                process_set=process_set)
-    me = _worker().rank
+    me = _worker().rank if process_set_id(process_set) == 0 else process_set.rank()
     return [int(c[:me].sum().item()) for c in counts]
 
 
@@ -337,11 +338,11 @@ def allgather(tensor, name=None, process_set=global_process_set):
 
 
 def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
-    check_process_set(process_set)
+    ps = process_set_id(process_set)
     tensors = list(tensors)
     sources = [_contiguous(t) for t in tensors]
     names = _grouped_names("grouped_allgather", name, len(sources))
-    handles = _submit(names, lambda: [_worker().allgather_async(n, _ref(s, moving_bytes=True))
+    handles = _submit(names, lambda: [_worker().allgather_async(n, _ref(s, moving_bytes=True), ps)
                                       for n, s in zip(names, sources)])
 
     def finish(hs):
@@ -375,11 +376,11 @@ def grouped_allgather(tensors, name=None, process_set=global_process_set):
 
 def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_set):
     """Starts an in-place broadcast of root_rank's tensor."""
-    check_process_set(process_set)
+    ps = process_set_id(process_set)
     work = _contiguous(tensor)
     full = _state.op_name("broadcast", name)
     h = _submit([full], lambda: _worker().broadcast_async(full, _ref(work, moving_bytes=True),
-                                                          root_rank))
+                                                          root_rank, ps))
 
     def finish(hs):
         _refuse_under_join("broadcast", hs)
@@ -425,9 +426,10 @@ def broadcast_(tensor, root_rank, name=None, process_set=global_process_set):
 
 # ---- alltoall
 
-def _split_list(tensor, splits):
-    """`splits` as a list of row counts, checked as Horovod checks them (ValueError)."""
-    size = _worker().size
+def _split_list(tensor, splits, process_set=global_process_set):
+    """`splits` as a list of row counts, checked as Horovod checks them (ValueError): one per
+    rank of the process set."""
+    size = process_set_size(process_set)
     if tensor.dim() == 0:
         raise ValueError("alltoall: the tensor must have at least one dimension (rows are sent)")
     rows = tensor.shape[0]
@@ -462,12 +464,12 @@ def _split_list(tensor, splits):
 def alltoall_async(tensor, splits=None, name=None, process_set=global_process_set):
     """Starts an alltoall: splits[r] rows of dimension 0 go to rank r (default: equal parts).
     synchronize returns (output, received_splits)."""
-    check_process_set(process_set)
-    split_rows = _split_list(tensor, splits)
+    ps = process_set_id(process_set)
+    split_rows = _split_list(tensor, splits, process_set)
     source = _contiguous(tensor)
     full = _state.op_name("alltoall", name)
     h = _submit([full], lambda: _worker().alltoall_async(full, _ref(source, moving_bytes=True),
-                                                         split_rows))
+                                                         split_rows, ps))
 
     def finish(hs):
         received = torch.tensor(hs[0].received_splits(), dtype=torch.int32)
@@ -510,11 +512,11 @@ def _reducescatter_submit(tensors, names, op, process_set, prescale_factor, post
     if op not in (Average, Sum):
         raise ValueError("Reducescatter currently only supports AVERAGE and SUM (got op %r)"
                          % (op,))
-    check_process_set(process_set)
+    ps = process_set_id(process_set)
     sources = [_contiguous(t) for t in tensors]
-    library_op, pre, post = _reduction(op, prescale_factor, postscale_factor)
+    library_op, pre, post = _reduction(op, prescale_factor, postscale_factor, process_set)
     handles = _submit(names, lambda: [_worker().reducescatter_async(n, _ref(s), library_op, pre,
-                                                                    post)
+                                                                    post, ps)
                                       for n, s in zip(names, sources)])
     return handles, sources
 
@@ -594,9 +596,8 @@ def grouped_reducescatter(tensors, name=None, compression=Compression.none, op=A
 # ---- barrier, join
 
 def barrier(process_set=global_process_set):
-    """Returns once every rank called barrier()."""
-    check_process_set(process_set)
-    h = _worker().barrier_async()
+    """Returns once every rank (of the process set) called barrier()."""
+    h = _worker().barrier_async(process_set_id(process_set))
     raise_for_status(*h.wait(_state.op_timeout_s()))
 
 
@@ -611,13 +612,11 @@ def join(device=-1):
 # ---- basics
 
 def init(comm=None, process_sets=None):
-    """Joins the job started by hvrun. `comm` (an MPI communicator) is not supported, nor are
-    process sets beyond the global one (an empty list or "dynamic" with none added is fine)."""
+    """Joins the job started by hvrun. `comm` (an MPI communicator) is not supported.
+    `process_sets`: Horovod's static sets (ProcessSet objects or rank lists, added in order with
+    ids 1, 2, ...; every rank passes the same list) or "dynamic"."""
     if comm is not None:
         raise NotImplementedError("hvrun.torch.init: MPI communicators are not supported")
-    if process_sets not in (None, [], "dynamic"):
-        raise NotImplementedError("hvrun.torch.init: hvrun supports only the global process set "
-                                  "(process_sets=%r)" % (process_sets,))
     if _state.is_initialized():
         return
     _state.init()
@@ -628,6 +627,7 @@ def init(comm=None, process_sets=None):
     local_sizes = synchronize(allgather_async(torch.tensor([w.local_size], dtype=torch.int32),
                                               name="hvrun.init.local_sizes"))
     set_layout(local_sizes.tolist())
+    add_initial_process_sets(process_sets)
 
 
 def shutdown():

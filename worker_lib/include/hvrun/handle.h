@@ -60,7 +60,8 @@ class Handle {
   // alltoall: rows this rank received from each rank (in rank order).
   std::vector<int64_t> received_splits() const;
 
-  // join: the last rank to join; -1 before completion or for other operations.
+  // join: the last rank to join; add_process_set: the new set's id; -1 before completion or
+  // for other operations.
   int join_result() const;
 
   // The ranks that had called join() when this operation ran (they contributed neutral data

@@ -120,10 +120,22 @@ struct Config {
   static Result<Config> from_environment();
 };
 
+// A group of ranks that run collectives among themselves (Horovod's process sets). The global
+// set (id 0, the default everywhere) holds every rank; Worker::add_process_set makes others.
+// Within a set, collectives follow the contracts above among its members only: sizes, splits,
+// reducescatter's rows and Average count the set's ranks; broadcast's root_rank is a job rank
+// (a member). Sets negotiate independently: a collective on one set never waits for another
+// set's ranks.
+struct ProcessSet {
+  int32_t id = 0;
+  friend bool operator==(const ProcessSet&, const ProcessSet&) = default;
+};
+
 struct AllreduceOptions {
   ReduceOp op = ReduceOp::kSum;
   double prescale = 1.0;   // multiplies every input before the reduction
   double postscale = 1.0;  // multiplies the result (after Average's division)
+  ProcessSet process_set;  // the ranks that reduce together (default: every rank)
 };
 
 struct Topology {
@@ -192,19 +204,23 @@ class Worker {
                                               const AllreduceOptions& options = {});
   // Concatenates every rank's tensor along dimension 0 (which may differ per rank; the other
   // dimensions may not). Result: handle.output().
-  Handle allgather_async(const std::string& name, ConstTensorView input);
+  Handle allgather_async(const std::string& name, ConstTensorView input,
+                         ProcessSet process_set = {});
   // In place: root's tensor is copied into every rank's `inout`.
-  Handle broadcast_async(const std::string& name, TensorView inout, int root_rank);
+  Handle broadcast_async(const std::string& name, TensorView inout, int root_rank,
+                         ProcessSet process_set = {});
   // splits[r] = rows (first dimension) sent to rank r; empty = equal split (dim 0 divisible by
   // size). Result: handle.output() (rows from every rank, in rank order), received_splits().
+  // On a process set, r counts the set's members in ascending order.
   Handle alltoall_async(const std::string& name, ConstTensorView input,
-                        std::span<const int64_t> splits = {});
+                        std::span<const int64_t> splits = {}, ProcessSet process_set = {});
   // Reduces across ranks and scatters dimension 0: rank r gets dim0/size rows, plus one when
   // r < dim0 % size. Result: handle.output().
   Handle reducescatter_async(const std::string& name, ConstTensorView input,
                              const AllreduceOptions& options = {});
-  Handle barrier_async();
-  // Completes when every rank joined; handle.join_result() is the last rank to join.
+  Handle barrier_async(ProcessSet process_set = {});
+  // Completes when every rank joined; handle.join_result() is the last rank to join. Join is
+  // of the global set only (as Horovod's).
   Handle join_async();
 
   // ---- Synchronous wrappers: submit and wait (bounded by Config::op_timeout).
@@ -215,14 +231,31 @@ class Worker {
                    const AllreduceOptions& options = {});
   Status allreduce(const std::string& name, const ConstTensorView& input, const TensorView& output,
                    const AllreduceOptions& options = {});
-  Result<OwnedTensor> allgather(const std::string& name, ConstTensorView input);
-  Status broadcast(const std::string& name, TensorView inout, int root_rank);
+  Result<OwnedTensor> allgather(const std::string& name, ConstTensorView input,
+                                ProcessSet process_set = {});
+  Status broadcast(const std::string& name, TensorView inout, int root_rank,
+                   ProcessSet process_set = {});
   Result<OwnedTensor> alltoall(const std::string& name, ConstTensorView input,
-                               std::span<const int64_t> splits = {});
+                               std::span<const int64_t> splits = {}, ProcessSet process_set = {});
   Result<OwnedTensor> reducescatter(const std::string& name, ConstTensorView input,
                                     const AllreduceOptions& options = {});
-  Status barrier();
+  Status barrier(ProcessSet process_set = {});
   Result<int> join();
+
+  // ---- Process sets (Horovod's dynamic process sets). Every rank of the job calls
+  // ---- add_process_set and remove_process_set, in the same order, with the same arguments
+  // ---- (they are collectives of the global set), members or not.
+  // Makes a set of `ranks` (job ranks, any order, no repeats) and connects its members' data
+  // planes (shared memory within a host, Gloo across hosts, NCCL for CUDA tensors). Ids count
+  // 1, 2, 3, ... in the order of the calls and are never reused. Refused: an empty list, a
+  // rank outside the job, the ranks of a set that exists.
+  Result<ProcessSet> add_process_set(std::span<const int> ranks);
+  // Refused for the global set, an unknown set, and a set with collectives still in flight.
+  Status remove_process_set(ProcessSet process_set);
+  // The set's members (ascending job ranks); kNotFound for a set that does not exist (here).
+  Result<std::vector<int>> process_set_ranks(ProcessSet process_set) const;
+  // Every set that exists now, the global one first.
+  std::vector<ProcessSet> process_sets() const;
 
   // Replaces Config::device_allocator for later CUDA outputs (empty = the default).
   void set_device_allocator(DeviceAllocator allocator);
