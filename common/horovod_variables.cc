@@ -92,7 +92,7 @@ constexpr std::array kVariables = {
     HorovodVariable{"HOROVOD_CCL_CACHE", Use::kNoEffect, {}, Reading::kSame,
                     "oneCCL only, and hvrun has no oneCCL data plane"},
     HorovodVariable{"HOROVOD_DYNAMIC_PROCESS_SETS", Use::kNoEffect, {}, Reading::kSame,
-                    "hvrun has no process sets yet (add_process_set raises)"},
+                    "hvrun always allows add_process_set and remove_process_set after init"},
     HorovodVariable{"HOROVOD_SPARK_START_TIMEOUT", Use::kNoEffect, {}, Reading::kSame,
                     "horovod.spark only"},
     HorovodVariable{"HOROVOD_SPARK_USE_LOCAL_RANK_GPU_INDEX", Use::kNoEffect, {}, Reading::kSame,

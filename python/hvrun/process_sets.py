@@ -105,13 +105,21 @@ def remove_process_set(process_set):
     return True
 
 
-def add_initial_process_sets(process_sets):
-    """init(process_sets=...): Horovod's static sets (a list), or "dynamic" (nothing to add)."""
+def check_initial_process_sets(process_sets):
+    """init(process_sets=...) takes Horovod's static sets (a list) or "dynamic"; ValueError
+    otherwise, before anything starts."""
     if process_sets in (None, "dynamic"):
         return
-    if isinstance(process_sets, str):
+    if isinstance(process_sets, (str, bytes)) or not hasattr(process_sets, "__iter__"):
         raise ValueError("init(process_sets=...) takes a list of ProcessSet objects (or of rank "
                          "lists) or \"dynamic\", not %r" % (process_sets,))
+
+
+def add_initial_process_sets(process_sets):
+    """init(process_sets=...): adds Horovod's static sets in their order (ids 1, 2, ...)."""
+    check_initial_process_sets(process_sets)
+    if process_sets in (None, "dynamic"):
+        return
     for process_set in process_sets:
         add_process_set(process_set)
 
@@ -126,6 +134,10 @@ def process_set_id(process_set):
     if process_set.process_set_id is None:
         raise ValueError("Process set %r has not been added (hvd.add_process_set) or was removed"
                          % (process_set,))
+    if not process_set.included():
+        raise ValueError("rank %d is not in process set %d (ranks %s); only its members run its "
+                         "collectives" % (_state.worker().rank, process_set.process_set_id,
+                                          ", ".join(str(r) for r in process_set.ranks)))
     return process_set.process_set_id
 
 

@@ -251,11 +251,9 @@ def test_mismatched_shapes_raise_on_every_rank():
     assert torch.equal(hvd.allreduce(torch.ones(2), op=hvd.Sum), torch.full((2,), float(n)))
 
 
-def test_unsupported_dtype_and_process_set():
+def test_unsupported_dtype():
     with pytest.raises(TypeError):
         hvd.allreduce(torch.ones(2, dtype=torch.complex64))
-    with pytest.raises(NotImplementedError):
-        hvd.add_process_set([0])
 
 
 def test_checkpoint_saves_on_rank_0_and_restores_every_rank():

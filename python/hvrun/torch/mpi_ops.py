@@ -32,6 +32,7 @@ from hvrun.torch.handles import check_name_free, check_not_in_flight, poll, regi
 from hvrun.torch import handles as _handles
 from hvrun.basics import set_layout
 from hvrun.process_sets import (ProcessSet, add_initial_process_sets,  # noqa: F401
+                                check_initial_process_sets,
                                 add_process_set, global_process_set, process_set_id,
                                 process_set_size, remove_process_set, set_global_ranks)
 
@@ -617,6 +618,7 @@ def init(comm=None, process_sets=None):
     ids 1, 2, ...; every rank passes the same list) or "dynamic"."""
     if comm is not None:
         raise NotImplementedError("hvrun.torch.init: MPI communicators are not supported")
+    check_initial_process_sets(process_sets)
     if _state.is_initialized():
         return
     _state.init()
