@@ -86,5 +86,17 @@ REGISTER_KERNEL_BUILDER(Name("HvrunRank").Device(tf::DEVICE_CPU), TopologyValueK
 REGISTER_KERNEL_BUILDER(Name("HvrunLocalRank").Device(tf::DEVICE_CPU), TopologyValueKernel<&Worker::local_rank>);
 REGISTER_KERNEL_BUILDER(Name("HvrunProcessSetIncluded").Device(tf::DEVICE_CPU), ProcessSetIncludedKernel);
 
+// On a GPU device too, so that a graph placed there needs no copies: their values stay on the host.
+HVRUN_REGISTER_GPU_KERNEL(Name("HvrunJoin").Device(tf::DEVICE_GPU).HostMemory("output"), JoinKernel);
+HVRUN_REGISTER_GPU_KERNEL(Name("HvrunBarrier").Device(tf::DEVICE_GPU), BarrierKernel);
+HVRUN_REGISTER_GPU_KERNEL(Name("HvrunSize").Device(tf::DEVICE_GPU).HostMemory("size"), TopologyValueKernel<&Worker::size>);
+HVRUN_REGISTER_GPU_KERNEL(Name("HvrunLocalSize").Device(tf::DEVICE_GPU).HostMemory("local_size"),
+                          TopologyValueKernel<&Worker::local_size>);
+HVRUN_REGISTER_GPU_KERNEL(Name("HvrunRank").Device(tf::DEVICE_GPU).HostMemory("rank"), TopologyValueKernel<&Worker::rank>);
+HVRUN_REGISTER_GPU_KERNEL(Name("HvrunLocalRank").Device(tf::DEVICE_GPU).HostMemory("local_rank"),
+                          TopologyValueKernel<&Worker::local_rank>);
+HVRUN_REGISTER_GPU_KERNEL(Name("HvrunProcessSetIncluded").Device(tf::DEVICE_GPU).HostMemory("included"),
+                          ProcessSetIncludedKernel);
+
 }  // namespace
 }  // namespace hvrun::tensorflow_ops

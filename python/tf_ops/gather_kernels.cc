@@ -1,6 +1,6 @@
 // Kernels of the collectives whose result size is known only when they complete: allgather,
-// grouped allgather, alltoall. The results are library-allocated and copied into the outputs
-// on one of TensorFlow's threads.
+// grouped allgather, alltoall. The results are library-allocated and become the outputs on one
+// of TensorFlow's threads (host results copied, GPU results handed over: device_tensors.h).
 #include <string>
 #include <utility>
 #include <vector>
@@ -27,6 +27,8 @@ class AllgatherKernel : public CollectiveKernel {
   void ComputeAsync(tf::OpKernelContext* context, DoneCallback done) override {
     const int count = context->num_inputs();
     const bool grouped = type_string() == "HvrunGroupedAllgather";
+    auto placements = input_placements(context, done);
+    if (!placements) return;
     std::vector<Handle> handles;
     bool refused_one = false;
     submit(context, done, [&](Worker& worker) {
@@ -43,7 +45,8 @@ class AllgatherKernel : public CollectiveKernel {
                                             "(reshape it to [1])"));
           return;
         }
-        handles.push_back(worker.allgather_async(name, const_view_of(input, *dtype)));
+        handles.push_back(
+            worker.allgather_async(name, const_view_of(input, *dtype, (*placements)[static_cast<size_t>(i)])));
       }
     });
     if (refused_one || handles.size() != static_cast<size_t>(count)) return;
@@ -58,7 +61,9 @@ class AlltoallKernel : public CollectiveKernel {
 
   void ComputeAsync(tf::OpKernelContext* context, DoneCallback done) override {
     const tf::Tensor& input = context->input(0);
-    const tf::Tensor& splits_tensor = context->input(1);
+    const tf::Tensor& splits_tensor = context->input(1);  // host memory on a GPU too
+    auto placements = input_placements(context, done);
+    if (!placements) return;
     OP_REQUIRES_ASYNC(context, splits_tensor.dims() == 1,
                       absl::InvalidArgumentError("alltoall of tensor '" + tensor_name() +
                                                  "': splits must be a vector"),
@@ -76,7 +81,7 @@ class AlltoallKernel : public CollectiveKernel {
                                           "': a scalar has no dimension 0 to split"));
         return;
       }
-      handle = worker.alltoall_async(tensor_name(), const_view_of(input, *dtype), splits);
+      handle = worker.alltoall_async(tensor_name(), const_view_of(input, *dtype, placements->front()), splits);
     });
     if (!handle.valid()) return;
     complete_with_outputs(
@@ -99,6 +104,11 @@ class AlltoallKernel : public CollectiveKernel {
 REGISTER_KERNEL_BUILDER(Name("HvrunAllgather").Device(tf::DEVICE_CPU), AllgatherKernel);
 REGISTER_KERNEL_BUILDER(Name("HvrunGroupedAllgather").Device(tf::DEVICE_CPU), AllgatherKernel);
 REGISTER_KERNEL_BUILDER(Name("HvrunAlltoall").Device(tf::DEVICE_CPU), AlltoallKernel);
+
+HVRUN_REGISTER_GPU_KERNEL(Name("HvrunAllgather").Device(tf::DEVICE_GPU), AllgatherKernel);
+HVRUN_REGISTER_GPU_KERNEL(Name("HvrunGroupedAllgather").Device(tf::DEVICE_GPU), AllgatherKernel);
+HVRUN_REGISTER_GPU_KERNEL(Name("HvrunAlltoall").Device(tf::DEVICE_GPU).HostMemory("splits").HostMemory("received_splits"),
+                          AlltoallKernel);
 
 }  // namespace
 }  // namespace hvrun::tensorflow_ops

@@ -3,7 +3,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <memory>
 #include <mutex>
 #include <utility>
@@ -44,12 +43,12 @@ std::vector<int64_t> shape_of(const tf::Tensor& tensor) {
   return shape;
 }
 
-ConstTensorView const_view_of(const tf::Tensor& tensor, DataType dtype) {
-  return ConstTensorView(tensor.data(), dtype, shape_of(tensor));
+ConstTensorView const_view_of(const tf::Tensor& tensor, DataType dtype, const Placement& placement) {
+  return ConstTensorView(tensor.data(), dtype, shape_of(tensor), placement.device, placement.stream);
 }
 
-TensorView view_of(tf::Tensor& tensor, DataType dtype) {
-  return TensorView{tensor.data(), dtype, shape_of(tensor)};
+TensorView view_of(tf::Tensor& tensor, DataType dtype, const Placement& placement) {
+  return TensorView{tensor.data(), dtype, shape_of(tensor), placement.device, placement.stream};
 }
 
 absl::Status to_tf_status(const Status& status) {
@@ -104,6 +103,20 @@ bool CollectiveKernel::submit(tf::OpKernelContext* context, const DoneCallback& 
   return false;
 }
 
+std::optional<std::vector<Placement>> CollectiveKernel::input_placements(tf::OpKernelContext* context,
+                                                                        const DoneCallback& done) {
+  std::vector<Placement> placements;
+  for (int i = 0; i < context->num_inputs(); ++i) {
+    Result<Placement> placement = input_placement(context, i);
+    if (!placement.is_ok()) {
+      fail(context, done, placement.status());
+      return std::nullopt;
+    }
+    placements.push_back(*placement);
+  }
+  return placements;
+}
+
 void CollectiveKernel::fail(tf::OpKernelContext* context, const DoneCallback& done,
                             const Status& status) {
   context->SetStatus(to_tf_status(status));
@@ -112,15 +125,8 @@ void CollectiveKernel::fail(tf::OpKernelContext* context, const DoneCallback& do
 
 absl::Status CollectiveKernel::outputs_from_handles(tf::OpKernelContext* context,
                                                     const std::vector<Handle>& handles) {
-  for (size_t i = 0; i < handles.size(); ++i) {
-    TensorView result = handles[i].output();
-    tf::TensorShape shape;
-    for (int64_t d : result.shape) TF_RETURN_IF_ERROR(shape.AddDimWithStatus(d));
-    tf::Tensor* output = nullptr;
-    TF_RETURN_IF_ERROR(context->allocate_output(static_cast<int>(i), shape, &output));
-    const size_t bytes = static_cast<size_t>(num_elements(result.shape)) * dtype_size(result.dtype);
-    if (bytes > 0) std::memcpy(output->data(), result.data, bytes);
-  }
+  for (size_t i = 0; i < handles.size(); ++i)
+    TF_RETURN_IF_ERROR(output_from_handle(context, static_cast<int>(i), handles[i]));
   return absl::OkStatus();
 }
 

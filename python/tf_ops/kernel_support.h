@@ -1,6 +1,6 @@
 // What hvrun's TensorFlow kernels share: dtype and shape conversion between TensorFlow tensors
-// and hvrun's views (no copies), status conversion, and CollectiveKernel, the base of the
-// asynchronous kernels.
+// and hvrun's views (no copies; host or GPU memory, device_tensors.h), status conversion,
+// CollectiveKernel, the base of the asynchronous kernels, and their registration on GPUs.
 //
 // Threads: ComputeAsync runs on one of TensorFlow's inter-op threads and only submits; the
 // worker's background thread completes the handles and runs their on_complete callbacks, which
@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "hvrun/hvrun.h"
+#include "python/tf_ops/device_tensors.h"
 #include "tensorflow/core/framework/op_kernel.h"
 
 namespace hvrun::tensorflow_ops {
@@ -28,8 +29,9 @@ std::optional<DataType> reduced_dtype(tf::DataType dtype);
 std::optional<DataType> moved_dtype(tf::DataType dtype);
 
 std::vector<int64_t> shape_of(const tf::Tensor& tensor);
-ConstTensorView const_view_of(const tf::Tensor& tensor, DataType dtype);
-TensorView view_of(tf::Tensor& tensor, DataType dtype);
+// The tensor's bytes where `placement` says they are (a GPU view names TensorFlow's stream).
+ConstTensorView const_view_of(const tf::Tensor& tensor, DataType dtype, const Placement& placement);
+TensorView view_of(tf::Tensor& tensor, DataType dtype, const Placement& placement);
 
 // The same code (hvrun's codes are gRPC's, as absl's are) and message.
 absl::Status to_tf_status(const Status& status);
@@ -54,6 +56,12 @@ class CollectiveKernel : public tf::AsyncOpKernel {
   bool submit(tf::OpKernelContext* context, const DoneCallback& done,
               const std::function<void(Worker&)>& submit_with);
 
+  // Where each input lives (device_tensors.h), or, when TensorFlow gave a GPU op no stream, the
+  // op fails and done() is called (then the result is empty). An output is where its input is:
+  // they have one dtype, so TensorFlow keeps both on the host or both on the GPU.
+  static std::optional<std::vector<Placement>> input_placements(tf::OpKernelContext* context,
+                                                                const DoneCallback& done);
+
   // Fails the op with `status` and calls done().
   static void fail(tf::OpKernelContext* context, const DoneCallback& done, const Status& status);
 
@@ -74,7 +82,8 @@ class CollectiveKernel : public tf::AsyncOpKernel {
   void complete_with_outputs(tf::OpKernelContext* context, std::vector<Handle> handles,
                              std::function<absl::Status()> produce, DoneCallback done);
 
-  // Copies each completed handle's library-allocated result into the output of its index.
+  // Each completed handle's library-allocated result as the output of its index (host results
+  // copied, GPU results handed over as they are: device_tensors.h).
   static absl::Status outputs_from_handles(tf::OpKernelContext* context,
                                            const std::vector<Handle>& handles);
 
@@ -87,3 +96,12 @@ class CollectiveKernel : public tf::AsyncOpKernel {
 };
 
 }  // namespace hvrun::tensorflow_ops
+
+// Registers a kernel for TensorFlow's GPUs in builds with the CUDA data plane
+// (python/tf_ops/CMakeLists.txt sets HVRUN_TF_GPU_KERNELS): elsewhere libhvrun cannot run CUDA
+// tensors, and GPU tensors keep going through the CPU kernels, which TensorFlow feeds host copies.
+#if HVRUN_TF_GPU_KERNELS
+#define HVRUN_REGISTER_GPU_KERNEL(...) REGISTER_KERNEL_BUILDER(__VA_ARGS__)
+#else
+#define HVRUN_REGISTER_GPU_KERNEL(...) static_assert(true, "no GPU kernels in this build")
+#endif

@@ -1,6 +1,6 @@
 // Kernels of the collectives whose output has the input's shape or is a slice of the reduction:
-// allreduce, grouped allreduce, broadcast, reducescatter, grouped reducescatter.
-#include <cstring>
+// allreduce, grouped allreduce, broadcast, reducescatter, grouped reducescatter. The same kernels
+// serve TensorFlow's CPU and GPU devices (a GPU tensor's view names TensorFlow's stream).
 #include <string>
 #include <utility>
 #include <vector>
@@ -53,6 +53,9 @@ class AllreduceKernel : public CollectiveKernel {
 
   void ComputeAsync(tf::OpKernelContext* context, DoneCallback done) override {
     const tf::Tensor& input = context->input(0);
+    auto placements = input_placements(context, done);
+    if (!placements) return;
+    const Placement& placement = placements->front();
     tf::Tensor* output = nullptr;
     OP_REQUIRES_OK_ASYNC(context, context->allocate_output(0, input.shape(), &output), done);
     Handle handle;
@@ -62,8 +65,8 @@ class AllreduceKernel : public CollectiveKernel {
         fail(context, done, refused(worker, dtype_refusal("allreduce", tensor_name(), input.dtype(), kReducedNames)));
         return;
       }
-      handle = worker.allreduce_async(tensor_name(), const_view_of(input, *dtype),
-                                      view_of(*output, *dtype), options_);
+      handle = worker.allreduce_async(tensor_name(), const_view_of(input, *dtype, placement),
+                                      view_of(*output, *dtype, placement), options_);
     });
     if (handle.valid()) complete_in_place(context, {handle}, {*output}, std::move(done));
   }
@@ -80,6 +83,8 @@ class GroupedAllreduceKernel : public CollectiveKernel {
 
   void ComputeAsync(tf::OpKernelContext* context, DoneCallback done) override {
     const int count = context->num_inputs();
+    auto placements = input_placements(context, done);
+    if (!placements) return;
     std::vector<std::string> names;
     std::vector<tf::Tensor*> outputs(static_cast<size_t>(count));
     for (int i = 0; i < count; ++i) {
@@ -88,10 +93,10 @@ class GroupedAllreduceKernel : public CollectiveKernel {
                            context->forward_input_or_allocate_output(
                                {i}, i, context->input(i).shape(), &outputs[static_cast<size_t>(i)]),
                            done);
-      const tf::Tensor& input = context->input(i);
-      tf::Tensor* output = outputs[static_cast<size_t>(i)];
-      if (output->data() != input.data() && input.TotalBytes() > 0)
-        std::memcpy(output->data(), input.data(), input.TotalBytes());
+      OP_REQUIRES_OK_ASYNC(context,
+                           copy_tensor((*placements)[static_cast<size_t>(i)], context->input(i),
+                                       outputs[static_cast<size_t>(i)]),
+                           done);
       names.push_back(tensor_name() + "_" + std::to_string(i));
     }
     std::vector<Handle> handles;
@@ -105,7 +110,7 @@ class GroupedAllreduceKernel : public CollectiveKernel {
                                              context->input(i).dtype(), kReducedNames)));
           return;
         }
-        views.push_back(view_of(*outputs[static_cast<size_t>(i)], *dtype));
+        views.push_back(view_of(*outputs[static_cast<size_t>(i)], *dtype, (*placements)[static_cast<size_t>(i)]));
       }
       handles = worker.grouped_allreduce_async(names, views, options_);
     });
@@ -127,11 +132,13 @@ class BroadcastKernel : public CollectiveKernel {
 
   void ComputeAsync(tf::OpKernelContext* context, DoneCallback done) override {
     const tf::Tensor& input = context->input(0);
+    auto placements = input_placements(context, done);
+    if (!placements) return;
+    const Placement& placement = placements->front();
     tf::Tensor* output = nullptr;
     OP_REQUIRES_OK_ASYNC(context, context->forward_input_or_allocate_output({0}, 0, input.shape(), &output),
                          done);
-    if (output->data() != input.data() && input.TotalBytes() > 0)
-      std::memcpy(output->data(), input.data(), input.TotalBytes());
+    OP_REQUIRES_OK_ASYNC(context, copy_tensor(placement, input, output), done);
     Handle handle;
     submit(context, done, [&](Worker& worker) {
       auto dtype = moved_dtype(input.dtype());
@@ -139,7 +146,7 @@ class BroadcastKernel : public CollectiveKernel {
         fail(context, done, refused(worker, dtype_refusal("broadcast", tensor_name(), input.dtype(), kMovedNames)));
         return;
       }
-      handle = worker.broadcast_async(tensor_name(), view_of(*output, *dtype), root_rank_);
+      handle = worker.broadcast_async(tensor_name(), view_of(*output, *dtype, placement), root_rank_);
     });
     if (handle.valid()) complete_in_place(context, {handle}, {*output}, std::move(done));
   }
@@ -157,6 +164,8 @@ class ReducescatterKernel : public CollectiveKernel {
 
   void ComputeAsync(tf::OpKernelContext* context, DoneCallback done) override {
     const int count = context->num_inputs();
+    auto placements = input_placements(context, done);
+    if (!placements) return;
     std::vector<Handle> handles;
     bool refused_one = false;
     submit(context, done, [&](Worker& worker) {
@@ -171,7 +180,8 @@ class ReducescatterKernel : public CollectiveKernel {
                                       : "reducescatter of tensor '" + name + "': a scalar cannot be scattered"));
           return;
         }
-        handles.push_back(worker.reducescatter_async(name, const_view_of(input, *dtype), options_));
+        handles.push_back(worker.reducescatter_async(
+            name, const_view_of(input, *dtype, (*placements)[static_cast<size_t>(i)]), options_));
       }
     });
     if (refused_one || handles.size() != static_cast<size_t>(count)) return;
@@ -189,6 +199,12 @@ REGISTER_KERNEL_BUILDER(Name("HvrunGroupedAllreduce").Device(tf::DEVICE_CPU), Gr
 REGISTER_KERNEL_BUILDER(Name("HvrunBroadcast").Device(tf::DEVICE_CPU), BroadcastKernel);
 REGISTER_KERNEL_BUILDER(Name("HvrunReducescatter").Device(tf::DEVICE_CPU), ReducescatterKernel);
 REGISTER_KERNEL_BUILDER(Name("HvrunGroupedReducescatter").Device(tf::DEVICE_CPU), ReducescatterKernel);
+
+HVRUN_REGISTER_GPU_KERNEL(Name("HvrunAllreduce").Device(tf::DEVICE_GPU), AllreduceKernel);
+HVRUN_REGISTER_GPU_KERNEL(Name("HvrunGroupedAllreduce").Device(tf::DEVICE_GPU), GroupedAllreduceKernel);
+HVRUN_REGISTER_GPU_KERNEL(Name("HvrunBroadcast").Device(tf::DEVICE_GPU), BroadcastKernel);
+HVRUN_REGISTER_GPU_KERNEL(Name("HvrunReducescatter").Device(tf::DEVICE_GPU), ReducescatterKernel);
+HVRUN_REGISTER_GPU_KERNEL(Name("HvrunGroupedReducescatter").Device(tf::DEVICE_GPU), ReducescatterKernel);
 
 }  // namespace
 }  // namespace hvrun::tensorflow_ops

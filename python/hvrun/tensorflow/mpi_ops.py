@@ -2,7 +2,9 @@
 
 The collectives are custom ops (python/tf_ops/, loaded from _hvrun_tf_ops.so) that run eagerly
 and inside tf.function graphs; their kernels are asynchronous: they submit to the worker library
-and finish when the collective completes, without holding TensorFlow's threads. A collective is
+and finish when the collective completes, without holding TensorFlow's threads. In builds with
+CUDA they have GPU kernels too: a GPU tensor goes through NCCL, ordered on TensorFlow's compute
+stream, without host copies (docs/tensorflow.md, "GPU tensors"). A collective is
 named after its op, as in Horovod: in a graph, the node's name (unique in the graph, the same on
 every rank that builds the same graph); eagerly, the op's type (eager calls run one at a time).
 A failed collective raises the TensorFlow error of the worker library's status code
