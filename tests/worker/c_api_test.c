@@ -254,6 +254,49 @@ static int job_checks(void) {
     }
   }
 
+  /* Process sets: a view of {last rank, 0} (of {1} on two ranks) runs its collectives among
+   * its members, numbered as the set numbers them; every rank adds and removes it. */
+  if (size >= 2) {
+    int members[2] = {size - 1, 0};
+    const int count = size >= 3 ? 2 : 1;
+    int id = -1;
+    s = hvrun_add_process_set(w, members, count, &id);
+    EXPECT(s == HVRUN_OK && id > 0, "add_process_set: %s", hvrun_last_error());
+    hvrun_worker_t* view = NULL;
+    hvrun_status_t viewed = hvrun_process_set_view(w, id, &view);
+    const int member = rank == size - 1 || (count == 2 && rank == 0);
+    if (!member) {
+      EXPECT(viewed == HVRUN_ERR_INVALID_ARGUMENT && view == NULL, "view without this rank: %d",
+             viewed);
+    } else {
+      EXPECT(viewed == HVRUN_OK && view != NULL, "view: %s", hvrun_last_error());
+    }
+    if (view) {
+      EXPECT(hvrun_size(view) == count && hvrun_rank(view) == (rank == 0 ? 0 : count - 1),
+             "view rank %d size %d", hvrun_rank(view), hvrun_size(view));
+      float x[2] = {1.0f, (float)rank};
+      int64_t x_shape[1] = {2};
+      hvrun_handle_t* h = NULL;
+      s = hvrun_allreduce_async(view, "ps.c", x, x, HVRUN_FLOAT32, 1, x_shape, HVRUN_SUM, 1.0,
+                                1.0, &h);
+      EXPECT(s == HVRUN_OK && h != NULL, "allreduce on the view: %s", hvrun_last_error());
+      if (h) {
+        const float want = count == 2 ? (float)(size - 1) : (float)rank;
+        EXPECT(hvrun_handle_wait(h, 30000) == HVRUN_OK && x[0] == (float)count && x[1] == want,
+               "allreduce on the view: %g %g (%s)", x[0], x[1], hvrun_last_error());
+        hvrun_handle_free(h);
+      }
+      h = NULL;
+      s = hvrun_join_async(view, &h);
+      EXPECT(s == HVRUN_ERR_INVALID_ARGUMENT && h == NULL, "join on a view: %d", s);
+      EXPECT(hvrun_finalize(view) == HVRUN_OK, "finalize the view: %s", hvrun_last_error());
+    }
+    s = hvrun_remove_process_set(w, id);
+    EXPECT(s == HVRUN_OK, "remove_process_set: %s", hvrun_last_error());
+    s = hvrun_remove_process_set(w, id);
+    EXPECT(s == HVRUN_ERR_INVALID_ARGUMENT, "removing it again: %d", s);
+  }
+
   /* A second init while this worker lives fails at once (ALREADY_EXISTS), not after the
    * start timeout. */
   {

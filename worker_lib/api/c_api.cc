@@ -1,9 +1,11 @@
 // The C API (hvrun/c_api.h) over hvrun::Worker. Nothing here may throw across the boundary.
 #include "hvrun/c_api.h"
 
+#include <algorithm>
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -11,8 +13,15 @@
 #include "hvrun/hvrun.h"
 #include "worker_lib/config_environment.h"
 
+// The job's worker, or a view of it whose collectives run on one process set (rank and size
+// are then the set's; finalizing a view frees only the view).
 struct hvrun_worker {
-  std::unique_ptr<hvrun::Worker> worker;
+  std::unique_ptr<hvrun::Worker> owned;  // null in a view
+  hvrun::Worker* worker = nullptr;
+  hvrun::ProcessSet set;
+  int set_rank = -1;
+  int set_size = -1;
+  bool is_view() const { return owned == nullptr; }
 };
 
 struct hvrun_checkpointer {
@@ -62,7 +71,7 @@ hvrun_status_t hand_out(hvrun_worker_t* w, hvrun::Handle h, hvrun_handle_t** out
   }
   auto* handle = new hvrun_handle;
   handle->handle = std::move(h);
-  handle->worker = w->worker.get();
+  handle->worker = w->worker;
   *out = handle;
   return record(hvrun::Status::ok());
 }
@@ -116,7 +125,10 @@ static hvrun_status_t init_common(int abi_version, const hvrun::Result<hvrun::Co
   if (!config.is_ok()) return record(config.status());
   auto w = hvrun::Worker::init(*config);
   if (!w.is_ok()) return record(w.status());
-  *worker = new hvrun_worker{std::move(w).value()};
+  auto* made = new hvrun_worker;
+  made->owned = std::move(w).value();
+  made->worker = made->owned.get();
+  *worker = made;
   return record(hvrun::Status::ok());
 }
 
@@ -145,6 +157,7 @@ hvrun_status_t hvrun_init_with_config(int abi_version, const hvrun_config_t* c,
 
 hvrun_status_t hvrun_shutdown(hvrun_worker_t* w) {
   if (!w) return bad("null worker");
+  if (w->is_view()) return record(hvrun::Status::ok());  // the job's worker shuts down
   return guarded([&] { return record(w->worker->shutdown()); });
 }
 
@@ -182,8 +195,12 @@ hvrun_status_t hvrun_stop_timeline(hvrun_worker_t* w) {
   return guarded([&] { return record(w->worker->stop_timeline()); });
 }
 
-int hvrun_rank(const hvrun_worker_t* w) { return w ? w->worker->rank() : -1; }
-int hvrun_size(const hvrun_worker_t* w) { return w ? w->worker->size() : -1; }
+int hvrun_rank(const hvrun_worker_t* w) {
+  return !w ? -1 : w->is_view() ? w->set_rank : w->worker->rank();
+}
+int hvrun_size(const hvrun_worker_t* w) {
+  return !w ? -1 : w->is_view() ? w->set_size : w->worker->size();
+}
 int hvrun_local_rank(const hvrun_worker_t* w) { return w ? w->worker->local_rank() : -1; }
 int hvrun_local_size(const hvrun_worker_t* w) { return w ? w->worker->local_size() : -1; }
 int hvrun_cross_rank(const hvrun_worker_t* w) { return w ? w->worker->cross_rank() : -1; }
@@ -210,7 +227,7 @@ hvrun_status_t hvrun_allreduce_async_on_device(hvrun_worker_t* w, const char* na
   if (auto s = placement(device, at); s != HVRUN_OK) return s;
   return guarded([&] {
     auto t = static_cast<hvrun::DataType>(dtype);
-    hvrun::AllreduceOptions options{static_cast<hvrun::ReduceOp>(op), prescale, postscale};
+    hvrun::AllreduceOptions options{static_cast<hvrun::ReduceOp>(op), prescale, postscale, w->set};
     return hand_out(w,
                     w->worker->allreduce_async(
                         name, {input, t, to_shape(ndim, shape), at.device, at.stream},
@@ -235,7 +252,8 @@ hvrun_status_t hvrun_allgather_async_on_device(hvrun_worker_t* w, const char* na
   return guarded([&] {
     return hand_out(w, w->worker->allgather_async(
                            name, {input, static_cast<hvrun::DataType>(dtype), to_shape(ndim, shape),
-                                  at.device, at.stream}),
+                                  at.device, at.stream},
+                           w->set),
                     handle);
   });
 }
@@ -258,7 +276,7 @@ hvrun_status_t hvrun_broadcast_async_on_device(hvrun_worker_t* w, const char* na
   return guarded([&] {
     hvrun::TensorView v{inout, static_cast<hvrun::DataType>(dtype), to_shape(ndim, shape),
                         at.device, at.stream};
-    return hand_out(w, w->worker->broadcast_async(name, v, root_rank), handle);
+    return hand_out(w, w->worker->broadcast_async(name, v, root_rank, w->set), handle);
   });
 }
 
@@ -278,11 +296,11 @@ hvrun_status_t hvrun_alltoall_async_on_device(hvrun_worker_t* w, const char* nam
   if (auto s = placement(device, at); s != HVRUN_OK) return s;
   return guarded([&] {
     std::vector<int64_t> split_vec;
-    if (splits) split_vec.assign(splits, splits + w->worker->size());
+    if (splits) split_vec.assign(splits, splits + hvrun_size(w));
     return hand_out(w, w->worker->alltoall_async(
                            name, {input, static_cast<hvrun::DataType>(dtype), to_shape(ndim, shape),
                                   at.device, at.stream},
-                           split_vec),
+                           split_vec, w->set),
                     handle);
   });
 }
@@ -306,7 +324,7 @@ hvrun_status_t hvrun_reducescatter_async_on_device(hvrun_worker_t* w, const char
   Placement at;
   if (auto s = placement(device, at); s != HVRUN_OK) return s;
   return guarded([&] {
-    hvrun::AllreduceOptions options{static_cast<hvrun::ReduceOp>(op), 1.0, 1.0};
+    hvrun::AllreduceOptions options{static_cast<hvrun::ReduceOp>(op), 1.0, 1.0, w->set};
     return hand_out(w, w->worker->reducescatter_async(
                            name, {input, static_cast<hvrun::DataType>(dtype), to_shape(ndim, shape),
                                   at.device, at.stream},
@@ -317,12 +335,51 @@ hvrun_status_t hvrun_reducescatter_async_on_device(hvrun_worker_t* w, const char
 
 hvrun_status_t hvrun_barrier_async(hvrun_worker_t* w, hvrun_handle_t** handle) {
   if (!w || !handle) return bad("null worker or handle pointer");
-  return guarded([&] { return hand_out(w, w->worker->barrier_async(), handle); });
+  return guarded([&] { return hand_out(w, w->worker->barrier_async(w->set), handle); });
 }
 
 hvrun_status_t hvrun_join_async(hvrun_worker_t* w, hvrun_handle_t** handle) {
   if (!w || !handle) return bad("null worker or handle pointer");
+  if (w->is_view()) return bad("join is of the global process set: call it on the job's worker");
   return guarded([&] { return hand_out(w, w->worker->join_async(), handle); });
+}
+
+hvrun_status_t hvrun_add_process_set(hvrun_worker_t* w, const int* ranks, int count,
+                                     int* process_set_id) {
+  if (!w || !process_set_id || (count > 0 && !ranks)) return bad("null worker, ranks or id pointer");
+  if (count < 0) return bad("negative rank count");
+  return guarded([&] {
+    auto set = w->worker->add_process_set(std::span<const int>(ranks, static_cast<size_t>(count)));
+    if (!set.is_ok()) return record(set.status());
+    *process_set_id = set->id;
+    return record(hvrun::Status::ok());
+  });
+}
+
+hvrun_status_t hvrun_remove_process_set(hvrun_worker_t* w, int process_set_id) {
+  if (!w) return bad("null worker");
+  return guarded([&] { return record(w->worker->remove_process_set({process_set_id})); });
+}
+
+hvrun_status_t hvrun_process_set_view(hvrun_worker_t* w, int process_set_id,
+                                      hvrun_worker_t** view) {
+  if (!w || !view) return bad("null worker or view pointer");
+  *view = nullptr;
+  return guarded([&] {
+    auto ranks = w->worker->process_set_ranks({process_set_id});
+    if (!ranks.is_ok()) return record(ranks.status());
+    auto me = std::find(ranks->begin(), ranks->end(), w->worker->rank());
+    if (me == ranks->end())
+      return bad("rank " + std::to_string(w->worker->rank()) + " is not in process set " +
+                 std::to_string(process_set_id) + "; only its members take a view of it");
+    auto* made = new hvrun_worker;
+    made->worker = w->worker;
+    made->set = hvrun::ProcessSet{process_set_id};
+    made->set_rank = static_cast<int>(me - ranks->begin());
+    made->set_size = static_cast<int>(ranks->size());
+    *view = made;
+    return record(hvrun::Status::ok());
+  });
 }
 
 int hvrun_handle_poll(const hvrun_handle_t* h) { return h && h->handle.poll() ? 1 : 0; }

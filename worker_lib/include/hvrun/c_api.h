@@ -207,6 +207,17 @@ hvrun_status_t hvrun_handle_output(const hvrun_handle_t* handle, const void** da
 int hvrun_handle_join_result(const hvrun_handle_t* handle);
 void hvrun_handle_free(hvrun_handle_t* handle);
 
+/* ---- Process sets (hvrun.h, Worker::add_process_set): every rank calls add and remove, in the
+ * same order, members or not. A view is a worker handle whose collectives run on one set:
+ * hvrun_rank/hvrun_size are the set's, alltoall's splits have one entry per member, broadcast's
+ * root is a job rank; join is refused on a view. hvrun_finalize(view) frees only the view (free
+ * views before the job's worker). */
+hvrun_status_t hvrun_add_process_set(hvrun_worker_t* worker, const int* ranks, int count,
+                                     int* process_set_id);
+hvrun_status_t hvrun_remove_process_set(hvrun_worker_t* worker, int process_set_id);
+hvrun_status_t hvrun_process_set_view(hvrun_worker_t* worker, int process_set_id,
+                                      hvrun_worker_t** view);
+
 /* ---- Checkpoints (hvrun/checkpoint.h): registered buffers saved by rank 0 every K steps, and
  * restored after a restart (hvrun --max-restarts) from the newest complete checkpoint. Options
  * come from hvrun's --checkpoint-dir/-every/-keep/-name (HVRUN_CHECKPOINT_* variables); without
