@@ -137,8 +137,10 @@ class ShmBackend final : public Backend {
   // pieces' virtual concatenation, pipelined with one barrier per chunk (see below). Each rank
   // copies (and prescales) its input straight from the tensors into its slot, reduces its own
   // part reading its own input in place where it can (native type, no prescale), applies
-  // Average's division and the postscale in that same pass (reduce_sources_finished), and
-  // copies every part straight into the tensors' outputs. Each element is still reduced once, in rank order, by one rank: every rank
+  // Average's division and the postscale in that same pass (reduce_sources_finished), writing
+  // the result into its outputs and over the next rank's input copy in the segment
+  // (result_slot), and copies every part straight into the tensors' outputs. Each element is
+  // still reduced once, in rank order, by one rank: every rank
   // gets the same bits. float16/bfloat16 travel widened to float32 (slots hold the work type)
   // and are rounded once, by the part's owner.
   Status allreduce_pieces(std::span<const ReducePiece> pieces, DataType dtype, ReduceOp op,
@@ -231,12 +233,14 @@ class ShmBackend final : public Backend {
                          if (!(direct && p.input)) pack(mine + (v - g.base) * wsize, v, v + n);
                        });
     };
-    // Reduce-scatter: this rank's part, finished, into its outputs and (for the others) its
-    // slot. The copy lands at or below the packed source bytes it is computed from.
+    // Reduce-scatter: this rank's part, finished, into its outputs and (for the others) over
+    // the next rank's input in that rank's slot (result_slot), at or below the source bytes it
+    // is computed from.
     auto reduce = [&](size_t c) {
       const Chunk g = chunk_at(c);
       const int set = set_of(c);
       std::byte* mine = segment_->slot(set, rank_);
+      std::byte* result = segment_->slot(set, result_slot(rank_));
       auto [lo, hi] = g.part(rank_);
       layout_.for_each(g.base + lo, g.base + hi,
                        [&](const ReducePiece& p, size_t off, size_t v, size_t n) {
@@ -246,7 +250,7 @@ class ShmBackend final : public Backend {
                         : direct && p.input ? static_cast<const std::byte*>(p.input) + off * esize
                                             : mine + at * wsize;
         void* out = p.output ? static_cast<std::byte*>(p.output) + off * esize : nullptr;
-        finish(sources_.data(), n, out, mine + lo * wsize + (at - lo) * esize);
+        finish(sources_.data(), n, out, result + lo * wsize + (at - lo) * esize);
       });
     };
     // Allgather: every other rank's finished part, straight into the outputs.
@@ -255,7 +259,7 @@ class ShmBackend final : public Backend {
       for (int k = 0; k < size_; ++k) {
         if (k == rank_) continue;
         auto [klo, khi] = g.part(k);
-        const std::byte* from = segment_->slot(set_of(c), k) + klo * wsize;
+        const std::byte* from = segment_->slot(set_of(c), result_slot(k)) + klo * wsize;
         layout_.for_each(g.base + klo, g.base + khi,
                          [&](const ReducePiece& p, size_t off, size_t v, size_t n) {
           if (p.output)
@@ -410,6 +414,13 @@ class ShmBackend final : public Backend {
     op_ = op;
     return std::chrono::steady_clock::now() + timeout_;
   }
+
+  // allreduce_pieces: whose slot holds rank k's finished part. The owner writes it over the next
+  // rank's copy of that part's input, which the owner has just read as a reduction source: the
+  // store meets cache lines this core already holds, where a store into its own slot would
+  // fetch lines a peer read last (its own slot's part then stays unused for native types), and
+  // the chunks' slot bytes touched per round drop by a part per rank.
+  int result_slot(int k) const { return (k + 1) % size_; }
 
   int next_set() {
     const int set = round_;
