@@ -154,13 +154,15 @@ void NegotiationLoop::check_stalls(NegotiationEngine::TimePoint now) {
     stalled = engine_.stalled_tensors(now, smallest);
   }
   for (StalledTensor& stall : stalled) {
-    still_stalled.insert(stall.name);
+    // A name is a tensor of its process set: the same name on two sets is two stalls.
+    const std::string key = std::to_string(stall.process_set_id) + "/" + stall.name;
+    still_stalled.insert(key);
     if (stall.missing_ranks.empty()) continue;  // waits only for joined ranks: not a stall
     if (stall_.shutdown.count() > 0 && stall.waited >= stall_.shutdown) {
       past_shutdown.push_back(stall);
     }
-    if (stall_.warning.count() > 0 && stall.waited >= stall_.warning && !warned_.count(stall.name)) {
-      warned_.insert(stall.name);
+    if (stall_.warning.count() > 0 && stall.waited >= stall_.warning && !warned_.count(key)) {
+      warned_.insert(key);
       to_warn.push_back(std::move(stall));
     }
   }

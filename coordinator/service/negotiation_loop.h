@@ -115,7 +115,7 @@ class NegotiationLoop {
   // guarded by engine_mutex_: recent plans' last op, for stall reports
   std::map<uint64_t, std::string> plan_summaries_;
   std::optional<NegotiationEngine::TimePoint> next_stall_check_;  // loop thread only
-  std::set<std::string> warned_;                                  // loop thread only: stalls logged
+  std::set<std::string> warned_;  // loop thread only: stalls logged ("set/name")
 
   std::mutex send_mutex_;
   std::deque<Outgoing> outgoing_;  // guarded by send_mutex_: taken, not yet sent, in seq order

@@ -63,6 +63,9 @@ std::optional<v1::Plan> ProcessSetEngines::take_plan(TimePoint now) {
     const uint32_t set_id = id;  // apply_membership may change sets_
     for (v1::Response& response : *plan->mutable_responses()) {
       response.set_process_set_id(set_id);
+      if (set_id != 0 && !response.error().empty())
+        response.set_error("process set " + std::to_string(set_id) + " (" +
+                           describe_members(set.members) + "): " + response.error());
       if (set_id == 0 && response.error().empty() &&
           (response.op() == v1::COLLECTIVE_OP_PROCESS_SET_ADD ||
            response.op() == v1::COLLECTIVE_OP_PROCESS_SET_REMOVE)) {

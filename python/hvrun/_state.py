@@ -80,20 +80,23 @@ def op_timeout_s():
     return _op_timeout_s
 
 
-def next_name(kind):
-    """'<kind>.noname.<n>': every rank calls in the same order, so every rank makes the same name."""
+def next_name(kind, process_set_id=0):
+    """'<kind>.noname.<n>': every rank calls in the same order, so every rank makes the same name.
+    A process set counts its own ('<kind>.ps<id>.noname.<n>'): only its members call it."""
+    if process_set_id:
+        kind = "%s.ps%d" % (kind, process_set_id)
     with _lock:
         counter = _counters.setdefault(kind, itertools.count())
         return "%s.noname.%d" % (kind, next(counter))
 
 
-def op_name(kind, name):
+def op_name(kind, name, process_set_id=0):
     """Prefixes a user's name with the operation, as Horovod does ('allreduce.w').
 
     Bytes are refused rather than formatted ("b'w'" would silently be another name); the
     library checks the resulting str (UTF-8 text without NUL) as it converts it."""
     if name is None:
-        return next_name(kind)
+        return next_name(kind, process_set_id)
     if isinstance(name, (bytes, bytearray, memoryview)):
         rank = _worker.rank if _worker is not None else "?"
         raise TensorNameError(

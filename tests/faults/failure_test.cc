@@ -1,5 +1,6 @@
 // Stuck and dead ranks become prompt, named errors (labels worker, faults):
-//  - the stall warning (2 s) names the missing rank and tensor, once, within 3 s;
+//  - the stall warning (2 s) names the missing rank and tensor, once, within 3 s (and the
+//    process set, for a stall on one);
 //  - SIGKILL of one rank in the middle of a 64 MiB allreduce fails every other rank's handle and
 //    ends hvrun non-zero within 10 s, naming that rank (through the real bin/hvrun);
 //  - a stopped rank (no heartbeat) aborts the job naming it and its host;
@@ -49,6 +50,23 @@ TEST(Faults, StallWarningNamesTheMissingRankWithinThreeSeconds) {
   const size_t late = r.err.find("rank 1: submitting stalled.tensor now");
   ASSERT_NE(late, std::string::npos) << r.err;
   EXPECT_LT(warning, late) << "the warning came later than 3 s\n" << r.err;
+}
+
+TEST(Faults, StallOnAProcessSetNamesTheSetAndTheJobsRank) {
+  RunOptions run;
+  run.timeout = std::chrono::seconds(60);
+  RunResult r = run_process({bin_path("hvrun"), "-np", "3", "-H", "localhost:3",
+                             "--stall-check-warning-time-seconds", "2",
+                             bin_path("hvrun_faults_worker"), "stall-on-set"},
+                            run);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const size_t warning = r.err.find("stall: rank 2 ");
+  ASSERT_NE(warning, std::string::npos) << r.err;
+  const std::string line = r.err.substr(warning, r.err.find('\n', warning) - warning);
+  EXPECT_NE(line.find("has not submitted allreduce 'set.tensor' on process set 1"),
+            std::string::npos) << line;
+  EXPECT_NE(line.find("submitted by rank 1"), std::string::npos) << line;
+  EXPECT_LT(warning, r.err.find("rank 2: submitting set.tensor now")) << r.err;
 }
 
 TEST(Faults, RankKilledMidAllreduceFailsEveryOtherRankAndHvrunNamesIt) {

@@ -8,6 +8,7 @@
 //                           from the joined root, which must fail), alltoall, reducescatter and
 //                           allreduce Sum/Average/Min/Max/Product (`all`: Average over all ranks)
 //   stall                   rank 1 submits 3 s after rank 0 (the coordinator warns meanwhile)
+//   stall-on-set            the same on process set {1, 2}: rank 2 is late
 //   kill-in-allreduce       rank 1 SIGKILLs itself inside a 64 MiB allreduce (once its first
 //                           elements hold the sum, before its last do); the others' handles
 //                           must fail (SIGTERM ignored so they can report it)
@@ -247,6 +248,29 @@ int run_stall(hvrun::Worker& w) {
   return 0;
 }
 
+// ---- stall-on-set ---------------------------------------------------------------------------
+
+// Process set {1, 2}: rank 2 submits 3 s after rank 1; the warning names the set and rank 2.
+int run_stall_on_set(hvrun::Worker& w) {
+  auto set = w.add_process_set(std::vector<int>{1, 2});
+  if (!set.is_ok()) return fail("add_process_set: " + set.status().to_string()), 1;
+  if (w.rank() != 0) {
+    std::vector<float> data(4, 1.0f);
+    hvrun::TensorView view{data.data(), DataType::kFloat32, {4}};
+    if (w.rank() == 2) {
+      std::this_thread::sleep_for(std::chrono::seconds(3));
+      std::fprintf(stderr, "rank 2: submitting set.tensor now, 3 s late\n");
+      std::fflush(stderr);
+    }
+    hvrun::Status s = w.allreduce("set.tensor", view, {.process_set = *set});
+    if (!s.is_ok()) return fail("set.tensor: " + s.to_string()), 1;
+  } else {
+    std::this_thread::sleep_for(std::chrono::seconds(4));  // the barrier is no stall of its own
+  }
+  if (!w.barrier().is_ok()) return fail("barrier"), 1;
+  return 0;
+}
+
 // ---- kill-in-allreduce ----------------------------------------------------------------------
 
 int run_kill_in_allreduce(hvrun::Worker& w) {
@@ -354,6 +378,7 @@ int main(int argc, char** argv) {
   if (mode == "uneven-train") rc = run_uneven_train(w);
   else if (mode == "joined-ops") rc = run_joined_ops(w, argc > 2 && std::string(argv[2]) == "all");
   else if (mode == "stall") rc = run_stall(w);
+  else if (mode == "stall-on-set") rc = run_stall_on_set(w);
   else if (mode == "kill-in-allreduce") rc = run_kill_in_allreduce(w);
   else if (mode == "coordinator-lost") rc = run_coordinator_lost(w);
   else if (mode == "stopped") rc = run_stopped(w);

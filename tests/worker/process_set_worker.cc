@@ -167,7 +167,8 @@ void churn(Worker& w) {
   ProcessSet busy = add(w, first);
   std::vector<float> held(1 << 16, 1.0f);
   Handle in_flight;
-  if (w.rank() < 2) in_flight = w.allreduce_async("busy", view(held), {.process_set = busy});
+  // Rank 0's half is in flight through every add and remove below; rank 1 submits after them.
+  if (w.rank() == 0) in_flight = w.allreduce_async("busy", view(held), {.process_set = busy});
   // Every rank adds and removes another set while "busy" may still run.
   std::vector<int> rest;
   for (int r = 1; r < n; ++r) rest.push_back(r);
@@ -181,6 +182,7 @@ void churn(Worker& w) {
     check_ok(w.remove_process_set(other), "remove");
     if (w.process_set_ranks(other).is_ok()) fail("a removed set is gone on every rank");
   }
+  if (w.rank() == 1) in_flight = w.allreduce_async("busy", view(held), {.process_set = busy});
   if (w.rank() < 2) {
     check_ok(w.wait(in_flight), "busy");
     if (held[0] != 2.0f) fail("busy value");
@@ -188,6 +190,10 @@ void churn(Worker& w) {
   check_ok(w.remove_process_set(busy), "remove busy");
   ProcessSet again = add(w, first);
   if (again.id != 5) fail("ids are never reused: got " + std::to_string(again.id));
+  // A set being removed refuses this rank's own calls on it.
+  check_ok(w.remove_process_set(again), "remove again");
+  std::vector<float> late(1, 1.0f);
+  if (w.allreduce("late", view(late), {.process_set = again}).is_ok()) fail("a removed set runs nothing");
   std::printf("churn ok\n");
 }
 
@@ -202,11 +208,19 @@ void refusals(Worker& w) {
   if (w.rank() < 2) {
     hvrun::Status s = w.broadcast("root", view(v), 2, set);
     if (!contains(s.message(), "root rank 2 is not in process set 1")) fail("root outside: " + s.to_string());
-    // A mismatch names job ranks (here 0 and 1, which are also the set's 0 and 1)... use sizes.
-    std::vector<float> odd(static_cast<size_t>(w.rank() + 1), 1.0f);
-    hvrun::Status m = w.allreduce("mismatch", view(odd), {.process_set = set});
-    if (!contains(m.message(), "rank 1 sent allreduce float32 [2]")) fail("mismatch: " + m.to_string());
   }
+  // A mismatch on {1, 2} (the set's ranks 0 and 1) names the job's ranks 1 and 2, and the set.
+  std::vector<int> upper{1, 2};
+  ProcessSet upper_set = add(w, upper);
+  if (w.rank() == 1 || w.rank() == 2) {
+    std::vector<float> sized(static_cast<size_t>(w.rank() + 1), 1.0f);
+    hvrun::Status m = w.allreduce("mismatch", view(sized), {.process_set = upper_set});
+    if (!contains(m.message(), "rank 1 sent allreduce float32 [2]") ||
+        !contains(m.message(), "rank 2 sent allreduce float32 [3]") ||
+        !contains(m.message(), "process set 2 (ranks [1-2])"))
+      fail("mismatch: " + m.to_string());
+  }
+  check_ok(w.remove_process_set(upper_set), "remove the upper set");
   hvrun::Status unknown = w.allreduce("unknown", view(v), {.process_set = ProcessSet{9}});
   if (!contains(unknown.message(), "there is no process set 9")) fail("unknown set: " + unknown.to_string());
   auto bad = w.add_process_set(std::vector<int>{0, w.size()});

@@ -163,6 +163,7 @@ hvrun_status_t hvrun_shutdown(hvrun_worker_t* w) {
 
 hvrun_status_t hvrun_shutdown_with_failure(hvrun_worker_t* w, const char* reason) {
   if (!w) return bad("null worker");
+  // A view too: the failure is this rank's, and it ends the job as from the job's worker.
   return guarded([&] {
     return record(w->worker->shutdown_with_failure(reason ? reason : "(no reason given)"));
   });
@@ -449,6 +450,7 @@ void hvrun_handle_free(hvrun_handle_t* h) { delete h; }
 
 hvrun_status_t hvrun_checkpointer_create(hvrun_worker_t* w, hvrun_checkpointer_t** out) {
   if (!w || !out) return bad("null worker or checkpointer pointer");
+  if (w->is_view()) return bad("checkpoints are the job's: create the checkpointer on its worker");
   return guarded([&] {
     auto options = hvrun::CheckpointOptions::from_environment();
     if (!options.is_ok()) return record(options.status());

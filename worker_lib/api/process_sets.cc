@@ -50,7 +50,13 @@ Status Worker::remove_process_set(ProcessSet process_set) {
     return invalid_argument("remove_process_set: the global process set cannot be removed");
   auto op = membership_op(*runtime_, v1::COLLECTIVE_OP_PROCESS_SET_REMOVE, "process_set.remove");
   op->root_rank = process_set.id;
-  return wait(runtime_->submit(std::move(op)));
+  // From here this rank's own collectives on the set are refused: one submitted after the
+  // removal was sent would reach the coordinator after the set is gone.
+  const auto id = static_cast<uint32_t>(std::max(process_set.id, 0));
+  runtime_->set_process_set_removing(id, true);
+  Status status = wait(runtime_->submit(std::move(op)));
+  if (!status.is_ok()) runtime_->set_process_set_removing(id, false);
+  return status;
 }
 
 Result<std::vector<int>> Worker::process_set_ranks(ProcessSet process_set) const {

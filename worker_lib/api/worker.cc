@@ -316,7 +316,11 @@ Handle Worker::reducescatter_async(const std::string& name, ConstTensorView inpu
 }
 
 Handle Worker::barrier_async(ProcessSet process_set) {
-  const auto set_id = static_cast<uint32_t>(std::max(process_set.id, 0));
+  // The set first: a refused call must not use up a barrier number of any set.
+  if (process_set.id != 0)
+    if (auto set = runtime_->process_set_of_mine(process_set, "barrier"); !set.is_ok())
+      return failed("barrier", set.status());
+  const auto set_id = static_cast<uint32_t>(process_set.id);
   std::string name = (set_id == 0 ? "barrier." : "barrier.ps" + std::to_string(set_id) + ".") +
                      std::to_string(runtime_->next_barrier_id(set_id));
   auto op = make_op(name, v1::COLLECTIVE_OP_BARRIER, DataType::kUInt8, {0});

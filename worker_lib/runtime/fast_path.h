@@ -5,8 +5,12 @@
 // coordinator. Why it is safe, step by step:
 //  - Only when this rank is idle: nothing in flight or unsent, every received plan executed,
 //    checked under the executor's lock (held until the collective ran). Idle ranks have
-//    executed the same plans, because every plan holds an op of every rank; so their event
-//    counts (execution_lane.h) agree and they meet in the same round.
+//    executed the same plans of the global set, because each of its plans holds an op of every
+//    rank; so their event counts (execution_lane.h) agree and they meet in the same round. A
+//    plan of another process set (every rank receives and counts it, members or not) may reach
+//    an idle non-member later than a member: their counts differ for a while, the rank that
+//    moved past the round refused it (plan_runner.cc), and the call falls back to the
+//    coordinator. So set traffic lowers the fast path's hit rate, never its correctness.
 //  - The round runs only if every rank arrived with the same key (tensor's cache id, metadata
 //    hash, event count, size): the same collective, between the same two plans, on every rank.
 //    A plan arriving meanwhile waits for the executor's lock, so it runs after the fast

@@ -181,12 +181,18 @@ void PlanRunner::change_process_sets(const v1::Response& response, const Respons
     result = response.root_rank();
     c_.process_sets.remove(static_cast<uint32_t>(response.root_rank()));
   }
-  if (!status.is_ok()) SPDLOG_ERROR("{}", status.message());
   for (const auto& e : entries) {
     if (!e) continue;
     e->handle->join_result = result;
     e->handle->complete(status);
   }
+  if (status.is_ok()) return;
+  // The other ranks now hold a set this rank lacks: its collectives would wait for this rank
+  // until their timeout. The job ends at once instead, naming this rank and why.
+  SPDLOG_ERROR("{}", status.message());
+  send_abort_request("rank " + std::to_string(c_.rank) + " on host " + c_.host + ": " +
+                     status.message());
+  c_.state.terminate(status);
 }
 
 }  // namespace hvrun::detail

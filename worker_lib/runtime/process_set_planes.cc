@@ -50,7 +50,9 @@ Result<std::unique_ptr<ProcessSetPlanes::Set>> ProcessSetPlanes::connect(uint32_
                             .connect_timeout = config.start_timeout,
                             .op_timeout = config.op_timeout};
   for (int r : set->members.ranks) context.hosts.push_back(job_.hosts[static_cast<size_t>(r)]);
-  auto plane = make_cpu_backend(context, config.cpu_backend, *set->store);
+  CpuBackendConfig settings = config.cpu_backend;
+  if (job_.gloo_only) settings.backend = "gloo";
+  auto plane = make_cpu_backend(context, settings, *set->store);
   if (!plane.is_ok())
     return plane.status().with_context("process set " + std::to_string(id) +
                                        ": connecting its CPU data plane");
@@ -110,6 +112,17 @@ PlanExecutor* ProcessSetPlanes::executor(uint32_t id) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = sets_.find(id);
   return it == sets_.end() ? nullptr : it->second->executor.get();
+}
+
+void ProcessSetPlanes::set_removing(uint32_t id, bool removing) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (auto it = sets_.find(id); it != sets_.end()) it->second->removing = removing;
+}
+
+bool ProcessSetPlanes::removing(uint32_t id) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = sets_.find(id);
+  return it != sets_.end() && it->second->removing;
 }
 
 void ProcessSetPlanes::abort(const std::string& reason) {

@@ -9,7 +9,8 @@
 // which sets exist.
 //
 // Threads: add/remove/executor under the runtime's executor lock (the plan runner); members,
-// ids and abort from any thread (a mutex of its own, a leaf of runtime.h's order).
+// ids, removing and abort from any thread (a mutex of its own, after WorkState's in runtime.h's
+// order; held while aborting the sets' executors, whose own locks nest inside it).
 #pragma once
 
 #include <chrono>
@@ -53,6 +54,7 @@ class ProcessSetPlanes {
     KeyValueStore* store = nullptr;  // the coordinator's; outlives this object
     std::function<Status(Status)> explain_failure;
     telemetry::PhaseObserver* observer = nullptr;
+    bool gloo_only = false;  // the placement is unknown: Gloo, as the job's plane then
   };
   explicit ProcessSetPlanes(Job job);
   ~ProcessSetPlanes();
@@ -68,6 +70,11 @@ class ProcessSetPlanes {
   // Executor lock held: the executor of set `id` (not 0) when this rank is a member, else null.
   PlanExecutor* executor(uint32_t id);
 
+  // Any thread: this rank asked to remove set `id` (its own collectives on it are refused from
+  // now on), or the removal failed (they are allowed again).
+  void set_removing(uint32_t id, bool removing);
+  bool removing(uint32_t id) const;
+
   // Any thread: every set's data planes fail what runs now and everything later.
   void abort(const std::string& reason);
   void set_device_allocator(DeviceAllocator allocator);
@@ -80,6 +87,7 @@ class ProcessSetPlanes {
     std::unique_ptr<Backend> backend;
     std::unique_ptr<PlanExecutor> executor;
     GpuExecutor* gpu = nullptr;              // executor's GPU executor
+    bool removing = false;                   // this rank submitted its removal
   };
   Result<std::unique_ptr<Set>> connect(uint32_t id, ProcessSetMembers members);
 

@@ -109,6 +109,7 @@ Status Runtime::connect() {
   if (static_cast<int>(set_job.hosts.size()) != topology_.size) {
     set_job.hosts.clear();
     for (int r = 0; r < topology_.size; ++r) set_job.hosts.push_back("unknown-host-" + std::to_string(r));
+    set_job.gloo_only = true;
   }
   // Telemetry counts CPU responses under the backend's short name ("hierarchical(shm+gloo)"
   // -> "hierarchical"); a one-rank job moves nothing ("local").
@@ -215,6 +216,9 @@ Result<ProcessSetMembers> Runtime::process_set_of_mine(const ProcessSet& set,
   if (!members)
     return invalid_argument(op_text + ": there is no process set " + std::to_string(set.id) +
                             " (add_process_set returns the ids; a removed set's id is gone)");
+  if (process_sets_->removing(static_cast<uint32_t>(set.id)))
+    return invalid_argument(op_text + ": process set " + std::to_string(set.id) +
+                            " is being removed (this rank called remove_process_set)");
   if (!members->includes_me())
     return invalid_argument(op_text + ": rank " + std::to_string(topology_.rank) +
                             " is not in process set " + std::to_string(set.id) + " (ranks " +

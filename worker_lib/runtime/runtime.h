@@ -100,6 +100,9 @@ class Runtime {
     return process_sets_->members(id);
   }
   std::vector<uint32_t> process_set_ids() const { return process_sets_->ids(); }
+  void set_process_set_removing(uint32_t id, bool removing) {
+    process_sets_->set_removing(id, removing);
+  }
   uint64_t next_process_set_call() {
     std::lock_guard<std::mutex> lock(state_.mutex);
     return ++state_.process_set_calls;

@@ -127,7 +127,7 @@ def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.
     ps = process_set_id(process_set)
     source = _contiguous(tensor)
     output = torch.empty_like(source, memory_format=torch.contiguous_format)
-    full = _state.op_name("allreduce", name)
+    full = _state.op_name("allreduce", name, ps)
     library_op, pre, post = _reduction(op, prescale_factor, postscale_factor, process_set)
     h = _submit([full], lambda: _worker().allreduce_async(full, _ref(source), _ref(output),
                                                           library_op, pre, post, ps))
@@ -140,7 +140,7 @@ def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1
     op = resolve_op(op, average)
     ps = process_set_id(process_set)
     work = _contiguous(tensor)
-    full = _state.op_name("allreduce", name)
+    full = _state.op_name("allreduce", name, ps)
     library_op, pre, post = _reduction(op, prescale_factor, postscale_factor, process_set)
     h = _submit([full], lambda: _worker().allreduce_async(full, _ref(work), _ref(work),
                                                           library_op, pre, post, ps))
@@ -202,8 +202,8 @@ def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
     return tensor
 
 
-def _grouped_names(kind, name, count):
-    base = _state.op_name(kind, name)
+def _grouped_names(kind, name, count, ps=0):
+    base = _state.op_name(kind, name, ps)
     return ["%s.%d" % (base, i) for i in range(count)]
 
 
@@ -214,7 +214,7 @@ def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale
     ps = process_set_id(process_set)
     tensors = list(tensors)
     work = [_contiguous(t) for t in tensors]
-    names = _grouped_names("grouped_allreduce", name, len(work))
+    names = _grouped_names("grouped_allreduce", name, len(work), ps)
     library_op, pre, post = _reduction(op, prescale_factor, postscale_factor, process_set)
     handles = _submit(names, lambda: _worker().grouped_allreduce_async(
         names, [_ref(w) for w in work], library_op, pre, post, ps))
@@ -283,7 +283,7 @@ def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
         values = synchronize(values_handle)
         indices = synchronize(indices_handle)
         if op == Average:
-            values = values / _worker().size
+            values = values / process_set_size(process_set)
         if indices.dim() == 0 or values.dim() == 0:
             return t.new().resize_as_(t)
         return torch.sparse_coo_tensor(indices.transpose(0, 1), values, t.size(),
@@ -298,7 +298,7 @@ def allgather_async(tensor, name=None, process_set=global_process_set):
     """Starts an allgather along dimension 0 (which may differ per rank)."""
     ps = process_set_id(process_set)
     source = _contiguous(tensor)
-    full = _state.op_name("allgather", name)
+    full = _state.op_name("allgather", name, ps)
     h = _submit([full], lambda: _worker().allgather_async(full, _ref(source, moving_bytes=True),
                                                           ps))
 
@@ -342,7 +342,7 @@ def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
     ps = process_set_id(process_set)
     tensors = list(tensors)
     sources = [_contiguous(t) for t in tensors]
-    names = _grouped_names("grouped_allgather", name, len(sources))
+    names = _grouped_names("grouped_allgather", name, len(sources), ps)
     handles = _submit(names, lambda: [_worker().allgather_async(n, _ref(s, moving_bytes=True), ps)
                                       for n, s in zip(names, sources)])
 
@@ -379,7 +379,7 @@ def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_se
     """Starts an in-place broadcast of root_rank's tensor."""
     ps = process_set_id(process_set)
     work = _contiguous(tensor)
-    full = _state.op_name("broadcast", name)
+    full = _state.op_name("broadcast", name, ps)
     h = _submit([full], lambda: _worker().broadcast_async(full, _ref(work, moving_bytes=True),
                                                           root_rank, ps))
 
@@ -468,7 +468,7 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
     ps = process_set_id(process_set)
     split_rows = _split_list(tensor, splits, process_set)
     source = _contiguous(tensor)
-    full = _state.op_name("alltoall", name)
+    full = _state.op_name("alltoall", name, ps)
     h = _submit([full], lambda: _worker().alltoall_async(full, _ref(source, moving_bytes=True),
                                                          split_rows, ps))
 
@@ -525,7 +525,7 @@ def _reducescatter_submit(tensors, names, op, process_set, prescale_factor, post
 def reducescatter_async(tensor, name=None, op=Average, process_set=global_process_set,
                         prescale_factor=1.0, postscale_factor=1.0):
     """Starts a reducescatter: reduce over ranks, rank r keeps its block of dimension 0."""
-    names = [_state.op_name("reducescatter", name)]
+    names = [_state.op_name("reducescatter", name, process_set_id(process_set))]
     handles, sources = _reducescatter_submit([tensor], names, op, process_set, prescale_factor,
                                              postscale_factor)
     return register(names, handles, lambda hs: _from_output(hs[0].output(), tensor), sources)
@@ -548,7 +548,7 @@ class HorovodReducescatter(torch.autograd.Function):
 
 
 def _reducescatter_grads(grads, op, process_set, prescale_factor, postscale_factor):
-    factor = (_worker().size if op == Sum else 1) * prescale_factor * postscale_factor
+    factor = (process_set_size(process_set) if op == Sum else 1) * prescale_factor * postscale_factor
     scaled = [g * factor if factor != 1 else g for g in grads]
     return grouped_allgather(scaled, process_set=process_set)
 
@@ -564,7 +564,8 @@ def reducescatter(tensor, name=None, compression=Compression.none, op=Average,
 def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=global_process_set,
                                 prescale_factor=1.0, postscale_factor=1.0):
     tensors = list(tensors)
-    names = _grouped_names("grouped_reducescatter", name, len(tensors))
+    names = _grouped_names("grouped_reducescatter", name, len(tensors),
+                           process_set_id(process_set))
     handles, sources = _reducescatter_submit(tensors, names, op, process_set, prescale_factor,
                                              postscale_factor)
     return register(names, handles,

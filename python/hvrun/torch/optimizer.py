@@ -104,9 +104,10 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             self._allreduce_delay[p] = passes
 
     def _form_groups(self):
-        """Parameter groups, in rank 0's order of the parameters (every rank forms the same)."""
+        """Parameter groups, in the order of the set's first rank (every rank forms the same)."""
         params = [p for group in self.param_groups for p in group["params"] if p.requires_grad]
-        order = broadcast_object([self._parameter_names.get(p) for p in params], root_rank=0,
+        root = 0 if self.process_set.process_set_id == 0 else self.process_set.ranks[0]
+        order = broadcast_object([self._parameter_names.get(p) for p in params], root_rank=root,
                                  name="DistributedOptimizer.groups", process_set=self.process_set)
         params.sort(key=lambda p: order.index(self._parameter_names.get(p)))
         if isinstance(self._groups, list):

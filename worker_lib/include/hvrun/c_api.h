@@ -210,8 +210,9 @@ void hvrun_handle_free(hvrun_handle_t* handle);
 /* ---- Process sets (hvrun.h, Worker::add_process_set): every rank calls add and remove, in the
  * same order, members or not. A view is a worker handle whose collectives run on one set:
  * hvrun_rank/hvrun_size are the set's, alltoall's splits have one entry per member, broadcast's
- * root is a job rank; join is refused on a view. hvrun_finalize(view) frees only the view (free
- * views before the job's worker). */
+ * root is a job rank; join and checkpointers are refused on a view. hvrun_shutdown and
+ * hvrun_finalize of a view free only the view (free views before the job's worker);
+ * hvrun_shutdown_with_failure(view) reports this rank's failure as on the job's worker. */
 hvrun_status_t hvrun_add_process_set(hvrun_worker_t* worker, const int* ranks, int count,
                                      int* process_set_id);
 hvrun_status_t hvrun_remove_process_set(hvrun_worker_t* worker, int process_set_id);
