@@ -52,10 +52,10 @@ class ProcessSet:
         return self.ranks.index(me) if me in self.ranks else -1
 
     def included(self):
-        """Whether this process is in the set; None before it was added."""
-        if self.process_set_id is None:
+        """Whether this process is in the set's ranks; None without ranks (as Horovod's)."""
+        if self.ranks is None:
             return None
-        return self.process_set_id == 0 or _state.worker().rank in self.ranks
+        return _state.worker().rank in self.ranks
 
     def __repr__(self):
         return "ProcessSet(process_set_id=%s, ranks=%s)" % (self.process_set_id, self.ranks)
@@ -93,13 +93,18 @@ def add_process_set(process_set):
 
 
 def remove_process_set(process_set):
-    """Removes a set added before; every rank must call it, in the same order. Returns True
-    when it was removed; False for a set that was never added (here)."""
-    if process_set is global_process_set or process_set.process_set_id == 0:
-        raise ValueError("The global process set cannot be removed")
-    if process_set.process_set_id is None:
+    """Removes a set added before; every rank must call it, in the same order. True when it
+    was removed (the object is then invalidated); False, as Horovod, for the global set, a set
+    never added, and a removal the job refused (collectives still in flight on the set: the
+    set and the object stay usable, where Horovod would invalidate the object anyway)."""
+    if process_set.process_set_id in (None, 0):
         return False
-    _state.worker().remove_process_set(process_set.process_set_id)
+    try:
+        _state.worker().remove_process_set(process_set.process_set_id)
+    except ValueError as refused:
+        import logging
+        logging.getLogger("hvrun").warning("remove_process_set: %s", refused)
+        return False
     _added.pop(process_set.process_set_id, None)
     process_set._invalidate()
     return True
@@ -120,8 +125,17 @@ def add_initial_process_sets(process_sets):
     check_initial_process_sets(process_sets)
     if process_sets in (None, "dynamic"):
         return
+    # As Horovod: a set whose ranks are the global set's, or repeat an earlier entry's, is a
+    # clone and stays invalid (process_set_id None) instead of failing init.
+    seen = {tuple(global_process_set.ranks or [])}
     for process_set in process_sets:
+        if not isinstance(process_set, ProcessSet):
+            process_set = ProcessSet(process_set)
+        if process_set.ranks is not None and tuple(process_set.ranks) in seen:
+            process_set._invalidate()
+            continue
         add_process_set(process_set)
+        seen.add(tuple(process_set.ranks))
 
 
 def process_set_id(process_set):

@@ -32,8 +32,10 @@ def test_static_sets_from_init_get_ids_in_order():
     r, n = ranks()
     hvd.shutdown()
     first, second = hvd.ProcessSet([0, 1]), hvd.ProcessSet(list(range(1, n)))
-    hvd.init(process_sets=[first, second])
+    clone, everyone = hvd.ProcessSet([1, 0]), hvd.ProcessSet(list(range(n)))
+    hvd.init(process_sets=[first, clone, second, everyone])
     assert (first.process_set_id, second.process_set_id) == (1, 2)
+    assert clone.process_set_id is None and everyone.process_set_id is None  # clones, as Horovod
     assert first.size() == 2 and second.size() == n - 1
     assert first.rank() == (r if r < 2 else -1) and first.included() == (r < 2)
     if r < 2:
@@ -148,8 +150,7 @@ def test_errors_as_horovod_raises_them():
         hvd.add_process_set([1, 0])
     with pytest.raises(ValueError, match="not in the job"):
         hvd.add_process_set([0, n])
-    with pytest.raises(ValueError):
-        hvd.remove_process_set(hvd.global_process_set)
+    assert hvd.remove_process_set(hvd.global_process_set) is False
     if r >= 2:
         with pytest.raises(ValueError, match="rank %d is not in process set" % r):
             hvd.allreduce(torch.ones(1), process_set=pair)
@@ -160,6 +161,15 @@ def test_errors_as_horovod_raises_them():
             hvd.allreduce(torch.ones(r + 1), name="ps.mismatch", process_set=pair)
         with pytest.raises(ValueError, match="splits has 3 entries for 2 ranks"):
             hvd.alltoall(torch.ones(3), splits=[1, 1, 1], process_set=pair)
+    # A removal while rank 0 has a collective in flight on the set is refused on every rank
+    # (False), and the set stays usable.
+    pending = hvd.allreduce_async(torch.ones(1), op=hvd.Sum, name="pending",
+                                  process_set=pair) if r == 0 else None
+    assert hvd.remove_process_set(pair) is False and pair.process_set_id is not None
+    if r == 1:
+        hvd.allreduce(torch.ones(1), op=hvd.Sum, name="pending", process_set=pair)
+    if r == 0:
+        assert torch.equal(hvd.synchronize(pending), torch.full((1,), 2.0))
     assert hvd.remove_process_set(pair)
     assert not hvd.remove_process_set(pair)  # no longer added: nothing to remove
     with pytest.raises(ValueError, match="has not been added"):
