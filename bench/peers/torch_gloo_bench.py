@@ -11,44 +11,58 @@ Rank 0 prints one JSON object per line (bench/worker/bench_report.h's metric for
 the 161 ResNet-50 gradients allreduced one by one (async, then waited for, then divided: an
 Average), the same in DDP-style 25 MiB buckets (backward order, copied into a flat bucket and
 back as DDP does by default), one packed allreduce of the same bytes, and the latency of a
-4-byte all_reduce in microseconds.
+4-byte all_reduce in microseconds (blocking, and async_op=True then wait()). With --ddp also
+DistributedDataParallel's own reducer on a model with those parameter shapes: the time a
+backward through DDP takes beyond the same backward under no_sync().
 """
 import argparse
-import json
+import os
 import statistics
+import sys
 import time
 
 import torch
 import torch.distributed as dist
 
-
-def metric(name, values, unit):
-    print(json.dumps({"kind": "metric", "name": name, "median": statistics.median(values),
-                      "mean": statistics.fmean(values), "unit": unit, "note": ""}), flush=True)
-
-
-def timed(reps, warmup, body):
-    seconds = []
-    for i in range(warmup + reps):
-        start = time.perf_counter()
-        body()
-        if i >= warmup:
-            seconds.append(time.perf_counter() - start)
-    return seconds
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                "python"))
+from benchlib import metric, read_shapes, timed  # noqa: E402
 
 
 def read_params(path):
-    tensors = []
-    with open(path) as f:
-        for line in f:
-            parts = line.split()
-            if len(parts) != 2:
-                continue
-            numel = 1
-            for d in parts[1].split("x"):
-                numel *= int(d)
-            tensors.append(torch.ones(numel, dtype=torch.float32))
-    return tensors
+    return [torch.ones(shape, dtype=torch.float32).view(-1) for _, shape in read_shapes(path)]
+
+
+class Gradients(torch.nn.Module):
+    """A model whose parameters have the table's shapes and whose backward is one cheap pass:
+    what DDP's reducer does with their gradients is then most of a backward's time."""
+
+    def __init__(self, shapes):
+        super().__init__()
+        self.weights = torch.nn.ParameterList(torch.nn.Parameter(torch.ones(shape))
+                                              for _, shape in shapes)
+
+    def forward(self):
+        return torch.stack([w.sum() for w in self.weights]).sum()
+
+
+def ddp_reducer_seconds(args):
+    """DDP's reducer on the gradient step: backward through DDP (bucket_cap_mb) with its
+    allreduce, minus the same backward under no_sync() (no allreduce), taking turns."""
+    model = torch.nn.parallel.DistributedDataParallel(Gradients(read_shapes(args.params)),
+                                                      bucket_cap_mb=args.bucket_mb)
+    synced, local = [], []
+    for i in range(args.warmup + args.steps):
+        for into, sync in ((synced, True), (local, False)):
+            start = time.perf_counter()
+            if sync:
+                model().backward()
+            else:
+                with model.no_sync():
+                    model().backward()
+            if i >= args.warmup:
+                into.append(time.perf_counter() - start)
+    return statistics.median(synced) - statistics.median(local), statistics.median(local)
 
 
 def make_buckets(tensors, cap_bytes):
@@ -72,6 +86,9 @@ def main():
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--latency-iters", type=int, default=500)
     parser.add_argument("--bucket-mb", type=float, default=25.0)
+    parser.add_argument("--ddp", action="store_true",
+                        help="also DDP's reducer on the same shapes (backward with its "
+                             "allreduce minus backward under no_sync())")
     args = parser.parse_args()
 
     torch.set_num_threads(1)  # one rank per core, like the other peers
@@ -117,7 +134,14 @@ def main():
         ("torch packed all_reduce", rates(timed(args.steps, args.warmup, whole)), "steps/s"),
         ("torch latency all_reduce 4 B",
          [s * 1e6 for s in timed(args.latency_iters, 20, lambda: dist.all_reduce(one))], "us"),
+        ("torch latency all_reduce async+wait 4 B",
+         [s * 1e6 for s in timed(args.latency_iters, 20,
+                                 lambda: dist.all_reduce(one, async_op=True).wait())], "us"),
     ]
+    if args.ddp:
+        reducer, backward = ddp_reducer_seconds(args)
+        results.append(("torch step (DDP reducer, %g MiB buckets)" % args.bucket_mb,
+                        [1.0 / reducer], "steps/s"))
     if dist.get_rank() == 0:
         for name, values, unit in results:
             metric(name, values, unit)
