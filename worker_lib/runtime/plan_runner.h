@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "hvrun.pb.h"
+#include "worker_lib/runtime/cached_rounds.h"
 #include "worker_lib/runtime/coordinator_client.h"
 #include "worker_lib/runtime/execution_lane.h"
 #include "worker_lib/execution/plan_executor.h"
@@ -25,6 +26,7 @@ class PlanRunner {
     WorkState& state;
     ExecutionLane& lane;
     Submitter& submitter;
+    CachedRounds& rounds;  // sends the outbox, or runs it through agreed rounds
     PlanExecutor& executor;
     telemetry::WorkerTelemetry& telemetry;
     NegotiationStream& stream;
