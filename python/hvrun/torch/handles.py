@@ -22,6 +22,18 @@ class _Pending:
         self.names = names
 
 
+class _One:
+    """One library handle whose result is `tensor` (finish(tensor)), under one name: what the
+    in-place async calls register, without lists or a closure."""
+    __slots__ = ("handle", "finish", "tensor", "name")
+
+    def __init__(self, handle, finish, tensor, name):
+        self.handle = handle
+        self.finish = finish
+        self.tensor = tensor  # read and written by the library until completion
+        self.name = name
+
+
 _handle_map = {}
 _in_flight = set()
 _lock = threading.Lock()
@@ -58,25 +70,47 @@ def register(names, handles, finish, keep_alive):
     return handle
 
 
+def register_one(name, handle, finish, tensor):
+    """register() for one library handle whose result is finish(tensor). A dict store, a set
+    add and a counter step are each atomic under the GIL, so this takes no lock."""
+    number = next(_ids)
+    _handle_map[number] = _One(handle, finish, tensor, name)
+    _in_flight.add(name)
+    return number
+
+
 def poll(handle):
     """True when the asynchronous operation `handle` finished (successfully or not)."""
-    with _lock:
-        pending = _handle_map.get(handle)
+    pending = _handle_map.get(handle)
     if pending is None:
         raise ValueError("handle %r was not created or has been synchronized already" % (handle,))
+    if type(pending) is _One:
+        return pending.handle.poll()
     return all(h.poll() for h in pending.handles)
 
 
 def synchronize(handle):
-    """Waits for `handle` and returns its result; raises HorovodInternalError when it failed."""
-    with _lock:
-        pending = _handle_map.pop(handle, None)
+    """Waits for `handle` and returns its result; raises HorovodInternalError when it failed.
+
+    The wait goes through the worker (Worker.wait): this thread sends, or runs by agreement
+    with the other ranks, what the worker still holds back, instead of waiting for the
+    background thread to wake up and do it."""
+    pending = _handle_map.pop(handle, None)
     if pending is None:
         return None
+    worker = _state.worker()
+    timeout = _state.op_timeout_s()
+    if type(pending) is _One:
+        try:
+            code, message = worker.wait(pending.handle, timeout)
+            if code:
+                raise_for_status(code, message)
+            return pending.finish(pending.tensor)
+        finally:
+            _in_flight.discard(pending.name)
     try:
-        timeout = _state.op_timeout_s()
         for h in pending.handles:
-            code, message = h.wait(timeout)
+            code, message = worker.wait(h, timeout)
             raise_for_status(code, message)
         return pending.finish(pending.handles)
     finally:

@@ -28,7 +28,8 @@ from hvrun._tensors import (BFLOAT16, CORE_SUM, FLOAT16, FLOAT32, FLOAT64, INT8,
                             resolve_op)
 from hvrun.exceptions import HorovodInternalError, raise_for_status
 from hvrun.torch.compression import Compression
-from hvrun.torch.handles import check_name_free, check_not_in_flight, poll, register, synchronize
+from hvrun.torch.handles import (check_name_free, check_not_in_flight, poll, register,
+                                 register_one, synchronize)
 from hvrun.torch import handles as _handles
 from hvrun.basics import set_layout
 from hvrun.process_sets import (ProcessSet, add_process_set, check_process_set,
@@ -135,19 +136,33 @@ def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1
                      postscale_factor=1.0, process_set=global_process_set):
     """Starts an in-place allreduce; synchronize(handle) returns `tensor`, reduced."""
     op = resolve_op(op, average)
-    check_process_set(process_set)
-    work = _contiguous(tensor)
+    if process_set is not global_process_set:
+        check_process_set(process_set)
+    work = tensor if tensor.is_contiguous() else tensor.contiguous()
     full = _state.op_name("allreduce", name)
     library_op, pre, post = _reduction(op, prescale_factor, postscale_factor)
-    h = _submit([full], lambda: _worker().allreduce_async(full, _ref(work), _ref(work),
-                                                          library_op, pre, post))
+    code = None if work.is_cuda else _TORCH_DTYPES.get(work.dtype)
+    if code is not None:
+        # A CPU tensor: its address, dtype and shape as they are (no TensorRef objects), as
+        # allreduce_ passes them.
+        check_name_free(full)
+        h = _worker().allreduce_inplace_async(full, work.data_ptr(), code, work.shape,
+                                              library_op, pre, post)
+    else:
+        h = _submit([full], lambda: _worker().allreduce_async(full, _ref(work), _ref(work),
+                                                              library_op, pre, post))
+    if work is tensor:
+        return register_one(full, h, _return_tensor, tensor)
 
     def finish(_):
-        if work is not tensor:
-            tensor.copy_(work)
+        tensor.copy_(work)
         return tensor
 
     return register([full], [h], finish, work)
+
+
+def _return_tensor(tensor):
+    return tensor
 
 
 class HorovodAllreduce(torch.autograd.Function):
