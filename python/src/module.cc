@@ -266,10 +266,11 @@ PYBIND11_MODULE(_core, m) {
       // The blocking in-place allreduce of a contiguous CPU tensor in one call, from its
       // address, dtype code and shape (a TensorRef object would cost most of a fast-path call):
       // the fast path when it applies, else the submission and the wait (interruptible, as
-      // Handle.wait). Returns the final (status code, message).
+      // Handle.wait). Returns None when it succeeded, else the final (status code, message)
+      // (no tuple and no message string on the hot path).
       .def("allreduce_inplace_blocking",
            [](Worker& w, py::handle name, uintptr_t data, int dtype, std::vector<int64_t> shape,
-              int op, double prescale, double postscale, double timeout_s) {
+              int op, double prescale, double postscale, double timeout_s) -> py::object {
              const std::string checked = tensor_name(w, name);
              const TensorRef inout{data, dtype, std::move(shape), -1, 0};
              Handle handle;
@@ -278,8 +279,11 @@ PYBIND11_MODULE(_core, m) {
                handle = w.allreduce_now_or_async(checked, inout.const_view(), inout.view(),
                                                  reduce_options(op, prescale, postscale));
              }
-             if (handle.poll()) return to_tuple(handle.wait(std::chrono::milliseconds(0)));
-             return wait_handle(handle, timeout_s);
+             const StatusTuple final_status =
+                 handle.poll() ? to_tuple(handle.wait(std::chrono::milliseconds(0)))
+                               : wait_handle(handle, timeout_s);
+             if (std::get<0>(final_status) == 0) return py::none();
+             return py::cast(final_status);
            },
            py::arg("name"), py::arg("data"), py::arg("dtype"), py::arg("shape"), py::arg("op"),
            py::arg("prescale"), py::arg("postscale"), py::arg("timeout_s"))

@@ -22,18 +22,6 @@ class _Pending:
         self.names = names
 
 
-class _One:
-    """One library handle whose result is `tensor` (finish(tensor)), under one name: what the
-    in-place async calls register, without lists or a closure."""
-    __slots__ = ("handle", "finish", "tensor", "name")
-
-    def __init__(self, handle, finish, tensor, name):
-        self.handle = handle
-        self.finish = finish
-        self.tensor = tensor  # read and written by the library until completion
-        self.name = name
-
-
 _handle_map = {}
 _in_flight = set()
 _lock = threading.Lock()
@@ -71,10 +59,12 @@ def register(names, handles, finish, keep_alive):
 
 
 def register_one(name, handle, finish, tensor):
-    """register() for one library handle whose result is finish(tensor). A dict store, a set
-    add and a counter step are each atomic under the GIL, so this takes no lock."""
+    """register() for one library handle whose result is finish(tensor), kept as the tuple
+    (handle, finish, tensor, name): what the in-place async calls register, without lists or a
+    closure. A dict store, a set add and a counter step are each atomic under the GIL, so this
+    takes no lock; `tensor` is read and written by the library until completion."""
     number = next(_ids)
-    _handle_map[number] = _One(handle, finish, tensor, name)
+    _handle_map[number] = (handle, finish, tensor, name)
     _in_flight.add(name)
     return number
 
@@ -84,8 +74,8 @@ def poll(handle):
     pending = _handle_map.get(handle)
     if pending is None:
         raise ValueError("handle %r was not created or has been synchronized already" % (handle,))
-    if type(pending) is _One:
-        return pending.handle.poll()
+    if type(pending) is tuple:
+        return pending[0].poll()
     return all(h.poll() for h in pending.handles)
 
 
@@ -100,14 +90,15 @@ def synchronize(handle):
         return None
     worker = _state.worker()
     timeout = _state.op_timeout_s()
-    if type(pending) is _One:
+    if type(pending) is tuple:
+        handle, finish, tensor, name = pending
         try:
-            code, message = worker.wait(pending.handle, timeout)
+            code, message = worker.wait(handle, timeout)
             if code:
                 raise_for_status(code, message)
-            return pending.finish(pending.tensor)
+            return finish(tensor)
         finally:
-            _in_flight.discard(pending.name)
+            _in_flight.discard(name)
     try:
         for h in pending.handles:
             code, message = worker.wait(h, timeout)

@@ -118,6 +118,19 @@ def _refuse_under_join(kind, handles):
 
 # ---- allreduce
 
+_allreduce_names = {}  # a user's str name -> "allreduce.<name>", made once
+
+
+def _allreduce_name(name):
+    """_state.op_name("allreduce", name), remembered for str names (the steady state calls the
+    same names every step; unnamed calls get a new name each time and are never remembered)."""
+    full = _allreduce_names.get(name) if name.__class__ is str else None
+    if full is None:
+        full = _state.op_name("allreduce", name)
+        if name.__class__ is str and len(_allreduce_names) < 65536:
+            _allreduce_names[name] = full
+    return full
+
 def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                     postscale_factor=1.0, process_set=global_process_set):
     """Starts an out-of-place allreduce; synchronize(handle) returns the reduced tensor."""
@@ -139,7 +152,7 @@ def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1
     if process_set is not global_process_set:
         check_process_set(process_set)
     work = tensor if tensor.is_contiguous() else tensor.contiguous()
-    full = _state.op_name("allreduce", name)
+    full = _allreduce_name(name)
     library_op, pre, post = _reduction(op, prescale_factor, postscale_factor)
     code = None if work.is_cuda else _TORCH_DTYPES.get(work.dtype)
     if code is not None:
@@ -202,15 +215,17 @@ def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
     if process_set is not global_process_set:
         check_process_set(process_set)
     work = tensor if tensor.is_contiguous() else tensor.contiguous()
-    full = _state.op_name("allreduce", name)
+    full = _allreduce_name(name)
     library_op, pre, post = _reduction(op, prescale_factor, postscale_factor)
     check_name_free(full)
     code = _TORCH_DTYPES.get(work.dtype)
     if code is None:
         _ref(work)  # raises the TypeError naming the dtype
     # The address, dtype and shape as they are: a TensorRef costs most of a fast-path call.
-    raise_for_status(*_worker().allreduce_inplace_blocking(
-        full, work.data_ptr(), code, work.shape, library_op, pre, post, _state.op_timeout_s()))
+    failed = _worker().allreduce_inplace_blocking(
+        full, work.data_ptr(), code, work.shape, library_op, pre, post, _state.op_timeout_s())
+    if failed is not None:
+        raise_for_status(*failed)
     if work is not tensor:
         tensor.copy_(work)
     return tensor
