@@ -42,24 +42,8 @@ void CachedRounds::dispatch() {
     c_.submitter.flush_outbox();
     return;
   }
-  gather_burst();
   std::lock_guard<std::mutex> exec_lock(c_.lane.mutex);
   dispatch_locked();
-}
-
-void CachedRounds::gather_burst() {
-  constexpr auto kSlice = std::chrono::microseconds(50);
-  constexpr auto kWindow = std::chrono::microseconds(1000);
-  const auto end = std::chrono::steady_clock::now() + kWindow;
-  std::unique_lock<std::mutex> lock(c_.state.mutex);
-  WorkState& s = c_.state;
-  size_t seen = s.outbox.size();
-  // Only what could be held: ops for the coordinator go at once, as before.
-  while (seen > 0 && s.in_flight.size() == seen && std::chrono::steady_clock::now() < end) {
-    s.wake.wait_for(lock, kSlice);
-    if (s.outbox.size() == seen) break;  // the burst is over (or a waiting caller took it)
-    seen = s.outbox.size();
-  }
 }
 
 void CachedRounds::send_pending() {

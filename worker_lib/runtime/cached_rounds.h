@@ -82,11 +82,6 @@ class CachedRounds {
     uint32_t id;  // its cache id
     std::shared_ptr<PendingOp> op;
   };
-  // The background thread, before it takes the outbox: as the coordinator lets ready tensors
-  // wait a cycle for company, it lets a burst of submissions (a backward pass's gradients)
-  // arrive, so they go in one round and fuse instead of one by one; it waits while the outbox
-  // keeps growing, 50 us at a time, at most 1 ms. A caller about to wait does not wait here.
-  void gather_burst();
   void dispatch_locked();  // the executor's lock held, as below
   // Moves the outbox to `held_` when this rank may hold it; says what to do next.
   Next take_outbox();
