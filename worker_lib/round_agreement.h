@@ -64,6 +64,8 @@ class RoundAgreement {
   // `deadline` refuses the ranks still missing. Call after open() returned non-null.
   virtual RoundOutcome join(uint32_t gen, const RoundKey& key,
                             std::chrono::steady_clock::time_point deadline) = 0;
+  // After kAgreed, before release(): rank k's payload of the round, as it filled it.
+  virtual const std::byte* payload(int k) const = 0;
   // After kAgreed, before release(): every rank's payload (`count` elements of `dtype`'s work
   // type, as reduction/reduction_math.h packs them) reduced in rank order with `op`, divided by
   // `divisor` (when > 1) and times `postscale`, written to `output` as `dtype`. Every rank

@@ -13,21 +13,14 @@
 
 #include "coordinator/engine/tensor_meta.h"
 #include "coordinator/negotiation_engine.h"
+#include "proto/fusion_packing.h"
 
 namespace hvrun::coordinator {
 
 namespace engine {
 
 // Allreduces (and allgathers) with an equal key may share one fused response.
-struct FusionKey {
-  v1::CollectiveOp op;
-  v1::DataType dtype;
-  v1::DeviceKind device;
-  v1::ReduceOp reduce_op;
-  double prescale;
-  double postscale;
-  friend bool operator==(const FusionKey&, const FusionKey&) = default;
-};
+using hvrun::FusionKey;
 
 // One name in flight: which ranks submitted it and what each sent.
 struct PendingTensor {

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "coordinator/engine/engine_state.h"
+#include "proto/fusion_packing.h"
 
 namespace hvrun::coordinator {
 
@@ -129,14 +130,13 @@ std::optional<v1::Plan> NegotiationEngine::State::build_plan(TimePoint now) {
   for (v1::Response& response : immediate) *plan.add_responses() = std::move(response);
   immediate.clear();
 
-  // The open (still filling) response per fusion key and per group, and its size so far.
-  std::vector<int> open_response(fusion_keys.size(), -1);
-  std::vector<int64_t> open_bytes(fusion_keys.size(), 0);
+  // The open (still filling) response per fusion key (proto/fusion_packing.h) and per group.
+  FusionPacker packer(threshold);
   // A group's members complete together, but each response has one dtype, device, reduce op
   // and scaling: members that differ in those go in separate responses of the same plan.
   struct OpenGroup {
     uint64_t id;
-    engine::FusionKey key;
+    FusionKey key;
     int response;
   };
   std::vector<OpenGroup> open_groups;
@@ -153,7 +153,7 @@ std::optional<v1::Plan> NegotiationEngine::State::build_plan(TimePoint now) {
     const int64_t bytes = response_bytes(*tensor);
     v1::Response* response = nullptr;
     if (tensor->grouped()) {
-      const engine::FusionKey key{meta.op,        meta.dtype,    meta.device,
+      const FusionKey key{meta.op,        meta.dtype,    meta.device,
                                   meta.reduce_op, meta.prescale, meta.postscale};
       auto open = std::find_if(open_groups.begin(), open_groups.end(), [&](const OpenGroup& g) {
         return g.id == meta.group_id && g.key == key;
@@ -167,12 +167,10 @@ std::optional<v1::Plan> NegotiationEngine::State::build_plan(TimePoint now) {
       }
     } else if (tensor->fusion_key >= 0 && threshold > 0) {
       const int k = tensor->fusion_key;
-      if (open_response[k] >= 0 && open_bytes[k] + bytes <= threshold) {
-        response = plan.mutable_responses(open_response[k]);
-        open_bytes[k] += bytes;
+      if (const int open = packer.place(k, bytes); open >= 0) {
+        response = plan.mutable_responses(open);
       } else {
-        open_response[k] = plan.responses_size();
-        open_bytes[k] = bytes;
+        packer.opened(k, plan.responses_size(), bytes);
         response = plan.add_responses();
         fill_header(*response, *tensor, world, options.join_average_all);
       }
@@ -185,10 +183,9 @@ std::optional<v1::Plan> NegotiationEngine::State::build_plan(TimePoint now) {
     if (response->tensors_size() > 0 &&
         !std::equal(tensor->joined_at_ready.begin(), tensor->joined_at_ready.end(),
                     response->joined_ranks().begin(), response->joined_ranks().end())) {
-      if (tensor->fusion_key >= 0) open_response[tensor->fusion_key] = plan.responses_size();
+      if (tensor->fusion_key >= 0) packer.opened(tensor->fusion_key, plan.responses_size(), bytes);
       response = plan.add_responses();
       fill_header(*response, *tensor, world, options.join_average_all);
-      if (tensor->fusion_key >= 0) open_bytes[tensor->fusion_key] = bytes;
     }
 
     // The cache: keep the id (remembering what was negotiated) or assign the next one.

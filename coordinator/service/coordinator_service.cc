@@ -49,6 +49,7 @@ grpc::Status CoordinatorService::Register(grpc::ServerContext* context,
   v1::WorkerSettings* worker_settings = response->mutable_worker_settings();
   worker_settings->set_heartbeat_timeout_ms(job_.options().heartbeat_timeout.count());
   worker_settings->set_timeline_from_start(!job_.options().timeline_filename.empty());
+  worker_settings->set_fusion_threshold_bytes(job_.options().fusion_threshold_bytes);
   for (const auto& rank : registered->ranks) *response->add_ranks() = rank;
   response->set_protocol_version(kProtocolVersion);
   return grpc::Status::OK;

@@ -70,7 +70,9 @@ AllreduceOptions reduce_options(int op, double prescale, double postscale, int p
 
 // Waits in short slices so that Ctrl-C (a pending Python signal) interrupts a long wait; the
 // GIL is released while waiting so other Python threads (and gradient hooks) keep running.
-StatusTuple wait_handle(const Handle& handle, double timeout_s) {
+// `sender`: first, with the GIL already released, this thread sends what the worker holds back
+// (or runs it, Worker::send_pending) instead of waiting for the background thread to.
+StatusTuple wait_handle(const Handle& handle, double timeout_s, const Worker* sender = nullptr) {
   using namespace std::chrono;
   const auto deadline = steady_clock::now() + duration_cast<steady_clock::duration>(duration<double>(timeout_s));
   constexpr milliseconds kSlice{200};
@@ -79,6 +81,11 @@ StatusTuple wait_handle(const Handle& handle, double timeout_s) {
     bool done = false;
     {
       py::gil_scoped_release release;
+      if (sender != nullptr) {
+        sender->send_pending();
+        sender = nullptr;
+        if (handle.poll()) return to_tuple(handle.wait(milliseconds(0)));
+      }
       auto left = duration_cast<milliseconds>(deadline - steady_clock::now());
       status = handle.wait(std::clamp(left, milliseconds(0), kSlice));
       done = handle.poll();
@@ -206,7 +213,8 @@ PYBIND11_MODULE(_core, m) {
   py::class_<Handle>(m, "Handle")
       .def_property_readonly("name", &Handle::name)
       .def("poll", &Handle::poll)
-      .def("wait", &wait_handle, py::arg("timeout_s"))
+      .def("wait", [](const Handle& h, double timeout_s) { return wait_handle(h, timeout_s); },
+           py::arg("timeout_s"))
       .def("output", &handle_output)
       .def("received_splits", &Handle::received_splits)
       .def("join_result", &Handle::join_result)
@@ -262,10 +270,11 @@ PYBIND11_MODULE(_core, m) {
       // The blocking in-place allreduce of a contiguous CPU tensor in one call, from its
       // address, dtype code and shape (a TensorRef object would cost most of a fast-path call):
       // the fast path when it applies, else the submission and the wait (interruptible, as
-      // Handle.wait). Returns the final (status code, message).
+      // Handle.wait). Returns None when it succeeded, else the final (status code, message)
+      // (no tuple and no message string on the hot path).
       .def("allreduce_inplace_blocking",
            [](Worker& w, py::handle name, uintptr_t data, int dtype, std::vector<int64_t> shape,
-              int op, double prescale, double postscale, double timeout_s) {
+              int op, double prescale, double postscale, double timeout_s) -> py::object {
              const std::string checked = tensor_name(w, name);
              const TensorRef inout{data, dtype, std::move(shape), -1, 0};
              Handle handle;
@@ -274,11 +283,32 @@ PYBIND11_MODULE(_core, m) {
                handle = w.allreduce_now_or_async(checked, inout.const_view(), inout.view(),
                                                  reduce_options(op, prescale, postscale));
              }
-             if (handle.poll()) return to_tuple(handle.wait(std::chrono::milliseconds(0)));
-             return wait_handle(handle, timeout_s);
+             const StatusTuple final_status =
+                 handle.poll() ? to_tuple(handle.wait(std::chrono::milliseconds(0)))
+                               : wait_handle(handle, timeout_s);
+             if (std::get<0>(final_status) == 0) return py::none();
+             return py::cast(final_status);
            },
            py::arg("name"), py::arg("data"), py::arg("dtype"), py::arg("shape"), py::arg("op"),
            py::arg("prescale"), py::arg("postscale"), py::arg("timeout_s"))
+      // The async in-place allreduce of a contiguous CPU tensor from its address, dtype code
+      // and shape (no TensorRef objects), as allreduce_inplace_blocking takes it.
+      .def("allreduce_inplace_async",
+           [](Worker& w, py::handle name, uintptr_t data, int dtype, std::vector<int64_t> shape,
+              int op, double prescale, double postscale) {
+             const TensorRef inout{data, dtype, std::move(shape), -1, 0};
+             return w.allreduce_async(tensor_name(w, name), inout.view(),
+                                      reduce_options(op, prescale, postscale));
+           },
+           py::arg("name"), py::arg("data"), py::arg("dtype"), py::arg("shape"), py::arg("op"),
+           py::arg("prescale"), py::arg("postscale"))
+      // Waits for a handle as Handle.wait does, after sending (or running) what this rank holds
+      // back, in the same GIL release.
+      .def("wait",
+           [](const Worker& w, const Handle& handle, double timeout_s) {
+             return wait_handle(handle, timeout_s, &w);
+           },
+           py::arg("handle"), py::arg("timeout_s"))
       .def("grouped_allreduce_async",
            [](Worker& w, const py::sequence& name_objects, const std::vector<TensorRef>& tensors,
               int op, double prescale, double postscale, int process_set) {

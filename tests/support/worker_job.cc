@@ -79,7 +79,13 @@ JobResult run_job(int np, const std::vector<std::string>& argv, const JobOptions
   for (auto& t : threads) t.join();
   result.fast_path_collectives.assign(static_cast<size_t>(np), 0);
   result.fast_path_bytes.assign(static_cast<size_t>(np), 0);
-  for (const auto& rank : (*server)->telemetry().ranks)
+  result.tensors_negotiated.assign(static_cast<size_t>(np), 0);
+  const auto telemetry = (*server)->telemetry();
+  result.plans = telemetry.plans;
+  for (const auto& rank : telemetry.ranks)
+    if (rank.rank >= 0 && rank.rank < np)
+      result.tensors_negotiated[static_cast<size_t>(rank.rank)] = rank.tensors_negotiated;
+  for (const auto& rank : telemetry.ranks)
     for (const auto& c : rank.collectives)
       if (c.backend == "shm-fast" && rank.rank >= 0 && rank.rank < np) {
         result.fast_path_collectives[static_cast<size_t>(rank.rank)] += c.responses;

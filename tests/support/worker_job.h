@@ -30,6 +30,10 @@ struct JobResult {
   // telemetry at the end, backend "shm-fast").
   std::vector<uint64_t> fast_path_collectives;
   std::vector<uint64_t> fast_path_bytes;
+  // The coordinator's own count: per rank, the tensors it negotiated (planned) for that rank;
+  // and the plans it sent.
+  std::vector<uint64_t> tensors_negotiated;
+  uint64_t plans = 0;
 
   bool all_succeeded() const;
   // Whether every rank (or each of `ranks`) has `text` in its stdout; false without ranks.

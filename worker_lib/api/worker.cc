@@ -338,9 +338,11 @@ void Worker::set_device_allocator(DeviceAllocator allocator) {
 }
 
 Status Worker::wait(const Handle& handle) const {
-  runtime_->send_pending();  // this thread would only block: it sends the request itself
+  send_pending();  // this thread would only block: it sends the request itself
   return handle.wait(runtime_->config().op_timeout);
 }
+
+void Worker::send_pending() const { runtime_->send_pending(); }
 
 // Blocking allreduces may run on the fast path, right here without the coordinator (runtime.h,
 // 7.), when the call is plainly valid; everything else is checked and submitted as usual.

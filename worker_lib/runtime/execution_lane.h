@@ -36,7 +36,7 @@ class ExecutionLane {
     if (rounds_) rounds_->refuse(static_cast<uint32_t>(round));
   }
   // After an event: refuses the new round when this rank still waits for the coordinator (a
-  // join, an op another thread submitted). `state_.mutex` not held.
+  // join, an op sent meanwhile). `state_.mutex` not held.
   void refuse_if_busy() {
     bool busy = false;
     {

@@ -27,11 +27,10 @@ FastPath::FastPath(Context context, RoundAgreement* rounds)
 
 const CacheEntry* FastPath::entry_for(const FastAllreduce& call) const {
   const CacheEntry* entry = c_.submitter.cache().find(call.name);
-  if (entry == nullptr || !entry->fast_metadata) return nullptr;
   // The coordinator's entry holds only while the metadata is what was cached.
-  const PendingOp& m = *entry->fast_metadata;
-  if (m.dtype != call.dtype || m.shape != call.shape || m.reduce_op != call.options.op ||
-      m.prescale != call.options.prescale || m.postscale != call.options.postscale)
+  if (entry == nullptr ||
+      !RequestCache::fast_entry_matches(*entry, call.dtype, call.shape, call.options.op,
+                                        call.options.prescale, call.options.postscale))
     return nullptr;
   return entry;
 }

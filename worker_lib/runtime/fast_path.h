@@ -70,6 +70,11 @@ class FastPath {
   // (submit it as usual). Any thread.
   std::optional<Status> try_allreduce(const FastAllreduce& call);
 
+  // Whether ranks may agree without the coordinator here, and how long one waits for the
+  // others in a round (the cached rounds of async submissions use the same two).
+  bool enabled() const { return enabled_; }
+  std::chrono::nanoseconds wait() const { return wait_; }
+
  private:
   // The executor's lock held: the cache entry of `call` when it may run fast (null otherwise).
   const CacheEntry* entry_for(const FastAllreduce& call) const;

@@ -45,7 +45,7 @@ void PlanRunner::loop() {
     lock.unlock();
 
     if (abort_reason && !ended) send_abort_request(*abort_reason);
-    if (outbox_waiting) c_.submitter.flush_outbox();
+    if (outbox_waiting) c_.rounds.dispatch();
     for (const auto& message : inbox) handle_message(message);
     if (ended && !stream_done) {
       stream_done = true;
@@ -159,7 +159,7 @@ void PlanRunner::execute_plan(const v1::Plan& plan) {
     c_.telemetry.on_response_done(response, !c_.telemetry.recording() || succeeded(entries));
   }
   finished_plan_seq_.store(plan.seq());
-  // Still waiting for something (a join, an op submitted meanwhile): this rank cannot take part
+  // Still waiting for something (a join, an op sent meanwhile): this rank cannot take part
   // in the round the plan just moved it to, and peers should not wait for it there.
   c_.lane.refuse_if_busy();
 }

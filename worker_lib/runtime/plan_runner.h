@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "hvrun.pb.h"
+#include "worker_lib/runtime/cached_rounds.h"
 #include "worker_lib/runtime/coordinator_client.h"
 #include "worker_lib/runtime/execution_lane.h"
 #include "worker_lib/execution/plan_executor.h"
@@ -28,6 +29,7 @@ class PlanRunner {
     WorkState& state;
     ExecutionLane& lane;
     Submitter& submitter;
+    CachedRounds& rounds;  // sends the outbox, or runs it through agreed rounds
     PlanExecutor& executor;        // the global set's
     ProcessSetPlanes& process_sets;  // the other sets' executors
     telemetry::WorkerTelemetry& telemetry;

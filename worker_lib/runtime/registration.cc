@@ -38,6 +38,7 @@ Result<Registration> register_worker(const Config& config, CoordinatorClient& cl
   if (settings.heartbeat_timeout_ms() > 0)
     r.heartbeat_timeout = std::chrono::milliseconds(settings.heartbeat_timeout_ms());
   r.timeline_from_start = settings.timeline_from_start();
+  r.fusion_threshold_bytes = settings.fusion_threshold_bytes();
   r.response = std::move(registered);
   return r;
 }

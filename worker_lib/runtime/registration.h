@@ -19,6 +19,7 @@ struct Registration {
   // nullopt when it has none (never times out).
   std::optional<std::chrono::milliseconds> heartbeat_timeout;
   bool timeline_from_start = false;  // --timeline-filename: record from the first collective
+  int64_t fusion_threshold_bytes = 0;  // the coordinator's; 0 = no fusion
 };
 
 // Registers this process (`config.host` filled in) and checks the protocol version.

@@ -9,12 +9,21 @@ uint64_t fnv1a64(const std::string& bytes) {
   return h;
 }
 
-bool runs_fast(const PendingOp& op) {
+}  // namespace
+
+bool RequestCache::may_run_fast(const PendingOp& op) {
   return op.op == v1::COLLECTIVE_OP_ALLREDUCE && !op.device.is_cuda() && op.group_id == 0 &&
          op.process_set == 0;
 }
 
-}  // namespace
+bool RequestCache::fast_entry_matches(const CacheEntry& entry, DataType dtype,
+                                      const std::vector<int64_t>& shape, ReduceOp op,
+                                      double prescale, double postscale) {
+  if (!entry.fast_metadata) return false;
+  const PendingOp& m = *entry.fast_metadata;
+  return m.dtype == dtype && m.shape == shape && m.reduce_op == op && m.prescale == prescale &&
+         m.postscale == postscale;
+}
 
 std::optional<uint32_t> RequestCache::cached_id(const PendingOp& op) const {
   auto it = entries_.find(op.name());
@@ -39,7 +48,7 @@ void RequestCache::remember(const v1::Response& response,
     // Unchanged, unless the entry came from a grouped allreduce (same signature, no fast entry)
     // and this one could run fast.
     if (it != entries_.end() && it->second.id == id && it->second.signature == signature &&
-        (!runs_fast(op) || it->second.fast_metadata))
+        (!may_run_fast(op) || it->second.fast_metadata))
       continue;
     entries_[op.name()] = make_entry(id, op, std::move(signature));
   }
@@ -47,7 +56,7 @@ void RequestCache::remember(const v1::Response& response,
 
 CacheEntry RequestCache::make_entry(uint32_t id, const PendingOp& op, std::string signature) const {
   CacheEntry entry{id, std::move(signature), nullptr, 0};
-  if (!runs_fast(op)) return entry;
+  if (!may_run_fast(op)) return entry;
   // The op's metadata only: no buffers, no handle (the entry outlives the call).
   auto metadata = std::make_shared<PendingOp>(op);
   metadata->input = nullptr;

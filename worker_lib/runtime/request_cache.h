@@ -31,6 +31,14 @@ struct CacheEntry {
 
 class RequestCache {
  public:
+  // Whether an op of this kind may run without the coordinator once cached: an allreduce of a
+  // CPU tensor outside a group (the entries with fast_metadata).
+  static bool may_run_fast(const PendingOp& op);
+  // Whether an allreduce with this metadata is what `entry` cached for the fast path, so its
+  // id still stands for it.
+  static bool fast_entry_matches(const CacheEntry& entry, DataType dtype,
+                                 const std::vector<int64_t>& shape, ReduceOp op, double prescale,
+                                 double postscale);
   // The id to send instead of `op`'s full request, when the coordinator cached it unchanged.
   std::optional<uint32_t> cached_id(const PendingOp& op) const;
   // Records the ids `response` assigned to this rank's ops (entries as in PlanExecutor).

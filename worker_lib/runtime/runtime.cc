@@ -148,10 +148,14 @@ Status Runtime::connect() {
       FastPath::Context{state_, lane_, *submitter_, executor_->cpu(), *telemetry_,
                         topology_.size, config_.op_timeout, config_.fast_path},
       rounds);
+  cached_rounds_ = std::make_unique<CachedRounds>(
+      CachedRounds::Context{state_, lane_, *submitter_, *executor_, *telemetry_, *fast_path_,
+                            topology_.size, registered.fusion_threshold_bytes},
+      rounds);
   plan_runner_ = std::make_unique<PlanRunner>(
-      PlanRunner::Context{state_, lane_, *submitter_, *executor_, *process_sets_, *telemetry_,
-                          *stream_, *client_,
-                          topology_.rank, config_.host, config_.coordinator_address});
+      PlanRunner::Context{state_, lane_, *submitter_, *cached_rounds_, *executor_,
+                          *process_sets_, *telemetry_, *stream_, *client_, topology_.rank,
+                          config_.host, config_.coordinator_address});
   heartbeat_ = std::make_unique<Heartbeat>(
       *stream_,
       registered.heartbeat_timeout ? Heartbeat::interval_for(*registered.heartbeat_timeout)

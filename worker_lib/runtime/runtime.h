@@ -9,6 +9,8 @@
 //   execution_lane.h   the executor's lock and the fast path's round counter.
 //   fast_path.h        blocking allreduces agreed among the ranks (round_agreement.h), on the
 //                      caller's thread.
+//   cached_rounds.h    async submissions of cached allreduces agreed among the ranks the same
+//                      way, instead of a RequestBatch.
 //   process_set_planes.h  the process sets this rank knows, and its sets' own data planes.
 //   private_coordinator.h  without a launcher, the hvrun-coordinator child of a job of size 1
 //                      (started in start(), before connect(); reaped at the end of shutdown()).
@@ -26,7 +28,8 @@
 //  5. The background thread executes every Plan's responses in order and completes handles;
 //     JobAbort fails everything with kAborted; a lost stream with kUnavailable.
 //  6. shutdown: fail what is pending with kCancelled, send Goodbye, close the stream (bounded).
-//  7. The fast path (fast_path.h) runs some blocking allreduces without the coordinator.
+//  7. The fast path (fast_path.h) runs some blocking allreduces without the coordinator, and
+//     the cached rounds (cached_rounds.h) async ones: step 3 becomes a round among the ranks.
 //
 // Threads: submit/abort/shutdown/send_pending/try_fast_allreduce from any thread; the loop,
 // reader, heartbeat and telemetry threads as above.
@@ -48,6 +51,7 @@
 #include "worker_lib/backend.h"
 #include "worker_lib/backends/nccl/gpu_executor.h"
 #include "worker_lib/execution/plan_executor.h"
+#include "worker_lib/runtime/cached_rounds.h"
 #include "worker_lib/runtime/coordinator_client.h"
 #include "worker_lib/runtime/execution_lane.h"
 #include "worker_lib/runtime/fast_path.h"
@@ -88,7 +92,7 @@ class Runtime {
   // holds itself instead of waiting for the background thread to wake up and do it (a thread
   // hop of tens of us on a busy host). Async submissions keep waking the background thread,
   // which batches a burst into one write. Any thread.
-  void send_pending() { submitter_->send_pending(); }
+  void send_pending() { cached_rounds_->send_pending(); }
   // Runs `call` when every rank agrees and returns its status; nullopt when it did not run
   // (submit it as usual). Any thread.
   std::optional<Status> try_fast_allreduce(const FastAllreduce& call) {
@@ -164,6 +168,7 @@ class Runtime {
   ExecutionLane lane_{state_};
   std::unique_ptr<Submitter> submitter_;
   std::unique_ptr<FastPath> fast_path_;
+  std::unique_ptr<CachedRounds> cached_rounds_;
   std::unique_ptr<PlanRunner> plan_runner_;
   std::unique_ptr<Heartbeat> heartbeat_;
   std::unique_ptr<StreamReader> reader_;

@@ -6,6 +6,7 @@ namespace hvrun::detail {
 
 Handle Submitter::submit(std::shared_ptr<PendingOp> op) {
   Handle handle(op->handle);
+  bool coordinator_only = false;
   {
     std::lock_guard<std::mutex> lock(state_.mutex);
     if (state_.terminal) {
@@ -21,9 +22,12 @@ Handle Submitter::submit(std::shared_ptr<PendingOp> op) {
       return handle;
     }
     telemetry_.on_submitted(op->name(), op->op);
+    // An op that can never run without the coordinator: peers waiting in a round for this
+    // rank need not wait (others refuse the round when they are sent, send_requests).
+    coordinator_only = !RequestCache::may_run_fast(*op);
     state_.outbox.push_back(std::move(op));
   }
-  lane_.refuse_current_round();
+  if (coordinator_only) lane_.refuse_current_round();
   state_.wake.notify_all();
   return handle;
 }
@@ -72,6 +76,9 @@ void Submitter::flush_outbox() {
   bool ended = false;
   {
     std::lock_guard<std::mutex> lock(state_.mutex);
+    // Ops held by the cached rounds were submitted before these: their thread sends both, in
+    // that order, when the rounds give up.
+    if (state_.held_for_rounds > 0) return;
     outbox.swap(state_.outbox);
     ended = state_.stream_ended;
   }
@@ -82,6 +89,8 @@ void Submitter::send_requests(std::deque<std::shared_ptr<PendingOp>>& batch) {
   // The coordinator takes a batch's full requests first, then its cached ids: a full request
   // after a cached one (a join after a cached allreduce) starts a new batch, so the coordinator
   // sees this rank's submissions in their order. A batch holds one process set's requests.
+  // This rank now waits for a plan: peers waiting for it in a round need not.
+  lane_.refuse_current_round();
   v1::WorkerMessage message;
   v1::RequestBatch* requests = message.mutable_requests();
   bool written = true;

@@ -39,12 +39,18 @@ struct WorkState {
   uint64_t plans_received = 0;  // by the reader thread
   uint64_t plans_started = 0;   // by the background thread
   bool skipped_plan = false;    // a plan arrived after `terminal` (not run)
+  // Ops in `in_flight` that the cached rounds hold (cached_rounds.h): not sent, not in outbox.
+  size_t held_for_rounds = 0;
 
   // Fails every in-flight op with `status` and makes later submissions fail with it too; the
   // first status wins. Any thread, `mutex` not held.
   void terminate(Status status);
-  // `mutex` held: an op of this rank waits for the coordinator (in flight or unsent).
-  bool waiting_for_coordinator() const { return !in_flight.empty() || !outbox.empty(); }
+  // `mutex` held: an op this rank sent waits for the coordinator's plan. (An unsent op may
+  // still run by agreement, cached_rounds.h; one that cannot refuses the round when it is
+  // submitted, and again when it is sent.)
+  bool waiting_for_coordinator() const {
+    return in_flight.size() > held_for_rounds + outbox.size();
+  }
   // A failed collective's status, or the job's abort reason when one arrives shortly after
   // (the coordinator's JobAbort names the dead rank; the data plane only says "connection
   // reset"). `mutex` not held.

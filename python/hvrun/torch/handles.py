@@ -58,25 +58,50 @@ def register(names, handles, finish, keep_alive):
     return handle
 
 
+def register_one(name, handle, finish, tensor):
+    """register() for one library handle whose result is finish(tensor), kept as the tuple
+    (handle, finish, tensor, name): what the in-place async calls register, without lists or a
+    closure. A dict store, a set add and a counter step are each atomic under the GIL, so this
+    takes no lock; `tensor` is read and written by the library until completion."""
+    number = next(_ids)
+    _handle_map[number] = (handle, finish, tensor, name)
+    _in_flight.add(name)
+    return number
+
+
 def poll(handle):
     """True when the asynchronous operation `handle` finished (successfully or not)."""
-    with _lock:
-        pending = _handle_map.get(handle)
+    pending = _handle_map.get(handle)
     if pending is None:
         raise ValueError("handle %r was not created or has been synchronized already" % (handle,))
+    if type(pending) is tuple:
+        return pending[0].poll()
     return all(h.poll() for h in pending.handles)
 
 
 def synchronize(handle):
-    """Waits for `handle` and returns its result; raises HorovodInternalError when it failed."""
-    with _lock:
-        pending = _handle_map.pop(handle, None)
+    """Waits for `handle` and returns its result; raises HorovodInternalError when it failed.
+
+    The wait goes through the worker (Worker.wait): this thread sends, or runs by agreement
+    with the other ranks, what the worker still holds back, instead of waiting for the
+    background thread to wake up and do it."""
+    pending = _handle_map.pop(handle, None)
     if pending is None:
         return None
+    worker = _state.worker()
+    timeout = _state.op_timeout_s()
+    if type(pending) is tuple:
+        handle, finish, tensor, name = pending
+        try:
+            code, message = worker.wait(handle, timeout)
+            if code:
+                raise_for_status(code, message)
+            return finish(tensor)
+        finally:
+            _in_flight.discard(name)
     try:
-        timeout = _state.op_timeout_s()
         for h in pending.handles:
-            code, message = h.wait(timeout)
+            code, message = worker.wait(h, timeout)
             raise_for_status(code, message)
         return pending.finish(pending.handles)
     finally:

@@ -28,7 +28,8 @@ from hvrun._tensors import (BFLOAT16, CORE_SUM, FLOAT16, FLOAT32, FLOAT64, INT8,
                             resolve_op)
 from hvrun.exceptions import HorovodInternalError, raise_for_status
 from hvrun.torch.compression import Compression
-from hvrun.torch.handles import check_name_free, check_not_in_flight, poll, register, synchronize
+from hvrun.torch.handles import (check_name_free, check_not_in_flight, poll, register,
+                                 register_one, synchronize)
 from hvrun.torch import handles as _handles
 from hvrun.basics import set_layout
 from hvrun.process_sets import (ProcessSet, add_initial_process_sets,  # noqa: F401
@@ -120,6 +121,20 @@ def _refuse_under_join(kind, handles):
 
 # ---- allreduce
 
+_allreduce_names = {}  # a user's str name -> "allreduce.<name>", made once
+
+
+def _allreduce_name(name):
+    """_state.op_name("allreduce", name), remembered for str names (the steady state calls the
+    same names every step; unnamed calls get a new name each time and are never remembered)."""
+    full = _allreduce_names.get(name) if name.__class__ is str else None
+    if full is None:
+        full = _state.op_name("allreduce", name)
+        if name.__class__ is str and len(_allreduce_names) < 65536:
+            _allreduce_names[name] = full
+    return full
+
+
 def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                     postscale_factor=1.0, process_set=global_process_set):
     """Starts an out-of-place allreduce; synchronize(handle) returns the reduced tensor."""
@@ -139,18 +154,31 @@ def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1
     """Starts an in-place allreduce; synchronize(handle) returns `tensor`, reduced."""
     op = resolve_op(op, average)
     ps = process_set_id(process_set)
-    work = _contiguous(tensor)
-    full = _state.op_name("allreduce", name, ps)
+    work = tensor if tensor.is_contiguous() else tensor.contiguous()
+    full = _allreduce_name(name) if ps == 0 else _state.op_name("allreduce", name, ps)
     library_op, pre, post = _reduction(op, prescale_factor, postscale_factor, process_set)
-    h = _submit([full], lambda: _worker().allreduce_async(full, _ref(work), _ref(work),
-                                                          library_op, pre, post, ps))
+    code = None if work.is_cuda or ps != 0 else _TORCH_DTYPES.get(work.dtype)
+    if code is not None:
+        # A CPU tensor of the global set: its address, dtype and shape as they are (no
+        # TensorRef objects), as allreduce_ passes them.
+        check_name_free(full)
+        h = _worker().allreduce_inplace_async(full, work.data_ptr(), code, work.shape,
+                                              library_op, pre, post)
+    else:
+        h = _submit([full], lambda: _worker().allreduce_async(full, _ref(work), _ref(work),
+                                                              library_op, pre, post, ps))
+    if work is tensor:
+        return register_one(full, h, _return_tensor, tensor)
 
     def finish(_):
-        if work is not tensor:
-            tensor.copy_(work)
+        tensor.copy_(work)
         return tensor
 
     return register([full], [h], finish, work)
+
+
+def _return_tensor(tensor):
+    return tensor
 
 
 class HorovodAllreduce(torch.autograd.Function):
@@ -188,15 +216,17 @@ def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
     # CPU: blocking in the library, so a named, already negotiated tensor may take the fast path.
     op = resolve_op(op, average)
     work = tensor if tensor.is_contiguous() else tensor.contiguous()
-    full = _state.op_name("allreduce", name)
+    full = _allreduce_name(name)
     library_op, pre, post = _reduction(op, prescale_factor, postscale_factor)
     check_name_free(full)
     code = _TORCH_DTYPES.get(work.dtype)
     if code is None:
         _ref(work)  # raises the TypeError naming the dtype
     # The address, dtype and shape as they are: a TensorRef costs most of a fast-path call.
-    raise_for_status(*_worker().allreduce_inplace_blocking(
-        full, work.data_ptr(), code, work.shape, library_op, pre, post, _state.op_timeout_s()))
+    failed = _worker().allreduce_inplace_blocking(
+        full, work.data_ptr(), code, work.shape, library_op, pre, post, _state.op_timeout_s())
+    if failed is not None:
+        raise_for_status(*failed)
     if work is not tensor:
         tensor.copy_(work)
     return tensor

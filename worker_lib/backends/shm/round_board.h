@@ -70,7 +70,7 @@ class RoundBoard final : public RoundAgreement {
   RoundOutcome join(uint32_t gen, const RoundKey& key,
                     std::chrono::steady_clock::time_point deadline) override;
   // After kAgreed: rank k's payload of the round (valid until release()).
-  const std::byte* payload(int k) const;
+  const std::byte* payload(int k) const override;
   // After kAgreed: the payloads reduced with the shm backend's kernels (reduce_kernels.h), in
   // the same order as its latency path, so the bits equal the coordinator path's.
   void reduce_payloads(void* output, size_t count, DataType dtype, ReduceOp op, int divisor,

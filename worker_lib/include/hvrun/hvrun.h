@@ -262,6 +262,10 @@ class Worker {
 
   // Waits on a handle with the worker's default timeout (Config::op_timeout).
   Status wait(const Handle& handle) const;
+  // For callers that wait their own way (language bindings that stay interruptible): what
+  // wait() does before it blocks. The submissions this rank still holds back go to the
+  // coordinator, or run here, on this thread, when every rank agrees on them without it.
+  void send_pending() const;
 
   // ---- Telemetry (README "Timeline"). mark_step(): one training step done on this rank (the
   // ---- coordinator derives step rate and the summary from it; cheap: one atomic add).

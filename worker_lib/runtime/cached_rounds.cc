@@ -1,0 +1,228 @@
+#include "worker_lib/runtime/cached_rounds.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "common/logging.h"
+#include "proto/fusion_packing.h"
+
+namespace hvrun::detail {
+namespace {
+
+constexpr size_t kWords = (CachedRounds::kMaxCacheId + 1) / 64;
+constexpr size_t kBitsBytes = kWords * sizeof(uint64_t);
+// words[0] of a cached round's key; a blocking fast call's key holds a cache id below 2^33 there.
+constexpr uint64_t kCachedRoundMark = 1ull << 63;
+
+double scale_or_one(double scale) { return scale == 0 ? 1.0 : scale; }
+
+// The response header the coordinator's plan builder writes for this allreduce (no joined
+// ranks: a rank that joined never takes part in a cached round).
+void fill_header(v1::Response& response, const PendingOp& op, int world) {
+  response.set_op(v1::COLLECTIVE_OP_ALLREDUCE);
+  response.set_dtype(static_cast<v1::DataType>(static_cast<int>(op.dtype)));
+  response.set_device(v1::DEVICE_KIND_CPU);
+  response.set_reduce_op(static_cast<v1::ReduceOp>(static_cast<int>(op.reduce_op)));
+  response.set_prescale(scale_or_one(op.prescale));
+  response.set_postscale(scale_or_one(op.postscale));
+  response.set_root_rank(op.root_rank);
+  response.set_contributing_ranks(world);
+}
+
+}  // namespace
+
+CachedRounds::CachedRounds(Context context, RoundAgreement* rounds)
+    : c_(std::move(context)), rounds_(rounds) {
+  enabled_ = rounds_ != nullptr && c_.world_size > 1 && c_.fast_path.enabled() &&
+             rounds_->payload_capacity() >= kBitsBytes;
+}
+
+void CachedRounds::dispatch() {
+  if (!enabled_) {
+    c_.submitter.flush_outbox();
+    return;
+  }
+  std::lock_guard<std::mutex> exec_lock(c_.lane.mutex);
+  dispatch_locked();
+}
+
+void CachedRounds::send_pending() {
+  if (enabled_) {
+    std::unique_lock<std::mutex> exec_lock(c_.lane.mutex, std::try_to_lock);
+    if (exec_lock.owns_lock()) {
+      dispatch_locked();
+      return;
+    }
+    // Another thread dispatches: it looks at the outbox again before it lets the lock go (and
+    // the background thread, woken by the submission, comes after it).
+    if (dispatching_.load(std::memory_order_acquire)) return;
+  }
+  c_.submitter.send_pending();
+}
+
+void CachedRounds::dispatch_locked() {
+  dispatching_.store(true, std::memory_order_release);
+  bool done = false;
+  while (!done) {
+    switch (take_outbox()) {
+      case Next::kDone:
+        done = true;
+        break;
+      case Next::kSend:
+        send_held();
+        done = true;
+        break;
+      case Next::kRound:
+        if (!run_round()) {
+          send_held();
+          done = true;
+        }
+        break;
+    }
+  }
+  dispatching_.store(false, std::memory_order_release);
+}
+
+CachedRounds::Next CachedRounds::take_outbox() {
+  std::lock_guard<std::mutex> lock(c_.state.mutex);
+  WorkState& s = c_.state;
+  if (s.terminal) {  // terminate() failed every op in flight, the held ones too
+    held_.clear();
+    s.held_for_rounds = 0;
+    return Next::kDone;
+  }
+  if (s.outbox.empty() && held_.empty()) return Next::kDone;
+  const bool may_hold = !s.abort_reason && !s.stream_ended && !s.stop_requested &&
+                        s.inbox.empty() && s.plans_received == s.plans_started &&
+                        s.in_flight.size() == s.held_for_rounds + s.outbox.size() &&
+                        // The timeline shows every collective's negotiation.
+                        !c_.telemetry.recording();
+  if (!may_hold) return Next::kSend;
+  const RequestCache& cache = c_.submitter.cache();  // the executor's lock is held
+  for (const auto& op : s.outbox) {
+    const CacheEntry* entry = RequestCache::may_run_fast(*op) ? cache.find(op->name()) : nullptr;
+    if (entry == nullptr || entry->id > kMaxCacheId ||
+        !RequestCache::fast_entry_matches(*entry, op->dtype, op->shape, op->reduce_op,
+                                          op->prescale, op->postscale))
+      return Next::kSend;
+  }
+  for (auto& op : s.outbox) held_.push_back(Held{cache.find(op->name())->id, std::move(op)});
+  s.held_for_rounds += s.outbox.size();
+  s.outbox.clear();
+  return Next::kRound;
+}
+
+bool CachedRounds::run_round() {
+  const uint64_t events = c_.lane.events();
+  const auto gen = static_cast<uint32_t>(events);
+  const auto deadline = std::chrono::steady_clock::now() + c_.fast_path.wait();
+  std::byte* mine = rounds_->open(gen, kBitsBytes, deadline);
+  if (mine == nullptr) {
+    rounds_->release();
+    SPDLOG_DEBUG("cached round {}: could not open; {} ops go to the coordinator", gen,
+                 held_.size());
+    return false;
+  }
+  uint64_t ready[kWords] = {};
+  for (const Held& h : held_) ready[h.id / 64] |= 1ull << (h.id % 64);
+  std::memcpy(mine, ready, kBitsBytes);
+  RoundKey key;
+  key.words[0] = kCachedRoundMark | kWords;
+  key.words[1] = events;
+  key.words[2] = static_cast<uint64_t>(c_.fusion_threshold_bytes);
+  key.words[3] = static_cast<uint64_t>(c_.world_size);
+  const RoundOutcome outcome = rounds_->join(gen, key, deadline);
+  if (outcome != RoundOutcome::kAgreed) {
+    rounds_->release();
+    SPDLOG_DEBUG("cached round {} {}: {} ops go to the coordinator", gen,
+                 round_outcome_name(outcome), held_.size());
+    return false;
+  }
+  for (int k = 0; k < c_.world_size; ++k) {
+    uint64_t theirs[kWords];
+    std::memcpy(theirs, rounds_->payload(k), kBitsBytes);
+    for (size_t w = 0; w < kWords; ++w) ready[w] &= theirs[w];
+  }
+  rounds_->release();
+  c_.lane.advance();  // every rank saw this round agree
+
+  std::vector<Held> agreed;
+  std::vector<Held> kept;
+  for (Held& h : held_)
+    (((ready[h.id / 64] >> (h.id % 64)) & 1u) != 0 ? agreed : kept).push_back(std::move(h));
+  held_ = std::move(kept);
+  if (agreed.empty()) {
+    SPDLOG_DEBUG("cached round {}: no op ready on every rank; {} ops go to the coordinator", gen,
+                 held_.size());
+    return false;
+  }
+  std::sort(agreed.begin(), agreed.end(),
+            [](const Held& a, const Held& b) { return a.id < b.id; });
+  execute(std::move(agreed));
+  c_.lane.refuse_if_busy();
+  return true;
+}
+
+void CachedRounds::execute(std::vector<Held> agreed) {
+  {
+    std::lock_guard<std::mutex> lock(c_.state.mutex);
+    if (c_.state.terminal) return;  // already failed (take_outbox drops the rest)
+    for (const Held& h : agreed) c_.state.in_flight.erase(h.op->name());
+    c_.state.held_for_rounds -= agreed.size();
+  }
+  // The coordinator's fusion (proto/fusion_packing.h), in cache id order: the order in which
+  // the coordinator first planned these tensors.
+  FusionPacker packer(c_.fusion_threshold_bytes);
+  std::vector<FusionKey> keys;
+  std::vector<v1::Response> responses;
+  std::vector<ResponseEntries> entries;
+  std::vector<uint64_t> bytes_of;
+  for (Held& h : agreed) {
+    std::shared_ptr<PendingOp>& op = h.op;
+    const FusionKey fusion{v1::COLLECTIVE_OP_ALLREDUCE,
+                           static_cast<v1::DataType>(static_cast<int>(op->dtype)),
+                           v1::DEVICE_KIND_CPU,
+                           static_cast<v1::ReduceOp>(static_cast<int>(op->reduce_op)),
+                           scale_or_one(op->prescale), scale_or_one(op->postscale)};
+    auto found = std::find(keys.begin(), keys.end(), fusion);
+    const auto key = static_cast<int>(found - keys.begin());
+    if (found == keys.end()) keys.push_back(fusion);
+    const auto bytes = static_cast<int64_t>(num_elements(op->shape)) *
+                       static_cast<int64_t>(dtype_size(op->dtype));
+    int response = packer.place(key, bytes);
+    if (response < 0) {
+      response = static_cast<int>(responses.size());
+      packer.opened(key, response, bytes);
+      fill_header(responses.emplace_back(), *op, c_.world_size);
+      entries.emplace_back();
+      bytes_of.push_back(0);
+    }
+    const auto r = static_cast<size_t>(response);
+    v1::ResponseTensor& tensor = *responses[r].add_tensors();
+    tensor.set_name(op->name());
+    tensor.set_cache_id(h.id);
+    tensor.mutable_shape()->Assign(op->shape.begin(), op->shape.end());
+    bytes_of[r] += static_cast<uint64_t>(bytes);
+    entries[r].push_back(std::move(op));
+  }
+  for (size_t i = 0; i < responses.size(); ++i) {
+    const auto start = telemetry::PhaseClock::now();
+    c_.executor.execute(responses[i], entries[i]);
+    c_.telemetry.on_fast_collective(v1::COLLECTIVE_OP_ALLREDUCE, start,
+                                    telemetry::PhaseClock::now(), bytes_of[i]);
+  }
+}
+
+void CachedRounds::send_held() {
+  {
+    std::lock_guard<std::mutex> lock(c_.state.mutex);
+    if (!c_.state.terminal)
+      for (auto it = held_.rbegin(); it != held_.rend(); ++it)
+        c_.state.outbox.push_front(std::move(it->op));
+    held_.clear();
+    c_.state.held_for_rounds = 0;
+  }
+  c_.submitter.flush_outbox();
+}
+
+}  // namespace hvrun::detail
