@@ -93,25 +93,33 @@ Result<std::vector<int>> members_of(const Worker& worker, ProcessSet process_set
   return ranks;
 }
 
-// Horovod's size_op: the number of ranks of the set.
-class SizeKernel : public TopologyKernel {
+// A value of the set's members; the op fails for a set that does not exist.
+class SetMembersKernel : public TopologyKernel {
  public:
-  explicit SizeKernel(tf::OpKernelConstruction* context)
-      : TopologyKernel(context, [](const Worker& w, ProcessSet set) -> Result<int> {
+  using OfMembers = int (*)(const Worker&, const std::vector<int>&);
+  SetMembersKernel(tf::OpKernelConstruction* context, OfMembers of_members)
+      : TopologyKernel(context, [of_members](const Worker& w, ProcessSet set) -> Result<int> {
           auto ranks = members_of(w, set);
           if (!ranks.is_ok()) return ranks.status();
-          return static_cast<int>(ranks->size());
+          return of_members(w, *ranks);
+        }) {}
+};
+
+// Horovod's size_op: the number of ranks of the set.
+class SizeKernel : public SetMembersKernel {
+ public:
+  explicit SizeKernel(tf::OpKernelConstruction* context)
+      : SetMembersKernel(context, [](const Worker&, const std::vector<int>& ranks) {
+          return static_cast<int>(ranks.size());
         }) {}
 };
 
 // 1 when this rank is a member of the set, else 0.
-class ProcessSetIncludedKernel : public TopologyKernel {
+class ProcessSetIncludedKernel : public SetMembersKernel {
  public:
   explicit ProcessSetIncludedKernel(tf::OpKernelConstruction* context)
-      : TopologyKernel(context, [](const Worker& w, ProcessSet set) -> Result<int> {
-          auto ranks = members_of(w, set);
-          if (!ranks.is_ok()) return ranks.status();
-          return std::find(ranks->begin(), ranks->end(), w.rank()) != ranks->end() ? 1 : 0;
+      : SetMembersKernel(context, [](const Worker& w, const std::vector<int>& ranks) {
+          return std::find(ranks.begin(), ranks.end(), w.rank()) != ranks.end() ? 1 : 0;
         }) {}
 };
 

@@ -76,21 +76,19 @@ _state.add_worker_listener(_attach)
 
 
 def init(comm=None, process_sets=None):
-    """Joins the job hvrun started. `comm` (an MPI communicator) is not supported.
-    `process_sets`: Horovod's static sets (ProcessSet objects or rank lists, added in order with
-    ids 1, 2, ...; every rank passes the same list) or "dynamic"."""
+    """Joins the job hvrun started, then adds Horovod's static `process_sets` in their order
+    (ids 1, 2, ...; "dynamic" or None: none). An MPI communicator (`comm`) is refused."""
+    check_initial_process_sets(process_sets)
     if comm is not None:
         raise NotImplementedError("hvrun.tensorflow.init: MPI communicators are not supported")
-    check_initial_process_sets(process_sets)
-    if _state.is_initialized():
-        return
-    _state.init()
-    w = _state.worker()
-    set_global_ranks(w.size)
-    # Every rank's local size, so is_homogeneous() reports the real host layout.
-    set_layout(_numpy_allgather(np.array([w.local_size], dtype=np.int32),
-                                name="hvrun.init.local_sizes"))
-    add_initial_process_sets(process_sets)
+    if not _state.is_initialized():
+        _state.init()
+        w = _state.worker()
+        set_global_ranks(w.size)
+        # Every rank's local size, so is_homogeneous() reports the real host layout.
+        set_layout(_numpy_allgather(np.array([w.local_size], dtype=np.int32),
+                                    name="hvrun.init.local_sizes"))
+        add_initial_process_sets(process_sets)
 
 
 def shutdown():

@@ -29,8 +29,9 @@ def _split_groups(grads, groups):
 
 def make_allreduce_grads_fn(name, device_dense, device_sparse, compression, sparse_as_dense, op,
                             gradient_predivide_factor, groups, process_set=global_process_set):
-    """A function grads -> grads averaged over the ranks of `process_set`. Eagerly it runs as one tf.function, so every
-    gradient's allreduce is submitted at once and they fuse; in a graph it adds the ops."""
+    """A function grads -> grads averaged over the ranks of `process_set`. Eagerly it runs as
+    one tf.function, so every gradient's allreduce is submitted at once and they fuse; in a
+    graph it adds the ops."""
     if op == Adasum:
         raise NotImplementedError("hvrun does not implement Adasum; use Average or Sum")
     prescale, postscale = _scale_factors(op, gradient_predivide_factor)

@@ -133,8 +133,8 @@ def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse=""
                          average_aggregated_gradients=False, num_groups=0, groups=None,
                          process_set=global_process_set, scale_local_gradients=True):
     """A Keras 3 optimizer of `optimizer`'s class and configuration that averages gradients
-    over the ranks of `process_set` (op) before applying them. A LossScaleOptimizer's inner optimizer is the
-    one wrapped."""
+    over the ranks of `process_set` (op) before applying them. A LossScaleOptimizer's inner
+    optimizer is the one wrapped."""
     del scale_local_gradients
     if num_groups:
         groups = groups or num_groups
