@@ -162,12 +162,10 @@ def process_set_size(process_set):
     return process_set.size()
 
 
-def _check_process_set(process_set):
-    """hvrun.tensorflow's collectives run on the global set only (its op library has no
-    process-set attribute yet); a set naming every rank is the global set."""
-    if process_set is None or process_set is global_process_set:
-        return
-    if process_set.ranks is not None and process_set.ranks == global_process_set.ranks:
-        return
-    raise NotImplementedError("hvrun.tensorflow runs collectives on the global process set only; "
-                              "process sets work in hvrun.torch and the C++ API")
+def process_set_of_id(process_set_id):
+    """The ProcessSet an op's process_set_id attribute names (gradients run on the op's set)."""
+    if process_set_id == 0:
+        return global_process_set
+    if process_set_id not in _added:
+        raise ValueError("There is no process set %d (never added, or removed)" % process_set_id)
+    return _added[process_set_id]

@@ -46,7 +46,8 @@ class AllgatherKernel : public CollectiveKernel {
           return;
         }
         handles.push_back(
-            worker.allgather_async(name, const_view_of(input, *dtype, (*placements)[static_cast<size_t>(i)])));
+            worker.allgather_async(name, const_view_of(input, *dtype, (*placements)[static_cast<size_t>(i)]),
+                                   process_set()));
       }
     });
     if (refused_one || handles.size() != static_cast<size_t>(count)) return;
@@ -81,7 +82,8 @@ class AlltoallKernel : public CollectiveKernel {
                                           "': a scalar has no dimension 0 to split"));
         return;
       }
-      handle = worker.alltoall_async(tensor_name(), const_view_of(input, *dtype, placements->front()), splits);
+      handle = worker.alltoall_async(tensor_name(), const_view_of(input, *dtype, placements->front()), splits,
+                                     process_set());
     });
     if (!handle.valid()) return;
     complete_with_outputs(

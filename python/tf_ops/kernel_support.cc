@@ -77,12 +77,7 @@ CollectiveKernel::CollectiveKernel(tf::OpKernelConstruction* context)
     OP_REQUIRES_OK(context, context->GetAttr("ignore_name_scope", &ignore_name_scope));
   }
   if (context->HasAttr("process_set_id")) {
-    int process_set_id = 0;
-    OP_REQUIRES_OK(context, context->GetAttr("process_set_id", &process_set_id));
-    OP_REQUIRES(context, process_set_id == 0,
-                absl::UnimplementedError("hvrun supports only the global process set (op '" +
-                                         tensor_name_ + "' asked for process set " +
-                                         std::to_string(process_set_id) + ")"));
+    OP_REQUIRES_OK(context, context->GetAttr("process_set_id", &process_set_.id));
   }
   if (ignore_name_scope) {
     if (auto slash = tensor_name_.find_last_of('/'); slash != std::string::npos)

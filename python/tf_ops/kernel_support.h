@@ -50,6 +50,9 @@ class CollectiveKernel : public tf::AsyncOpKernel {
   // op's ignore_name_scope attribute says so. Every rank builds the same graph, so every rank
   // has the same names.
   const std::string& tensor_name() const { return tensor_name_; }
+  // The set the collective runs on: the op's process_set_id attribute (0, the global set, for
+  // ops without one). Graphs fix it when they are built, so one kernel always uses one set.
+  ProcessSet process_set() const { return process_set_; }
 
   // Runs submit(worker) with this process's worker; without one (init() not called, or after
   // shutdown()) fails the op with FAILED_PRECONDITION and calls done(). False when it failed.
@@ -92,6 +95,7 @@ class CollectiveKernel : public tf::AsyncOpKernel {
 
  private:
   std::string tensor_name_;
+  ProcessSet process_set_;
   std::atomic<int> rank_{-1};  // this process's rank, known once a submission ran
 };
 

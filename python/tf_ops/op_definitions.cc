@@ -1,6 +1,7 @@
 // The ops hvrun.tensorflow builds graphs from: Horovod's ops (HorovodAllreduce, ...) under the
 // names Hvrun*, with Horovod's attributes and defaults. reduce_op carries Horovod's constants.
-// process_set_id is accepted for Horovod's graphs and must be 0 (the global set).
+// process_set_id names the process set the collective runs on (0, the global set, by default;
+// hvrun.process_sets gives the ids); HvrunSize and HvrunProcessSetIncluded read that set.
 //
 // Every op is stateful: otherwise Grappler folds a collective of constant inputs by running its
 // kernel while it optimises the graph (a collective submitted at optimisation time, and again

@@ -12,12 +12,14 @@
 namespace hvrun::tensorflow_ops {
 namespace {
 
-// The attributes every reducing op has: reduce_op (Horovod's constant) and the scale factors.
-AllreduceOptions reduce_options_of(tf::OpKernelConstruction* context) {
+// The attributes every reducing op has: reduce_op (Horovod's constant) and the scale factors;
+// the collective runs on `process_set`.
+AllreduceOptions reduce_options_of(tf::OpKernelConstruction* context, ProcessSet process_set) {
   int op = 0;
   float prescale = 1.0f;
   float postscale = 1.0f;
   AllreduceOptions options;
+  options.process_set = process_set;
   for (absl::Status read : {context->GetAttr("reduce_op", &op), context->GetAttr("prescale_factor", &prescale),
                             context->GetAttr("postscale_factor", &postscale)}) {
     if (!read.ok()) {
@@ -49,7 +51,7 @@ constexpr const char* kMovedNames =
 class AllreduceKernel : public CollectiveKernel {
  public:
   explicit AllreduceKernel(tf::OpKernelConstruction* context)
-      : CollectiveKernel(context), options_(reduce_options_of(context)) {}
+      : CollectiveKernel(context), options_(reduce_options_of(context, process_set())) {}
 
   void ComputeAsync(tf::OpKernelContext* context, DoneCallback done) override {
     const tf::Tensor& input = context->input(0);
@@ -79,7 +81,7 @@ class AllreduceKernel : public CollectiveKernel {
 class GroupedAllreduceKernel : public CollectiveKernel {
  public:
   explicit GroupedAllreduceKernel(tf::OpKernelConstruction* context)
-      : CollectiveKernel(context), options_(reduce_options_of(context)) {}
+      : CollectiveKernel(context), options_(reduce_options_of(context, process_set())) {}
 
   void ComputeAsync(tf::OpKernelContext* context, DoneCallback done) override {
     const int count = context->num_inputs();
@@ -146,7 +148,8 @@ class BroadcastKernel : public CollectiveKernel {
         fail(context, done, refused(worker, dtype_refusal("broadcast", tensor_name(), input.dtype(), kMovedNames)));
         return;
       }
-      handle = worker.broadcast_async(tensor_name(), view_of(*output, *dtype, placement), root_rank_);
+      handle = worker.broadcast_async(tensor_name(), view_of(*output, *dtype, placement), root_rank_,
+                                      process_set());
     });
     if (handle.valid()) complete_in_place(context, {handle}, {*output}, std::move(done));
   }
@@ -160,7 +163,7 @@ class BroadcastKernel : public CollectiveKernel {
 class ReducescatterKernel : public CollectiveKernel {
  public:
   explicit ReducescatterKernel(tf::OpKernelConstruction* context)
-      : CollectiveKernel(context), options_(reduce_options_of(context)) {}
+      : CollectiveKernel(context), options_(reduce_options_of(context, process_set())) {}
 
   void ComputeAsync(tf::OpKernelContext* context, DoneCallback done) override {
     const int count = context->num_inputs();

@@ -2,8 +2,7 @@
 tf.IndexedSlices, the deprecated `average` argument, over the raw ops of mpi_ops."""
 import tensorflow as tf
 
-from hvrun.basics import size
-from hvrun.process_sets import global_process_set
+from hvrun.process_sets import global_process_set, process_set_size
 from hvrun.tensorflow.compression import Compression
 from hvrun.tensorflow.mpi_ops import (Adasum, Average, Sum, _allreduce, _grouped_allreduce,
                                       _grouped_reducescatter, _reducescatter, allgather,
@@ -22,19 +21,20 @@ def _check_sparse(op, prescale_factor, postscale_factor):
         raise NotImplementedError("Pre/postscale_factor are not supported with tf.IndexedSlices")
 
 
-def _sparse_result(values, indices, like, op):
+def _sparse_result(values, indices, like, op, process_set):
     if op == Average:
-        values = values / tf.cast(size(), values.dtype)
+        values = values / tf.cast(process_set_size(process_set), values.dtype)
     return tf.IndexedSlices(values, indices, dense_shape=like.dense_shape)
 
 
 def allreduce(tensor, average=None, device_dense="", device_sparse="",
               compression=Compression.none, op=None, prescale_factor=1.0, postscale_factor=1.0,
               name=None, process_set=global_process_set, ignore_name_scope=False):
-    """Reduces a tf.Tensor (or tf.Variable) over every rank; Average by default.
+    """Reduces a tf.Tensor (or tf.Variable) over the ranks of `process_set` (every rank by
+    default); Average by default.
 
-    A tf.IndexedSlices is gathered instead (values and indices from every rank; divided by the
-    number of ranks for Average), which is the reduction of the dense tensor it stands for."""
+    A tf.IndexedSlices is gathered instead (values and indices from every member; divided by
+    the set's size for Average), which is the reduction of the dense tensor it stands for."""
     op = handle_average_backwards_compatibility(op, average)
     _check_op(op)
     if isinstance(tensor, tf.IndexedSlices):
@@ -44,7 +44,7 @@ def allreduce(tensor, average=None, device_dense="", device_sparse="",
                                ignore_name_scope=ignore_name_scope)
             indices = allgather(tensor.indices, process_set=process_set,
                                 ignore_name_scope=ignore_name_scope)
-            return _sparse_result(values, indices, tensor, op)
+            return _sparse_result(values, indices, tensor, op, process_set)
     with tf.device(device_dense):
         compressed, ctx = compression.compress(tensor)
         reduced = _allreduce(compressed, name=name, op=op, prescale_factor=prescale_factor,
@@ -74,7 +74,7 @@ def grouped_allreduce(tensors, average=None, device_dense="", device_sparse="",
                                    ignore_name_scope=ignore_name_scope)
                 indices = allgather(t.indices, process_set=process_set,
                                     ignore_name_scope=ignore_name_scope)
-                results[i] = _sparse_result(values, indices, t, op)
+                results[i] = _sparse_result(values, indices, t, op, process_set)
     if dense:
         with tf.device(device_dense):
             compressed, ctxs = zip(*[compression.compress(tensors[i]) for i in dense])

@@ -5,12 +5,12 @@ import numpy as np
 import tensorflow as tf
 
 from hvrun.basics import rank
-from hvrun.process_sets import _check_process_set, global_process_set
+from hvrun.process_sets import global_process_set
 from hvrun.tensorflow.mpi_ops import _executing_eagerly, allgather, broadcast
 
 
-def _broadcast_group(variables, root_rank):
-    return [var.assign(broadcast(var, root_rank)) for var in variables]
+def _broadcast_group(variables, root_rank, process_set):
+    return [var.assign(broadcast(var, root_rank, process_set=process_set)) for var in variables]
 
 
 def broadcast_variables(variables, root_rank, process_set=global_process_set, inplace=False):
@@ -20,14 +20,13 @@ def broadcast_variables(variables, root_rank, process_set=global_process_set, in
     in a graph this returns the grouped assign op. `inplace` is accepted (the values are
     assigned in place either way)."""
     del inplace
-    _check_process_set(process_set)
     variables = list(variables)
     if _executing_eagerly():
         if not variables:
             return None
-        tf.function(lambda: _broadcast_group(variables, root_rank))()
+        tf.function(lambda: _broadcast_group(variables, root_rank, process_set))()
         return None
-    return tf.group(*_broadcast_group(variables, root_rank))
+    return tf.group(*_broadcast_group(variables, root_rank, process_set))
 
 
 def _to_numpy(value, session):
@@ -37,19 +36,19 @@ def _to_numpy(value, session):
 
 
 def broadcast_object(obj, root_rank=0, session=None, name=None, process_set=global_process_set):
-    """root_rank's `obj` (pickled there) on every rank."""
-    _check_process_set(process_set)
+    """root_rank's `obj` (pickled there) on every member of `process_set`."""
     name = name if name is not None else type(obj).__name__
     if rank() == root_rank:
         payload = np.frombuffer(pickle.dumps(obj), dtype=np.uint8)
         length = tf.constant([payload.size], dtype=tf.int32)
-        _to_numpy(broadcast(length, root_rank, name=name + ".sz"), session)
-        _to_numpy(broadcast(tf.constant(payload), root_rank, name=name + ".t"), session)
+        _to_numpy(broadcast(length, root_rank, name=name + ".sz", process_set=process_set), session)
+        _to_numpy(broadcast(tf.constant(payload), root_rank, name=name + ".t",
+                            process_set=process_set), session)
         return obj
-    length = _to_numpy(broadcast(tf.constant([0], dtype=tf.int32), root_rank, name=name + ".sz"),
-                       session)
+    length = _to_numpy(broadcast(tf.constant([0], dtype=tf.int32), root_rank, name=name + ".sz",
+                                 process_set=process_set), session)
     data = _to_numpy(broadcast(tf.zeros([int(length[0])], dtype=tf.uint8), root_rank,
-                               name=name + ".t"), session)
+                               name=name + ".t", process_set=process_set), session)
     return pickle.loads(data.tobytes())
 
 
@@ -61,13 +60,13 @@ def broadcast_object_fn(root_rank=0, session=None, name=None, process_set=global
 
 
 def allgather_object(obj, session=None, name=None, process_set=global_process_set):
-    """The list of every rank's `obj`, in rank order."""
-    _check_process_set(process_set)
+    """The list of every member's `obj`, in rank order."""
     name = name if name is not None else type(obj).__name__
     payload = np.frombuffer(pickle.dumps(obj), dtype=np.uint8)
-    lengths = _to_numpy(allgather(tf.constant([payload.size], dtype=tf.int32), name=name + ".sz"),
-                        session)
-    gathered = _to_numpy(allgather(tf.constant(payload), name=name + ".t"), session).tobytes()
+    lengths = _to_numpy(allgather(tf.constant([payload.size], dtype=tf.int32), name=name + ".sz",
+                                  process_set=process_set), session)
+    gathered = _to_numpy(allgather(tf.constant(payload), name=name + ".t",
+                                   process_set=process_set), session).tobytes()
     objects, offset = [], 0
     for n in lengths.tolist():
         objects.append(pickle.loads(gathered[offset:offset + n]))

@@ -27,8 +27,10 @@ from hvrun.basics import (ccl_built, cross_rank, cross_size, cuda_built, ddl_bui
                           nccl_built, rank, rocm_built, set_layout, size, start_timeline,
                           stop_timeline)
 from hvrun.numpy_ops import allgather as _numpy_allgather
-from hvrun.process_sets import (ProcessSet, _check_process_set, add_process_set,  # noqa: F401
-                                global_process_set, remove_process_set, set_global_ranks)
+from hvrun.process_sets import (ProcessSet, add_initial_process_sets,  # noqa: F401
+                                add_process_set, check_initial_process_sets, global_process_set,
+                                process_set_id, process_set_of_id, process_set_size,
+                                remove_process_set, set_global_ranks)
 
 _LIBRARY_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_hvrun_tf_ops.so")
 
@@ -73,19 +75,20 @@ def _attach(worker):
 _state.add_worker_listener(_attach)
 
 
-def init(*args, **kwargs):
-    """Joins the job hvrun started. Horovod's arguments (comm, process_sets) are accepted;
-    hvrun.tensorflow's collectives run on the global process set only."""
-    process_sets = kwargs.get("process_sets")
-    if process_sets not in (None, [], "dynamic"):
-        raise NotImplementedError("hvrun.tensorflow runs collectives on the global process set "
-                                  "only; process sets work in hvrun.torch and the C++ API")
-    _state.init()
-    w = _state.worker()
-    set_global_ranks(w.size)
-    # Every rank's local size, so is_homogeneous() reports the real host layout.
-    set_layout(_numpy_allgather(np.array([w.local_size], dtype=np.int32),
-                                name="hvrun.init.local_sizes"))
+def init(comm=None, process_sets=None):
+    """Joins the job hvrun started, then adds Horovod's static `process_sets` in their order
+    (ids 1, 2, ...; "dynamic" or None: none). An MPI communicator (`comm`) is refused."""
+    check_initial_process_sets(process_sets)
+    if comm is not None:
+        raise NotImplementedError("hvrun.tensorflow.init: MPI communicators are not supported")
+    if not _state.is_initialized():
+        _state.init()
+        w = _state.worker()
+        set_global_ranks(w.size)
+        # Every rank's local size, so is_homogeneous() reports the real host layout.
+        set_layout(_numpy_allgather(np.array([w.local_size], dtype=np.int32),
+                                    name="hvrun.init.local_sizes"))
+        add_initial_process_sets(process_sets)
 
 
 def shutdown():
@@ -119,12 +122,18 @@ def _group_name(prefix, tensors, name):
 
 def _allreduce(tensor, name=None, op=Sum, prescale_factor=1.0, postscale_factor=1.0,
                ignore_name_scope=False, process_set=global_process_set):
-    """Reduces `tensor` over every rank (the raw op; see allreduce for Horovod's wrapper)."""
-    _check_process_set(process_set)
+    """Reduces `tensor` over the ranks of `process_set` (the raw op; see allreduce for Horovod's
+    wrapper). Average divides by the set's size (the kernel does)."""
     return MPI_LIB.hvrun_allreduce(tensor, name=_node_name("HorovodAllreduce", tensor, name),
                                    reduce_op=op, prescale_factor=prescale_factor,
                                    postscale_factor=postscale_factor,
-                                   ignore_name_scope=ignore_name_scope)
+                                   ignore_name_scope=ignore_name_scope,
+                                   process_set_id=process_set_id(process_set))
+
+
+def _op_set(op):
+    """The process set a differentiated op ran on: its gradient runs on the same one."""
+    return process_set_of_id(op.get_attr("process_set_id"))
 
 
 @ops.RegisterGradient("HvrunAllreduce")
@@ -133,18 +142,18 @@ def _allreduce_grad(op, grad):
     return _allreduce(grad, op=op.get_attr("reduce_op"),
                       prescale_factor=op.get_attr("prescale_factor"),
                       postscale_factor=op.get_attr("postscale_factor"),
-                      ignore_name_scope=op.get_attr("ignore_name_scope"))
+                      ignore_name_scope=op.get_attr("ignore_name_scope"), process_set=_op_set(op))
 
 
 def _grouped_allreduce(tensors, name=None, op=Sum, prescale_factor=1.0, postscale_factor=1.0,
                        ignore_name_scope=False, process_set=global_process_set):
     """Reduces every tensor of `tensors` (one dtype) in one negotiation."""
-    _check_process_set(process_set)
     name = _group_name("HorovodGroupedAllreduce", tensors, name)
     return MPI_LIB.hvrun_grouped_allreduce(list(tensors), name=name, reduce_op=op,
                                            prescale_factor=prescale_factor,
                                            postscale_factor=postscale_factor,
-                                           ignore_name_scope=ignore_name_scope)
+                                           ignore_name_scope=ignore_name_scope,
+                                           process_set_id=process_set_id(process_set))
 
 
 @ops.RegisterGradient("HvrunGroupedAllreduce")
@@ -152,61 +161,70 @@ def _grouped_allreduce_grad(op, *grads):
     return _grouped_allreduce(list(grads), op=op.get_attr("reduce_op"),
                               prescale_factor=op.get_attr("prescale_factor"),
                               postscale_factor=op.get_attr("postscale_factor"),
-                              ignore_name_scope=op.get_attr("ignore_name_scope"))
+                              ignore_name_scope=op.get_attr("ignore_name_scope"),
+                              process_set=_op_set(op))
 
 
 def allgather(tensor, name=None, ignore_name_scope=False, process_set=global_process_set):
-    """Concatenates every rank's `tensor` along dimension 0 (which may differ between ranks)."""
-    _check_process_set(process_set)
+    """Concatenates every member's `tensor` along dimension 0 (which may differ between ranks),
+    in rank order."""
     return MPI_LIB.hvrun_allgather(tensor, name=_node_name("HorovodAllgather", tensor, name),
-                                   ignore_name_scope=ignore_name_scope)
+                                   ignore_name_scope=ignore_name_scope,
+                                   process_set_id=process_set_id(process_set))
 
 
-def _own_rows(grad, inputs, ignore_name_scope):
-    """This rank's rows of the averaged gradient of a concatenation of every rank's inputs."""
+def _own_rows(grad, inputs, ignore_name_scope, process_set):
+    """This rank's rows of the averaged gradient of a concatenation of every member's inputs."""
+    members = process_set_size(process_set)
     with tf.device("/cpu:0"):
         splits = []
         for x in inputs:
             rows = tf.reshape(tf.shape(x)[0], [1])
-            splits.append(tf.reshape(allgather(rows, ignore_name_scope=ignore_name_scope), [size()]))
-    return [tf.split(g, num_or_size_splits=s, axis=0)[rank()] for g, s in zip(grad, splits)]
+            splits.append(tf.reshape(allgather(rows, ignore_name_scope=ignore_name_scope,
+                                               process_set=process_set), [members]))
+    me = rank() if process_set is global_process_set else process_set.rank()
+    return [tf.split(g, num_or_size_splits=s, axis=0)[me] for g, s in zip(grad, splits)]
 
 
 @ops.RegisterGradient("HvrunAllgather")
 def _allgather_grad(op, grad):
-    """Horovod's rule: average the gradient over the ranks, keep this rank's rows."""
+    """Horovod's rule: average the gradient over the set's ranks, keep this rank's rows."""
     ignore = op.get_attr("ignore_name_scope")
-    grad = _allreduce(grad, op=Average, ignore_name_scope=ignore)
-    return _own_rows([grad], [op.inputs[0]], ignore)[0]
+    process_set = _op_set(op)
+    grad = _allreduce(grad, op=Average, ignore_name_scope=ignore, process_set=process_set)
+    return _own_rows([grad], [op.inputs[0]], ignore, process_set)[0]
 
 
 def grouped_allgather(tensors, name=None, ignore_name_scope=False, process_set=global_process_set):
     """allgather of every tensor of `tensors` (one dtype) in one op."""
-    _check_process_set(process_set)
     name = _group_name("HorovodGroupedAllgather", tensors, name)
     return MPI_LIB.hvrun_grouped_allgather(list(tensors), name=name,
-                                           ignore_name_scope=ignore_name_scope)
+                                           ignore_name_scope=ignore_name_scope,
+                                           process_set_id=process_set_id(process_set))
 
 
 @ops.RegisterGradient("HvrunGroupedAllgather")
 def _grouped_allgather_grad(op, *grads):
     ignore = op.get_attr("ignore_name_scope")
+    process_set = _op_set(op)
     # One allreduce per gradient: TensorFlow may hand zero gradients of another dtype.
-    grads = [_allreduce(g, op=Average, ignore_name_scope=ignore) for g in grads]
-    return _own_rows(grads, list(op.inputs), ignore)
+    grads = [_allreduce(g, op=Average, ignore_name_scope=ignore, process_set=process_set)
+             for g in grads]
+    return _own_rows(grads, list(op.inputs), ignore, process_set)
 
 
 def broadcast(tensor, root_rank, name=None, ignore_name_scope=False, process_set=global_process_set):
-    """root_rank's `tensor` on every rank."""
-    _check_process_set(process_set)
+    """root_rank's `tensor` on every member of `process_set` (root_rank: a job rank, a member)."""
     return MPI_LIB.hvrun_broadcast(tensor, name=_node_name("HorovodBroadcast", tensor, name),
-                                   root_rank=root_rank, ignore_name_scope=ignore_name_scope)
+                                   root_rank=root_rank, ignore_name_scope=ignore_name_scope,
+                                   process_set_id=process_set_id(process_set))
 
 
 @ops.RegisterGradient("HvrunBroadcast")
 def _broadcast_grad(op, grad):
     """Horovod's rule: the averaged gradient on the root, zero elsewhere."""
-    reduced = _allreduce(grad, op=Average, ignore_name_scope=op.get_attr("ignore_name_scope"))
+    reduced = _allreduce(grad, op=Average, ignore_name_scope=op.get_attr("ignore_name_scope"),
+                         process_set=_op_set(op))
     if rank() != op.get_attr("root_rank"):
         return reduced * 0
     return reduced
@@ -214,26 +232,26 @@ def _broadcast_grad(op, grad):
 
 def broadcast_(variables, root_rank, name=None, process_set=global_process_set):
     """Assigns root_rank's values to `variables` in place; returns their new values."""
-    _check_process_set(process_set)
     prefix = name or "HorovodBroadcastInplace"
     values = []
     for var in variables:
         value = broadcast(var, root_rank, name=_normalize_name("%s_%s" % (prefix, var.name)),
-                          ignore_name_scope=True)
+                          ignore_name_scope=True, process_set=process_set)
         var.assign(value)
         values.append(value)
     return values
 
 
 def alltoall(tensor, splits=None, name=None, ignore_name_scope=False, process_set=global_process_set):
-    """Sends splits[r] rows of `tensor` to rank r (an even split when None) and concatenates
-    what every rank sent here. Returns (output, received_splits) when splits is given."""
-    _check_process_set(process_set)
+    """Sends splits[r] rows of `tensor` to the set's r-th member (an even split over the set's
+    members when None) and concatenates what every member sent here. Returns (output,
+    received_splits) when splits is given."""
     splits_ = (tf.convert_to_tensor(splits, dtype=tf.int32) if splits is not None
                else tf.constant([], dtype=tf.int32))
     output, received = MPI_LIB.hvrun_alltoall(tensor, splits=splits_,
                                               name=_node_name("HorovodAlltoall", tensor, name),
-                                              ignore_name_scope=ignore_name_scope)
+                                              ignore_name_scope=ignore_name_scope,
+                                              process_set_id=process_set_id(process_set))
     return (output, received) if splits is not None else output
 
 
@@ -241,28 +259,30 @@ def alltoall(tensor, splits=None, name=None, ignore_name_scope=False, process_se
 def _alltoall_grad(op, grad_wrt_output, grad_wrt_received_splits):
     """The rows travel back: an alltoall of the gradient with the received splits."""
     grad, _ = alltoall(grad_wrt_output, splits=op.outputs[1],
-                       ignore_name_scope=op.get_attr("ignore_name_scope"))
+                       ignore_name_scope=op.get_attr("ignore_name_scope"), process_set=_op_set(op))
     return [grad, None]
 
 
 def _reducescatter(tensor, name=None, op=Sum, ignore_name_scope=False,
                    process_set=global_process_set, prescale_factor=1.0, postscale_factor=1.0):
-    """Reduces `tensor` over every rank and keeps this rank's share of dimension 0."""
-    _check_process_set(process_set)
+    """Reduces `tensor` over the set's ranks and keeps this rank's share of dimension 0."""
     return MPI_LIB.hvrun_reducescatter(tensor, name=_node_name("HorovodReducescatter", tensor, name),
                                        reduce_op=op, ignore_name_scope=ignore_name_scope,
                                        prescale_factor=prescale_factor,
-                                       postscale_factor=postscale_factor)
+                                       postscale_factor=postscale_factor,
+                                       process_set_id=process_set_id(process_set))
 
 
 def _scattered_grad(op, grads):
-    """Horovod's rule: scale as the reduction did, gather every rank's share."""
+    """Horovod's rule: scale as the reduction did, gather every member's share."""
+    process_set = _op_set(op)
     factor = 1.0
     if op.get_attr("reduce_op") == Sum:
-        factor *= size()
+        factor *= process_set_size(process_set)
     factor *= op.get_attr("prescale_factor") * op.get_attr("postscale_factor")
     ignore = op.get_attr("ignore_name_scope")
-    return [allgather(g * factor if factor != 1.0 else g, ignore_name_scope=ignore) for g in grads]
+    return [allgather(g * factor if factor != 1.0 else g, ignore_name_scope=ignore,
+                      process_set=process_set) for g in grads]
 
 
 @ops.RegisterGradient("HvrunReducescatter")
@@ -273,12 +293,12 @@ def _reducescatter_grad(op, grad):
 def _grouped_reducescatter(tensors, name=None, op=Sum, ignore_name_scope=False,
                            process_set=global_process_set, prescale_factor=1.0,
                            postscale_factor=1.0):
-    _check_process_set(process_set)
     name = _group_name("HorovodGroupedReducescatter", tensors, name)
     return MPI_LIB.hvrun_grouped_reducescatter(list(tensors), name=name, reduce_op=op,
                                                ignore_name_scope=ignore_name_scope,
                                                prescale_factor=prescale_factor,
-                                               postscale_factor=postscale_factor)
+                                               postscale_factor=postscale_factor,
+                                               process_set_id=process_set_id(process_set))
 
 
 @ops.RegisterGradient("HvrunGroupedReducescatter")
@@ -293,18 +313,17 @@ def join():
 
 
 def barrier(process_set=global_process_set):
-    """Returns once every rank called barrier()."""
-    _check_process_set(process_set)
-    return MPI_LIB.hvrun_barrier()
+    """Returns once every member of `process_set` called barrier()."""
+    return MPI_LIB.hvrun_barrier(process_set_id=process_set_id(process_set))
 
 
 def size_op(process_set_id=0, name=None):
-    """The number of ranks, read when the graph runs."""
+    """The number of ranks of the process set, read when the graph runs."""
     return MPI_LIB.hvrun_size(process_set_id=process_set_id, name=name)
 
 
 def process_set_included_op(process_set_id=0, name=None):
-    """1: this rank is in the process set (always, for the global set)."""
+    """1 when this rank is in the process set (always, for the global set), else 0."""
     return MPI_LIB.hvrun_process_set_included(process_set_id=process_set_id, name=name)
 
 

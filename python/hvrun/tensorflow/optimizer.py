@@ -2,8 +2,7 @@
 DistributedGradientTape and DistributedOptimizer (Keras 3 optimizers: hvrun.tensorflow.keras)."""
 import tensorflow as tf
 
-from hvrun.basics import size
-from hvrun.process_sets import global_process_set
+from hvrun.process_sets import global_process_set, process_set_size
 from hvrun.tensorflow.collectives import allreduce, grouped_allreduce
 from hvrun.tensorflow.compression import Compression
 from hvrun.tensorflow.mpi_ops import Adasum, Average, _executing_eagerly
@@ -30,14 +29,15 @@ def _split_groups(grads, groups):
 
 def make_allreduce_grads_fn(name, device_dense, device_sparse, compression, sparse_as_dense, op,
                             gradient_predivide_factor, groups, process_set=global_process_set):
-    """A function grads -> averaged grads. Eagerly it runs as one tf.function, so every
-    gradient's allreduce is submitted at once and they fuse; in a graph it adds the ops."""
+    """A function grads -> grads averaged over the ranks of `process_set`. Eagerly it runs as
+    one tf.function, so every gradient's allreduce is submitted at once and they fuse; in a
+    graph it adds the ops."""
     if op == Adasum:
         raise NotImplementedError("hvrun does not implement Adasum; use Average or Sum")
     prescale, postscale = _scale_factors(op, gradient_predivide_factor)
 
     def allreduce_grads(grads):
-        if size() == 1:
+        if process_set_size(process_set) == 1:
             return list(grads)
         with tf.name_scope(name + "_Allreduce"):
             if sparse_as_dense:

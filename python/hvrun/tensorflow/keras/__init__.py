@@ -30,7 +30,7 @@ from hvrun.tensorflow.optimizer import make_allreduce_grads_fn
 
 
 class _DistributedOptimizer:
-    """Mixed in before a Keras optimizer's class: averages gradients over every rank.
+    """Mixed in before a Keras optimizer's class: averages gradients over its process set.
 
     Without accumulation, in _backend_apply_gradients (after Keras unscaled and filtered the
     gradients, before clipping and weight decay). With backward_passes_per_step > 1, Keras's own
@@ -62,10 +62,13 @@ class _AgreeingLossScaleOptimizer(keras.optimizers.LossScaleOptimizer):
     rank's own check could differ: then one rank would skip the step and its allreduce while
     the others wait for it). Its inner optimizer averages the unscaled gradients."""
 
+    _hvrun_process_set = global_process_set  # the ranks of the inner optimizer's averaging
+
     def check_finite(self, grads):
         finite = super().check_finite(grads)
         everywhere = _allreduce(tf.cast(finite, tf.int32), op=Min,
-                                name="LossScaleOptimizer_finite")
+                                name="LossScaleOptimizer_finite",
+                                process_set=self._hvrun_process_set)
         return tf.equal(everywhere, 1)
 
 
@@ -89,11 +92,14 @@ def _wrap(optimizer, name, device_dense, device_sparse, compression, sparse_as_d
                       outermost=False)
         if in_place:
             optimizer.__class__ = _AgreeingLossScaleOptimizer
+            optimizer._hvrun_process_set = process_set
             return optimizer
         config = optimizer.get_config()
-        return _AgreeingLossScaleOptimizer(inner, initial_scale=config["initial_scale"],
-                                           dynamic_growth_steps=config["dynamic_growth_steps"],
-                                           name=optimizer.name)
+        agreeing = _AgreeingLossScaleOptimizer(inner, initial_scale=config["initial_scale"],
+                                               dynamic_growth_steps=config["dynamic_growth_steps"],
+                                               name=optimizer.name)
+        agreeing._hvrun_process_set = process_set
+        return agreeing
     if isinstance(optimizer, _DistributedOptimizer):
         return optimizer
     allreduce_grads = make_allreduce_grads_fn(name or "Distributed%s" % type(optimizer).__name__,
@@ -115,7 +121,9 @@ def _wrap(optimizer, name, device_dense, device_sparse, compression, sparse_as_d
     wrapped._hvrun_setup(allreduce_grads, backward_passes_per_step, average_aggregated_gradients)
     if outermost and not in_place and keras.mixed_precision.global_policy().name == "mixed_float16":
         # What model.compile would add around it, with the ranks agreeing on finiteness.
-        return _AgreeingLossScaleOptimizer(wrapped, name="loss_scale_optimizer")
+        agreeing = _AgreeingLossScaleOptimizer(wrapped, name="loss_scale_optimizer")
+        agreeing._hvrun_process_set = process_set
+        return agreeing
     return wrapped
 
 
@@ -125,8 +133,8 @@ def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse=""
                          average_aggregated_gradients=False, num_groups=0, groups=None,
                          process_set=global_process_set, scale_local_gradients=True):
     """A Keras 3 optimizer of `optimizer`'s class and configuration that averages gradients
-    over every rank (op) before applying them. A LossScaleOptimizer's inner optimizer is the
-    one wrapped."""
+    over the ranks of `process_set` (op) before applying them. A LossScaleOptimizer's inner
+    optimizer is the one wrapped."""
     del scale_local_gradients
     if num_groups:
         groups = groups or num_groups
