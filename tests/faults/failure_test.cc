@@ -31,42 +31,55 @@ size_t count_of(const std::string& text, const std::string& what) {
   return n;
 }
 
-TEST(Faults, StallWarningNamesTheMissingRankWithinThreeSeconds) {
+// A stall job through the real hvrun (warning after 2 s): its stderr, and the warning line
+// about `late_rank` (empty when there is none).
+struct StallRun {
+  RunResult result;
+  size_t warning = std::string::npos;
+  std::string line;
+};
+
+StallRun run_stall_job(int np, const std::string& mode, int late_rank) {
   RunOptions run;
   run.timeout = std::chrono::seconds(60);
-  RunResult r = run_process({bin_path("hvrun"), "-np", "2", "-H", "localhost:2",
-                             "--stall-check-warning-time-seconds", "2",
-                             bin_path("hvrun_faults_worker"), "stall"},
-                            run);
+  StallRun s;
+  s.result = run_process({bin_path("hvrun"), "-np", std::to_string(np), "-H",
+                          "localhost:" + std::to_string(np), "--stall-check-warning-time-seconds",
+                          "2", bin_path("hvrun_faults_worker"), mode},
+                         run);
+  const std::string& err = s.result.err;
+  s.warning = err.find("stall: rank " + std::to_string(late_rank) + " ");
+  if (s.warning != std::string::npos)
+    s.line = err.substr(s.warning, err.find('\n', s.warning) - s.warning);
+  return s;
+}
+
+TEST(Faults, StallWarningNamesTheMissingRankWithinThreeSeconds) {
+  StallRun s = run_stall_job(2, "stall", 1);
+  const RunResult& r = s.result;
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-  const size_t warning = r.err.find("stall: rank 1 ");
-  ASSERT_NE(warning, std::string::npos) << r.err;
-  const std::string line = r.err.substr(warning, r.err.find('\n', warning) - warning);
-  EXPECT_NE(line.find("has not submitted allreduce 'stalled.tensor'"), std::string::npos) << line;
-  EXPECT_NE(line.find("submitted by rank 0"), std::string::npos) << line;
-  EXPECT_NE(line.find("last completed operation: barrier"), std::string::npos) << line;
+  ASSERT_NE(s.warning, std::string::npos) << r.err;
+  EXPECT_NE(s.line.find("has not submitted allreduce 'stalled.tensor'"), std::string::npos) << s.line;
+  EXPECT_NE(s.line.find("submitted by rank 0"), std::string::npos) << s.line;
+  EXPECT_NE(s.line.find("last completed operation: barrier"), std::string::npos) << s.line;
   EXPECT_EQ(count_of(r.err, "stall: "), 1u) << "one warning per stall\n" << r.err;
   // Rank 1 submits 3 s after rank 0: the warning (after 2 s) must come before that.
   const size_t late = r.err.find("rank 1: submitting stalled.tensor now");
   ASSERT_NE(late, std::string::npos) << r.err;
-  EXPECT_LT(warning, late) << "the warning came later than 3 s\n" << r.err;
+  EXPECT_LT(s.warning, late) << "the warning came later than 3 s\n" << r.err;
 }
 
 TEST(Faults, StallOnAProcessSetNamesTheSetAndTheJobsRank) {
-  RunOptions run;
-  run.timeout = std::chrono::seconds(60);
-  RunResult r = run_process({bin_path("hvrun"), "-np", "3", "-H", "localhost:3",
-                             "--stall-check-warning-time-seconds", "2",
-                             bin_path("hvrun_faults_worker"), "stall-on-set"},
-                            run);
+  StallRun s = run_stall_job(3, "stall-on-set", 2);
+  const RunResult& r = s.result;
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-  const size_t warning = r.err.find("stall: rank 2 ");
-  ASSERT_NE(warning, std::string::npos) << r.err;
-  const std::string line = r.err.substr(warning, r.err.find('\n', warning) - warning);
-  EXPECT_NE(line.find("has not submitted allreduce 'set.tensor' on process set 1"),
-            std::string::npos) << line;
-  EXPECT_NE(line.find("submitted by rank 1"), std::string::npos) << line;
-  EXPECT_LT(warning, r.err.find("rank 2: submitting set.tensor now")) << r.err;
+  ASSERT_NE(s.warning, std::string::npos) << r.err;
+  EXPECT_NE(s.line.find("has not submitted allreduce 'set.tensor' on process set 1"),
+            std::string::npos) << s.line;
+  EXPECT_NE(s.line.find("submitted by rank 1"), std::string::npos) << s.line;
+  const size_t late = r.err.find("rank 2: submitting set.tensor now");
+  ASSERT_NE(late, std::string::npos) << r.err;
+  EXPECT_LT(s.warning, late) << "the warning came later than 3 s\n" << r.err;
 }
 
 TEST(Faults, RankKilledMidAllreduceFailsEveryOtherRankAndHvrunNamesIt) {
