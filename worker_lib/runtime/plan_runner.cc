@@ -110,7 +110,8 @@ void PlanRunner::execute_plan(const v1::Plan& plan) {
     std::lock_guard<std::mutex> lock(c_.state.mutex);
     ++c_.state.plans_started;
     if (c_.state.terminal) {  // arrived after the job ended: everything already failed
-      c_.state.skipped_plan = true;
+      // Peers wait for this rank only in a plan it takes part in.
+      if (c_.process_sets.takes_part_in(plan)) c_.state.skipped_plan = true;
       return;
     }
     for (const v1::Response& response : plan.responses()) {

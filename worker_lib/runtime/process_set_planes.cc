@@ -35,6 +35,16 @@ std::vector<uint32_t> ProcessSetPlanes::ids() const {
   return ids;
 }
 
+bool ProcessSetPlanes::takes_part_in(const v1::Plan& plan) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const v1::Response& response : plan.responses()) {
+    if (response.process_set_id() == 0) return true;
+    auto it = sets_.find(response.process_set_id());
+    if (it != sets_.end() && it->second->members.includes_me()) return true;
+  }
+  return false;
+}
+
 Result<std::unique_ptr<ProcessSetPlanes::Set>> ProcessSetPlanes::connect(uint32_t id,
                                                                         ProcessSetMembers members) {
   auto set = std::make_unique<Set>();

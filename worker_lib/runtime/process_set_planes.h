@@ -62,6 +62,9 @@ class ProcessSetPlanes {
   // Any thread: the set's members (id 0: every rank), or nullopt when it does not exist here.
   std::optional<ProcessSetMembers> members(uint32_t id) const;
   std::vector<uint32_t> ids() const;  // ascending, 0 first
+  // Any thread: whether `plan` has a response this rank runs (of the global set or of a set it
+  // is in); a plan of other sets only passes this rank by.
+  bool takes_part_in(const v1::Plan& plan) const;
 
   // Executor lock held. Records set `id`; a member connects its data planes with the others
   // (blocks until they did, bounded by the start timeout). An error leaves the set unknown.

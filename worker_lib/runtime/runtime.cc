@@ -336,8 +336,14 @@ bool Runtime::report_failure(const std::string& reason) {
 void Runtime::release_peers_of_skipped_plans() {
   bool skipped = false;
   {
+    // The loop has stopped: the plans it never started are the inbox's. Only those this rank
+    // takes part in keep peers waiting (another process set's plans only pass it by, and
+    // tearing down then would fail peers still finishing a collective this rank completed).
     std::lock_guard<std::mutex> lock(state_.mutex);
-    skipped = state_.skipped_plan || state_.plans_received != state_.plans_started;
+    skipped = state_.skipped_plan;
+    for (const v1::CoordinatorMessage& message : state_.inbox)
+      if (!skipped && message.kind_case() == v1::CoordinatorMessage::kPlan)
+        skipped = process_sets_->takes_part_in(message.plan());
   }
   if (!skipped) return;
   // The coordinator planned a collective with this rank's cancelled op: the peers run it and

@@ -38,7 +38,7 @@ struct WorkState {
   uint64_t process_set_calls = 0;  // add/remove_process_set calls: every rank counts alike
   uint64_t plans_received = 0;  // by the reader thread
   uint64_t plans_started = 0;   // by the background thread
-  bool skipped_plan = false;    // a plan arrived after `terminal` (not run)
+  bool skipped_plan = false;    // a plan this rank takes part in arrived after `terminal`
   // Ops in `in_flight` that the cached rounds hold (cached_rounds.h): not sent, not in outbox.
   size_t held_for_rounds = 0;
 
