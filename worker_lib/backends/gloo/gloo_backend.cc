@@ -222,6 +222,14 @@ Result<std::unique_ptr<Backend>> make_gloo_backend(const GlooBackendOptions& opt
     context->setTimeout(options.connect_timeout);
     gloo::rendezvous::PrefixStore prefixed(options.store_prefix, store);
     context->connectFullMesh(prefixed, device);
+    // connectFullMesh returns once this rank's pairs are connected, not its peers': a rank that
+    // left at once (a process set it has no more work in) would close sockets a peer is still
+    // completing, failing that peer's setup. Past a barrier every rank has finished connecting.
+    if (options.size > 1) {
+      gloo::BarrierOptions barrier(context);
+      barrier.setTimeout(options.connect_timeout);
+      gloo::barrier(barrier);
+    }
     return std::unique_ptr<Backend>(new GlooBackend(
         std::dynamic_pointer_cast<gloo::transport::tcp::Device>(device), context, options.timeout));
   } catch (const std::exception& e) {
