@@ -143,9 +143,10 @@ py::object handle_output(const Handle& handle) {
 }
 
 std::string tensor_name(const Worker& w, py::handle name) {
-  const std::string who = "rank " + std::to_string(w.rank()) + ": collective refused: ";
+  // Made only on failure: every collective call converts its name here.
+  auto who = [&w] { return "rank " + std::to_string(w.rank()) + ": collective refused: "; };
   if (!PyUnicode_Check(name.ptr())) {
-    raise_name_error(who + "a tensor name is a str, not " +
+    raise_name_error(who() + "a tensor name is a str, not " +
                      std::string(py::str(py::type::of(name).attr("__name__"))) + " (" +
                      std::string(py::repr(name)).substr(0, 200) +
                      "); decode bytes first (names are UTF-8 text)");
@@ -155,13 +156,13 @@ std::string tensor_name(const Worker& w, py::handle name) {
   if (utf8 == nullptr) {
     PyErr_Clear();
     const std::string shown = py::reinterpret_steal<py::str>(PyObject_ASCII(name.ptr()));
-    raise_name_error(who + "tensor name " + shown.substr(0, 200) +
+    raise_name_error(who() + "tensor name " + shown.substr(0, 200) +
                      " is not valid UTF-8 text (it holds a lone surrogate, e.g. from bytes "
                      "decoded with errors='surrogateescape'); tensor names must be non-empty "
                      "UTF-8 text without NUL characters");
   }
   std::string text(utf8, static_cast<size_t>(size));
-  if (Status s = validate_tensor_name(text); !s.is_ok()) raise_name_error(who + s.message());
+  if (Status s = validate_tensor_name(text); !s.is_ok()) raise_name_error(who() + s.message());
   return text;
 }
 
@@ -267,32 +268,39 @@ PYBIND11_MODULE(_core, m) {
            },
            py::arg("name"), py::arg("input"), py::arg("output"), py::arg("op"),
            py::arg("prescale") = 1.0, py::arg("postscale") = 1.0)
-      // The blocking in-place allreduce of a contiguous CPU tensor in one call, from its
-      // address, dtype code and shape (a TensorRef object would cost most of a fast-path call):
-      // the fast path when it applies, else the submission and the wait (interruptible, as
-      // Handle.wait). Returns None when it succeeded, else the final (status code, message)
-      // (no tuple and no message string on the hot path).
-      .def("allreduce_inplace_blocking",
-           [](Worker& w, py::handle name, uintptr_t data, int dtype, std::vector<int64_t> shape,
-              int op, double prescale, double postscale, double timeout_s) -> py::object {
+      // The blocking allreduce of a contiguous CPU tensor into another (input == output: in
+      // place) in one call, from addresses, dtype code and shape (TensorRef objects and a
+      // handle would cost most of a fast-path call): the fast path when it applies, else the
+      // submission and the wait (interruptible, as Handle.wait). Returns None when it
+      // succeeded, else the final (status code, message) (no tuple on the hot path).
+      .def("allreduce_blocking",
+           [](Worker& w, py::handle name, uintptr_t input, uintptr_t output, int dtype,
+              std::vector<int64_t> shape, int op, double prescale, double postscale,
+              double timeout_s) -> py::object {
              const std::string checked = tensor_name(w, name);
-             const TensorRef inout{data, dtype, std::move(shape), -1, 0};
+             const TensorView out{reinterpret_cast<void*>(output), static_cast<DataType>(dtype),
+                                  std::move(shape), Device::cpu(), nullptr};
+             const AllreduceOptions options = reduce_options(op, prescale, postscale);
+             const auto* in = reinterpret_cast<const void*>(input);
+             std::optional<Status> done;
              Handle handle;
              {
                py::gil_scoped_release release;
-               handle = w.allreduce_now_or_async(checked, inout.const_view(), inout.view(),
-                                                 reduce_options(op, prescale, postscale));
+               done = w.allreduce_now(checked, in, out, options);
+               if (!done)
+                 handle = w.allreduce_async(
+                     checked, ConstTensorView(in, out.dtype, out.shape, out.device), out, options);
              }
              const StatusTuple final_status =
-                 handle.poll() ? to_tuple(handle.wait(std::chrono::milliseconds(0)))
-                               : wait_handle(handle, timeout_s);
+                 done ? to_tuple(*done) : wait_handle(handle, timeout_s, &w);
              if (std::get<0>(final_status) == 0) return py::none();
              return py::cast(final_status);
            },
-           py::arg("name"), py::arg("data"), py::arg("dtype"), py::arg("shape"), py::arg("op"),
-           py::arg("prescale"), py::arg("postscale"), py::arg("timeout_s"))
+           py::arg("name"), py::arg("input"), py::arg("output"), py::arg("dtype"),
+           py::arg("shape"), py::arg("op"), py::arg("prescale"), py::arg("postscale"),
+           py::arg("timeout_s"))
       // The async in-place allreduce of a contiguous CPU tensor from its address, dtype code
-      // and shape (no TensorRef objects), as allreduce_inplace_blocking takes it.
+      // and shape (no TensorRef objects), as allreduce_blocking takes it.
       .def("allreduce_inplace_async",
            [](Worker& w, py::handle name, uintptr_t data, int dtype, std::vector<int64_t> shape,
               int op, double prescale, double postscale) {

@@ -99,6 +99,27 @@ def test_named_in_place_allreduce_repeated_on_cpu_stays_correct():
         assert torch.equal(base[:, ::2], torch.full((2, 2), float(n * i + n * (n - 1) / 2)))
 
 
+def test_named_out_of_place_allreduce_repeated_on_cpu_stays_correct():
+    # Named and repeated: may run on the fast path; the input stays as it was, a new tensor
+    # holds the result, a non-contiguous input and integer dtypes included.
+    r, n = ranks()
+    base = torch.zeros(3, 4)
+    for i in range(100):
+        metric = torch.tensor([float(r + i)])
+        out = hvd.allreduce(metric, name="torch.metric")
+        assert out is not metric and metric.item() == r + i
+        assert out.item() == i + (n - 1) / 2
+        view = base[:, 1::2]
+        view.fill_(r + i)
+        summed = hvd.allreduce(view, op=hvd.Sum, name="torch.out.view")
+        assert summed.is_contiguous() and summed.shape == (3, 2)
+        assert torch.equal(summed, torch.full((3, 2), float(n * i + n * (n - 1) / 2)))
+        assert torch.equal(view, torch.full((3, 2), float(r + i)))
+        counts = hvd.allreduce(torch.tensor([r, i], dtype=torch.int64), op=hvd.Max,
+                               name="torch.out.counts")
+        assert counts.tolist() == [n - 1, i]
+
+
 def test_allreduce_async_poll_synchronize():
     r, n = ranks()
     xs = [torch.full((3,), float(i * (r + 1))) for i in range(8)]

@@ -390,6 +390,18 @@ Handle Worker::allreduce_now_or_async(const std::string& name, const ConstTensor
   return handle;
 }
 
+std::optional<Status> Worker::allreduce_now(const std::string& name, const void* input,
+                                            const TensorView& output,
+                                            const AllreduceOptions& options) {
+  if (options.process_set.id != 0 || output.device.type != DeviceType::kCpu ||
+      input == nullptr || output.data == nullptr ||
+      !is_valid_dtype(static_cast<int>(output.dtype)) ||
+      !is_valid_reduce_op(static_cast<int>(options.op)))
+    return std::nullopt;
+  return runtime_->try_fast_allreduce(
+      {name, input, output.data, output.dtype, output.shape, options});
+}
+
 namespace {
 Result<OwnedTensor> take_output(const Handle& h, Status s) {
   if (!s.is_ok()) return s;

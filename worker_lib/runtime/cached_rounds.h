@@ -75,6 +75,9 @@ class CachedRounds {
   // A thread about to block on a handle: dispatch() here when the executor's lock is free (no
   // thread hop), else sends the outbox as Submitter::send_pending does.
   void send_pending();
+  // Whether submissions may run through agreed rounds at all (a multi-rank job with a round
+  // board and the fast path on).
+  bool enabled() const { return enabled_; }
 
  private:
   enum class Next { kRound, kSend, kDone };

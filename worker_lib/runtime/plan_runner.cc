@@ -1,5 +1,6 @@
 #include "worker_lib/runtime/plan_runner.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "common/logging.h"
@@ -25,6 +26,16 @@ void PlanRunner::start() {
   thread_ = start_named_thread("hvrun-loop", [this] { loop(); });
 }
 
+bool PlanRunner::gathers() const {
+  const WorkState& s = c_.state;
+  if (c_.cycle_time.count() <= 0 || !c_.rounds.enabled() || s.outbox.empty() ||
+      !s.inbox.empty() || s.stop_requested || s.stream_ended || s.abort_reason ||
+      s.plans_received != s.plans_started || s.waiting_for_coordinator())
+    return false;
+  return std::all_of(s.outbox.begin(), s.outbox.end(),
+                     [](const auto& op) { return RequestCache::may_run_fast(*op); });
+}
+
 void PlanRunner::loop() {
   WorkState& state = c_.state;
   bool stream_done = false;
@@ -34,6 +45,15 @@ void PlanRunner::loop() {
       return !state.outbox.empty() || !state.inbox.empty() || state.stop_requested ||
              (state.stream_ended && !stream_done) || state.abort_reason.has_value();
     });
+    if (gathers()) {
+      // As the coordinator lets ready tensors wait for company: a step's tensors then run as
+      // a few fused responses instead of a round each. A thread that waits for one of them
+      // meanwhile takes the outbox and runs it at once (CachedRounds::send_pending).
+      state.wake.wait_until(lock, state.outbox_since + c_.cycle_time, [&] {
+        return state.outbox.empty() || !state.inbox.empty() || state.stop_requested ||
+               state.stream_ended || state.abort_reason.has_value();
+      });
+    }
     // The outbox is taken inside flush_outbox(), under the sender's lock: taking it here and
     // writing it later would let an API thread's flush write a later op (a join) before it.
     const bool outbox_waiting = !state.outbox.empty();

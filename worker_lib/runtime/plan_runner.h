@@ -7,6 +7,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <thread>
@@ -38,6 +39,9 @@ class PlanRunner {
     int rank = 0;
     std::string host;
     std::string coordinator_address;
+    // The job's cycle time: how long asynchronous submissions that may run by agreement
+    // gather before this thread runs them (0: at once).
+    std::chrono::microseconds cycle_time{0};
   };
   explicit PlanRunner(Context context) : c_(std::move(context)) {}
 
@@ -50,6 +54,8 @@ class PlanRunner {
 
  private:
   void loop();
+  // `state.mutex` held: whether the outbox should gather for the cycle time first.
+  bool gathers() const;
   void send_abort_request(const std::string& reason);
   void handle_message(const v1::CoordinatorMessage& message);
   void execute_plan(const v1::Plan& plan);

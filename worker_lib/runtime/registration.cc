@@ -39,6 +39,7 @@ Result<Registration> register_worker(const Config& config, CoordinatorClient& cl
     r.heartbeat_timeout = std::chrono::milliseconds(settings.heartbeat_timeout_ms());
   r.timeline_from_start = settings.timeline_from_start();
   r.fusion_threshold_bytes = settings.fusion_threshold_bytes();
+  r.cycle_time = std::chrono::microseconds(settings.cycle_time_us());
   r.response = std::move(registered);
   return r;
 }

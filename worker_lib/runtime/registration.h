@@ -20,6 +20,7 @@ struct Registration {
   std::optional<std::chrono::milliseconds> heartbeat_timeout;
   bool timeline_from_start = false;  // --timeline-filename: record from the first collective
   int64_t fusion_threshold_bytes = 0;  // the coordinator's; 0 = no fusion
+  std::chrono::microseconds cycle_time{0};  // the coordinator's
 };
 
 // Registers this process (`config.host` filled in) and checks the protocol version.

@@ -155,7 +155,7 @@ Status Runtime::connect() {
   plan_runner_ = std::make_unique<PlanRunner>(
       PlanRunner::Context{state_, lane_, *submitter_, *cached_rounds_, *executor_,
                           *process_sets_, *telemetry_, *stream_, *client_, topology_.rank,
-                          config_.host, config_.coordinator_address});
+                          config_.host, config_.coordinator_address, registered.cycle_time});
   heartbeat_ = std::make_unique<Heartbeat>(
       *stream_,
       registered.heartbeat_timeout ? Heartbeat::interval_for(*registered.heartbeat_timeout)

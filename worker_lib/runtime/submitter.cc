@@ -7,6 +7,7 @@ namespace hvrun::detail {
 Handle Submitter::submit(std::shared_ptr<PendingOp> op) {
   Handle handle(op->handle);
   bool coordinator_only = false;
+  bool first = false;
   {
     std::lock_guard<std::mutex> lock(state_.mutex);
     if (state_.terminal) {
@@ -25,10 +26,14 @@ Handle Submitter::submit(std::shared_ptr<PendingOp> op) {
     // An op that can never run without the coordinator: peers waiting in a round for this
     // rank need not wait (others refuse the round when they are sent, send_requests).
     coordinator_only = !RequestCache::may_run_fast(*op);
+    first = state_.outbox.empty();
+    if (first) state_.outbox_since = std::chrono::steady_clock::now();
     state_.outbox.push_back(std::move(op));
   }
   if (coordinator_only) lane_.refuse_current_round();
-  state_.wake.notify_all();
+  // The background thread wakes for a new batch (or for an op that ends its gathering); ops
+  // joining a batch it already knows of cost no wake-up.
+  if (first || coordinator_only) state_.wake.notify_all();
   return handle;
 }
 
@@ -49,6 +54,7 @@ std::vector<Handle> Submitter::submit_group(std::vector<std::shared_ptr<PendingO
       for (const auto& op : ops) op->handle->complete(*refusal);
       return handles;
     }
+    if (state_.outbox.empty()) state_.outbox_since = std::chrono::steady_clock::now();
     for (auto& op : ops) {
       state_.in_flight.emplace(op->name(), op);
       telemetry_.on_submitted(op->name(), op->op);

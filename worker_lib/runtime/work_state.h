@@ -4,6 +4,7 @@
 // waited on by shutdown (the stream's end) and by explain_failure (the job's abort reason).
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -26,6 +27,7 @@ struct WorkState {
   // Every field below is guarded by `mutex`.
   std::unordered_map<std::string, std::shared_ptr<PendingOp>> in_flight;  // by name
   std::deque<std::shared_ptr<PendingOp>> outbox;                            // not yet sent
+  std::chrono::steady_clock::time_point outbox_since;  // when the outbox last stopped being empty
   std::deque<v1::CoordinatorMessage> inbox;            // from the reader, for the loop thread
   std::optional<Status> terminal;                      // set once the runtime stops taking work
   std::optional<std::string> abort_reason;             // abort() asked, not yet sent

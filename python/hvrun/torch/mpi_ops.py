@@ -135,6 +135,26 @@ def _allreduce_name(name):
     return full
 
 
+_global_reductions = {}  # (op, prescale, postscale) -> _reduction(...) on the global set
+
+
+def _forget_global_reductions(_worker):
+    _global_reductions.clear()  # Average divides by the job's size, which the next init sets
+
+
+_state.add_worker_listener(_forget_global_reductions)
+
+
+def _global_reduction(op, prescale_factor, postscale_factor):
+    """_reduction(...) on the global set, remembered: the hot paths call it with the same
+    arguments every step."""
+    key = (op, prescale_factor, postscale_factor)
+    reduction = _global_reductions.get(key)
+    if reduction is None:
+        reduction = _global_reductions[key] = _reduction(op, prescale_factor, postscale_factor)
+    return reduction
+
+
 def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                     postscale_factor=1.0, process_set=global_process_set):
     """Starts an out-of-place allreduce; synchronize(handle) returns the reduced tensor."""
@@ -152,11 +172,17 @@ def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.
 def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                      postscale_factor=1.0, process_set=global_process_set):
     """Starts an in-place allreduce; synchronize(handle) returns `tensor`, reduced."""
-    op = resolve_op(op, average)
-    ps = process_set_id(process_set)
+    if average is not None or op is None:
+        op = resolve_op(op, average)
     work = tensor if tensor.is_contiguous() else tensor.contiguous()
-    full = _allreduce_name(name) if ps == 0 else _state.op_name("allreduce", name, ps)
-    library_op, pre, post = _reduction(op, prescale_factor, postscale_factor, process_set)
+    if process_set is global_process_set:
+        ps = 0
+        full = _allreduce_name(name)
+        library_op, pre, post = _global_reduction(op, prescale_factor, postscale_factor)
+    else:
+        ps = process_set_id(process_set)
+        full = _state.op_name("allreduce", name, ps)
+        library_op, pre, post = _reduction(op, prescale_factor, postscale_factor, process_set)
     code = None if work.is_cuda or ps != 0 else _TORCH_DTYPES.get(work.dtype)
     if code is not None:
         # A CPU tensor of the global set: its address, dtype and shape as they are (no
@@ -181,12 +207,43 @@ def _return_tensor(tensor):
     return tensor
 
 
+def _cpu_allreduce_blocking(source, output, name, op, prescale_factor, postscale_factor):
+    """The blocking allreduce of contiguous CPU `source` into `output` (the same tensor: in
+    place) on the global set, in one extension call: the fast path when the tensor was
+    negotiated before. Returns `output`."""
+    worker = _state._worker
+    if worker is None:
+        worker = _state.worker()  # raises as Horovod does
+    full = _allreduce_name(name)
+    reduction = _global_reduction(op, prescale_factor, postscale_factor)
+    check_name_free(full)
+    code = _TORCH_DTYPES.get(source.dtype)
+    if code is None:
+        _ref(source)  # raises the TypeError naming the dtype
+    # Addresses, dtype and shape as they are: a TensorRef costs most of a fast-path call.
+    failed = worker.allreduce_blocking(full, source.data_ptr(), output.data_ptr(), code,
+                                       source.shape, reduction[0], reduction[1], reduction[2],
+                                       _state._op_timeout_s)
+    if failed is not None:
+        raise_for_status(*failed)
+    return output
+
+
+def _cpu_allreduce_out(tensor, name, op, prescale_factor, postscale_factor):
+    source = tensor if tensor.is_contiguous() else tensor.contiguous()
+    output = torch.empty_like(source, memory_format=torch.contiguous_format)
+    return _cpu_allreduce_blocking(source, output, name, op, prescale_factor, postscale_factor)
+
+
 class HorovodAllreduce(torch.autograd.Function):
     """Allreduce whose gradient is the allreduce of the gradient (same op and scaling)."""
 
     @staticmethod
     def forward(ctx, tensor, average, name, op, prescale_factor, postscale_factor, process_set):
         ctx.args = (average, op, prescale_factor, postscale_factor, process_set)
+        if process_set is global_process_set and not tensor.is_cuda:
+            return _cpu_allreduce_out(tensor, name, resolve_op(op, average), prescale_factor,
+                                      postscale_factor)
         return synchronize(allreduce_async(tensor, average, name, op, prescale_factor,
                                            postscale_factor, process_set))
 
@@ -201,6 +258,12 @@ class HorovodAllreduce(torch.autograd.Function):
 def allreduce(tensor, average=None, name=None, compression=Compression.none, op=None,
               prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set):
     """Reduces `tensor` over every rank (default op: Average) into a new tensor."""
+    if (compression is Compression.none and process_set is global_process_set and
+            not tensor.is_cuda and not (tensor.requires_grad and torch.is_grad_enabled())):
+        # No graph to record: what the autograd Function's forward would run, without it.
+        if average is not None or op is None:
+            op = resolve_op(op, average)
+        return _cpu_allreduce_out(tensor, name, op, prescale_factor, postscale_factor)
     compressed, ctx = compression.compress(tensor)
     reduced = HorovodAllreduce.apply(compressed, average, name, op, prescale_factor,
                                      postscale_factor, process_set)
@@ -210,25 +273,18 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none, op=
 def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                postscale_factor=1.0, process_set=global_process_set):
     """Reduces `tensor` in place and returns it."""
-    if tensor.is_cuda or process_set is not global_process_set:
+    if process_set is not global_process_set or tensor.is_cuda:
         return synchronize(allreduce_async_(tensor, average, name, op, prescale_factor,
                                             postscale_factor, process_set))
     # CPU: blocking in the library, so a named, already negotiated tensor may take the fast path.
-    op = resolve_op(op, average)
-    work = tensor if tensor.is_contiguous() else tensor.contiguous()
-    full = _allreduce_name(name)
-    library_op, pre, post = _reduction(op, prescale_factor, postscale_factor)
-    check_name_free(full)
-    code = _TORCH_DTYPES.get(work.dtype)
-    if code is None:
-        _ref(work)  # raises the TypeError naming the dtype
-    # The address, dtype and shape as they are: a TensorRef costs most of a fast-path call.
-    failed = _worker().allreduce_inplace_blocking(
-        full, work.data_ptr(), code, work.shape, library_op, pre, post, _state.op_timeout_s())
-    if failed is not None:
-        raise_for_status(*failed)
-    if work is not tensor:
-        tensor.copy_(work)
+    if average is not None or op is None:
+        op = resolve_op(op, average)
+    if tensor.is_contiguous():
+        return _cpu_allreduce_blocking(tensor, tensor, name, op, prescale_factor,
+                                       postscale_factor)
+    work = tensor.contiguous()
+    _cpu_allreduce_blocking(work, work, name, op, prescale_factor, postscale_factor)
+    tensor.copy_(work)
     return tensor
 
 

@@ -198,6 +198,13 @@ class Worker {
   // submits it as allreduce_async does. Blocking allreduce() is this plus wait().
   Handle allreduce_now_or_async(const std::string& name, const ConstTensorView& input,
                                 const TensorView& output, const AllreduceOptions& options = {});
+  // The fast path alone, for bindings that wait their own way: when the allreduce may run
+  // without the coordinator now (a negotiated, unchanged CPU tensor of the global set, nothing
+  // else in flight), runs it and returns its status; else runs nothing and returns nullopt
+  // (submit it then). `input` has `output`'s dtype and shape (== output.data: in place).
+  std::optional<Status> allreduce_now(const std::string& name, const void* input,
+                                      const TensorView& output,
+                                      const AllreduceOptions& options = {});
   // In place; the tensors are negotiated together and complete together.
   std::vector<Handle> grouped_allreduce_async(std::span<const std::string> names,
                                               std::span<const TensorView> tensors,
