@@ -132,7 +132,10 @@ constexpr std::array kCatalog = {
                 .kind = SettingKind::kDouble, .default_value = "1", .min = 0, .max = 10000,
                 .unit = "ms", .scope = "coordinator",
                 .description = "Longest time requests are collected for fusion; a lone request "
-                               "with nothing else coming does not wait for it."},
+                               "with nothing else coming does not wait for it. Also how long "
+                               "a rank's asynchronous submissions of negotiated CPU tensors "
+                               "gather before it runs them by agreement with its peers (a "
+                               "thread waiting for one runs them at once)."},
     SettingSpec{.name = "cache_capacity", .flag = "--cache-capacity",
                 .env = "HVRUN_CACHE_CAPACITY", .kind = SettingKind::kInt,
                 .default_value = "1024", .min = 0, .max = 1048576, .unit = "entries",
