@@ -50,8 +50,9 @@ void PlanRunner::loop() {
       // a few fused responses instead of a round each. A thread that waits for one of them
       // meanwhile takes the outbox and runs it at once (CachedRounds::send_pending).
       state.wake.wait_until(lock, state.outbox_since + c_.cycle_time, [&] {
-        return state.outbox.empty() || !state.inbox.empty() || state.stop_requested ||
-               state.stream_ended || state.abort_reason.has_value();
+        return state.outbox.empty() || !RequestCache::may_run_fast(*state.outbox.back()) ||
+               !state.inbox.empty() || state.stop_requested || state.stream_ended ||
+               state.abort_reason.has_value();
       });
     }
     // The outbox is taken inside flush_outbox(), under the sender's lock: taking it here and
