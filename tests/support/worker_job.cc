@@ -50,6 +50,7 @@ JobResult run_job(int np, const std::vector<std::string>& argv, const JobOptions
   copts.fusion_threshold_bytes = options.fusion_threshold_bytes;
   copts.join_average_all = options.join_average_all;
   copts.heartbeat_timeout = options.heartbeat_timeout;  // workers' heartbeat interval follows it
+  copts.cycle_time = options.cycle_time;
   auto server = coordinator::CoordinatorServer::start(copts);
   if (!server.is_ok()) {
     result.coordinator_error = server.status().to_string();

@@ -20,6 +20,7 @@ struct JobOptions {
   // Coordinator settings the fault and join tests vary.
   bool join_average_all = false;
   std::chrono::milliseconds heartbeat_timeout{30000};
+  std::chrono::microseconds cycle_time{1000};
 };
 
 struct JobResult {

@@ -79,6 +79,25 @@ TEST(CachedRounds, RanksSubmittingInTheirOwnOrderGetTheSameBits) {
   for (const auto& d : digests(job)) EXPECT_EQ(d, reference);
 }
 
+TEST(CachedRounds, SubmissionsGatherForTheCycleTimeIntoFusedResponses) {
+  // Each step's six tensors come 300 us apart and nobody waits for 5 ms after the last: the
+  // background thread runs them. With a 20 ms cycle it lets the whole step gather, so a step is
+  // four fused responses (three float32 sums share one), as the coordinator would fuse them;
+  // taking each submission as it came would make six.
+  JobResult job = run_job(2, worker("spaced"), {.timeout = std::chrono::seconds(90),
+                                                .cycle_time = std::chrono::milliseconds(20)});
+  ASSERT_TRUE(job.all_succeeded()) << job.describe();
+  std::printf("%s\n", counts(job).c_str());
+  for (int r = 0; r < 2; ++r) {
+    const auto rank = static_cast<size_t>(r);
+    // The first step is negotiated; a step may reach the coordinator when a rank was
+    // descheduled past the round's 50 ms wait.
+    EXPECT_LE(job.tensors_negotiated[rank], 6u * 4) << counts(job);
+    EXPECT_GE(job.fast_path_collectives[rank], 4u * 20) << counts(job);
+    EXPECT_LE(job.fast_path_collectives[rank], 4u * 29 + 6) << counts(job);
+  }
+}
+
 TEST(CachedRounds, LateRankSendsThoseStepsThroughTheCoordinator) {
   JobResult job = run_job(2, worker("late"), {.timeout = std::chrono::seconds(90)});
   ASSERT_TRUE(job.all_succeeded()) << job.describe();

@@ -17,6 +17,8 @@
 //              as before
 //   join       ranks > 0 join after 10 steps; rank 0 goes on alone for 10 more (joined ranks
 //              contribute nothing, Average divides by the contributors)
+//   spaced     30 steps whose six submissions come 300 us apart, and whose waits start 5 ms
+//              after the last: the background thread runs them, gathered for the cycle time
 //
 // Prints "digest <hex>" (the steps' results) and "rank R: MODE ok".
 #include <stdlib.h>
@@ -98,7 +100,8 @@ void digest(const std::vector<std::byte>& bytes) {
 // `reshaped`: this rank sends that tensor with one element more; `refused`: the tensor whose
 // handle must fail with the coordinator's mismatch error.
 void step(hvrun::Worker& w, int j, const std::vector<int>& order,
-          const std::vector<int>& contributors, int reshaped = -1, int refused = -1) {
+          const std::vector<int>& contributors, int reshaped = -1, int refused = -1,
+          std::chrono::microseconds spacing = {}, std::chrono::microseconds before_wait = {}) {
   std::vector<std::vector<std::byte>> data(kTensors);
   std::vector<hvrun::Handle> handles(kTensors);
   for (int k : order) {
@@ -111,7 +114,9 @@ void step(hvrun::Worker& w, int j, const std::vector<int>& order,
     handles[k] = w.allreduce_async(
         s.name, hvrun::TensorView{data[k].data(), s.dtype, {count}},
         {.op = s.op, .prescale = s.prescale, .postscale = s.postscale});
+    if (spacing.count() > 0) std::this_thread::sleep_for(spacing);
   }
+  if (before_wait.count() > 0) std::this_thread::sleep_for(before_wait);
   for (int k : order) {
     const TensorSpec& s = kSpecs[k];
     hvrun::Status status = w.wait(handles[k]);
@@ -191,6 +196,12 @@ void join(hvrun::Worker& w) {
   if (!last.is_ok() || *last != 0) fail("join: the last joined rank should be 0");
 }
 
+void spaced(hvrun::Worker& w) {
+  using std::chrono::microseconds;
+  for (int j = 0; j < 30; ++j)
+    step(w, j, in_order(), everyone(w), -1, -1, microseconds(300), microseconds(5000));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -212,6 +223,7 @@ int main(int argc, char** argv) {
   else if (mode == "late") late(w);
   else if (mode == "mismatch") mismatch(w);
   else if (mode == "join") join(w);
+  else if (mode == "spaced") spaced(w);
   else fail("unknown mode '" + mode + "'");
   hvrun::Status down = w.shutdown();
   if (!down.is_ok()) fail("shutdown: " + down.to_string());
