@@ -26,9 +26,13 @@ void PlanRunner::start() {
   thread_ = start_named_thread("hvrun-loop", [this] { loop(); });
 }
 
+bool PlanRunner::gathering() const {
+  return c_.cycle_time.count() > 0 && c_.rounds.enabled();
+}
+
 bool PlanRunner::gathers() const {
   const WorkState& s = c_.state;
-  if (c_.cycle_time.count() <= 0 || !c_.rounds.enabled() || s.outbox.empty() ||
+  if (!gathering() || s.outbox.empty() ||
       !s.inbox.empty() || s.stop_requested || s.stream_ended || s.abort_reason ||
       s.plans_received != s.plans_started || s.waiting_for_coordinator())
     return false;
@@ -41,10 +45,14 @@ void PlanRunner::loop() {
   bool stream_done = false;
   std::unique_lock<std::mutex> lock(state.mutex);
   while (true) {
-    state.wake.wait(lock, [&] {
+    const auto woken = [&] {
       return !state.outbox.empty() || !state.inbox.empty() || state.stop_requested ||
              (state.stream_ended && !stream_done) || state.abort_reason.has_value();
-    });
+    };
+    if (gathering())
+      state.wake.wait_for(lock, c_.cycle_time, woken);  // submissions leave it asleep
+    else
+      state.wake.wait(lock, woken);
     if (gathers()) {
       // As the coordinator lets ready tensors wait for company: a step's tensors then run as
       // a few fused responses instead of a round each. A thread that waits for one of them

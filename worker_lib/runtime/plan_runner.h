@@ -51,6 +51,9 @@ class PlanRunner {
   void join() { thread_.join(); }
   // The last plan fully executed (the heartbeat reports it). Any thread.
   const std::atomic<uint64_t>& finished_plan_seq() const { return finished_plan_seq_; }
+  // Whether submissions that may run by agreement gather for the cycle time; then they need
+  // not wake this thread, which looks every cycle (Submitter::let_batches_gather).
+  bool gathering() const;
 
  private:
   void loop();

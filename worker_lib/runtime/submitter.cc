@@ -31,9 +31,9 @@ Handle Submitter::submit(std::shared_ptr<PendingOp> op) {
     state_.outbox.push_back(std::move(op));
   }
   if (coordinator_only) lane_.refuse_current_round();
-  // The background thread wakes for a new batch (or for an op that ends its gathering); ops
-  // joining a batch it already knows of cost no wake-up.
-  if (first || coordinator_only) state_.wake.notify_all();
+  // The background thread wakes for an op only the coordinator can run, and for a new batch
+  // unless it looks every cycle anyway; ops joining a batch it knows of cost no wake-up.
+  if (coordinator_only || (first && !gather_)) state_.wake.notify_all();
   return handle;
 }
 

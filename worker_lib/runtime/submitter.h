@@ -35,6 +35,10 @@ class Submitter {
   Handle submit(std::shared_ptr<PendingOp> op);
   // All or nothing: every op is queued (in one batch), or every handle fails.
   std::vector<Handle> submit_group(std::vector<std::shared_ptr<PendingOp>> ops);
+  // From now on a submission that may run by agreement (cached rounds) does not wake the
+  // background thread, which looks at the outbox every cycle instead: the submitting thread
+  // pays no wake-up, and a burst gathers. Before the background thread starts.
+  void let_batches_gather() { gather_ = true; }
   // Sends what the outbox holds, unless it is empty (already sent or being sent).
   void send_pending();
   // Sends what the outbox holds.
@@ -63,6 +67,7 @@ class Submitter {
   NegotiationStream& stream_;
   telemetry::WorkerTelemetry& telemetry_;
   int rank_;
+  bool gather_ = false;
   std::mutex send_mutex_;
   RequestCache cache_;  // see request_cache.h for who writes it under which locks
 };
