@@ -61,6 +61,12 @@ std::string seconds_text(double seconds) {
 
 StatusTuple to_tuple(const Status& s) { return {static_cast<int>(s.code()), s.message()}; }
 
+// None for success, else the (status code, message) tuple: the hot paths build no tuple.
+py::object failure_or_none(const StatusTuple& status) {
+  if (std::get<0>(status) == 0) return py::none();
+  return py::cast(status);
+}
+
 AllreduceOptions reduce_options(int op, double prescale, double postscale, int process_set = 0) {
   return AllreduceOptions{.op = static_cast<ReduceOp>(op),
                           .prescale = prescale,
@@ -291,10 +297,7 @@ PYBIND11_MODULE(_core, m) {
                  handle = w.allreduce_async(
                      checked, ConstTensorView(in, out.dtype, out.shape, out.device), out, options);
              }
-             const StatusTuple final_status =
-                 done ? to_tuple(*done) : wait_handle(handle, timeout_s, &w);
-             if (std::get<0>(final_status) == 0) return py::none();
-             return py::cast(final_status);
+             return failure_or_none(done ? to_tuple(*done) : wait_handle(handle, timeout_s, &w));
            },
            py::arg("name"), py::arg("input"), py::arg("output"), py::arg("dtype"),
            py::arg("shape"), py::arg("op"), py::arg("prescale"), py::arg("postscale"),
@@ -311,10 +314,10 @@ PYBIND11_MODULE(_core, m) {
            py::arg("name"), py::arg("data"), py::arg("dtype"), py::arg("shape"), py::arg("op"),
            py::arg("prescale"), py::arg("postscale"))
       // Waits for a handle as Handle.wait does, after sending (or running) what this rank holds
-      // back, in the same GIL release.
+      // back, in the same GIL release. None when it succeeded, else (status code, message).
       .def("wait",
            [](const Worker& w, const Handle& handle, double timeout_s) {
-             return wait_handle(handle, timeout_s, &w);
+             return failure_or_none(wait_handle(handle, timeout_s, &w));
            },
            py::arg("handle"), py::arg("timeout_s"))
       .def("grouped_allreduce_async",

@@ -93,16 +93,17 @@ def synchronize(handle):
     if type(pending) is tuple:
         handle, finish, tensor, name = pending
         try:
-            code, message = worker.wait(handle, timeout)
-            if code:
-                raise_for_status(code, message)
+            failed = worker.wait(handle, timeout)
+            if failed is not None:
+                raise_for_status(*failed)
             return finish(tensor)
         finally:
             _in_flight.discard(name)
     try:
         for h in pending.handles:
-            code, message = worker.wait(h, timeout)
-            raise_for_status(code, message)
+            failed = worker.wait(h, timeout)
+            if failed is not None:
+                raise_for_status(*failed)
         return pending.finish(pending.handles)
     finally:
         with _lock:
