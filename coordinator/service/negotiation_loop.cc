@@ -279,6 +279,7 @@ void NegotiationLoop::goodbye(int rank) {
 }
 
 void NegotiationLoop::abort(const v1::JobAbort& message, const Status& status) {
+  std::lock_guard<std::mutex> delivery(delivery_mutex_);
   std::vector<std::shared_ptr<StreamSink>> streams;
   {
     std::lock_guard<std::mutex> lock(streams_mutex_);
@@ -297,6 +298,10 @@ void NegotiationLoop::abort(const v1::JobAbort& message, const Status& status) {
 }
 
 void NegotiationLoop::broadcast(const Outgoing& plan) {
+  // A plan is queued on every stream before a JobAbort is queued on any. Were the abort to
+  // overtake it on some streams only, a rank that ran the plan (a barrier) and then aborted
+  // would fail that very plan on the ranks that had yet to receive it.
+  std::unique_lock<std::mutex> delivery(delivery_mutex_);
   std::vector<std::shared_ptr<StreamSink>> streams;
   {
     // A stream attaching after this point is welcomed with first_plan_seq = seq + 1.
@@ -308,6 +313,7 @@ void NegotiationLoop::broadcast(const Outgoing& plan) {
   for (auto& stream : streams) {
     if (stream) stream->send(plan.bytes);
   }
+  delivery.unlock();
   if (hooks_.observer) {
     hooks_.observer->on_plan(plan.wrapped.plan(), NegotiationEngine::Clock::now());
   }

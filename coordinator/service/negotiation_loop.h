@@ -129,6 +129,10 @@ class NegotiationLoop {
   // guarded by inbox_mutex_: what the loop thread sleeps until (max while it recomputes)
   NegotiationEngine::TimePoint loop_waits_until_ = NegotiationEngine::TimePoint::max();
 
+  // Held while a plan or the JobAbort is queued on the streams, so that every stream gets
+  // them in the same order. Not streams_mutex_: a stream's end may run inline in a send and
+  // detach itself. Lock order: delivery_mutex_, then streams_mutex_.
+  std::mutex delivery_mutex_;
   std::mutex streams_mutex_;   // also orders Welcome before the plans a stream receives
   std::vector<std::shared_ptr<StreamSink>> streams_;  // by rank; guarded by streams_mutex_
   std::vector<uint8_t> said_goodbye_;                 // guarded by streams_mutex_
