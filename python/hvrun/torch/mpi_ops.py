@@ -231,8 +231,9 @@ def _cpu_allreduce_blocking(source, output, name, op, prescale_factor, postscale
 
 def _cpu_allreduce_out(tensor, name, op, prescale_factor, postscale_factor):
     source = tensor if tensor.is_contiguous() else tensor.contiguous()
-    output = torch.empty_like(source, memory_format=torch.contiguous_format)
-    return _cpu_allreduce_blocking(source, output, name, op, prescale_factor, postscale_factor)
+    # Contiguous like `source` (empty_like preserves dense strides; naming the format costs).
+    return _cpu_allreduce_blocking(source, torch.empty_like(source), name, op, prescale_factor,
+                                   postscale_factor)
 
 
 class HorovodAllreduce(torch.autograd.Function):
@@ -263,7 +264,9 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none, op=
         # No graph to record: what the autograd Function's forward would run, without it.
         if average is not None or op is None:
             op = resolve_op(op, average)
-        return _cpu_allreduce_out(tensor, name, op, prescale_factor, postscale_factor)
+        source = tensor if tensor.is_contiguous() else tensor.contiguous()
+        return _cpu_allreduce_blocking(source, torch.empty_like(source), name, op,
+                                       prescale_factor, postscale_factor)
     compressed, ctx = compression.compress(tensor)
     reduced = HorovodAllreduce.apply(compressed, average, name, op, prescale_factor,
                                      postscale_factor, process_set)
