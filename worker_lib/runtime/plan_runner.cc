@@ -10,6 +10,11 @@
 namespace hvrun::detail {
 namespace {
 
+// Looks, a cycle apart, that found no new submission before the background thread stops looking
+// every cycle: an asynchronous caller submitting and waiting in a loop keeps it looking (and
+// never pays a wake-up); a step's burst is followed by two looks, then sleep.
+constexpr int kQuietLooksBeforeSleep = 2;
+
 // Whether this rank's handles of a response completed OK (timeline "done" status).
 bool succeeded(const std::vector<std::shared_ptr<PendingOp>>& entries) {
   for (const auto& e : entries) {
@@ -44,15 +49,31 @@ void PlanRunner::loop() {
   WorkState& state = c_.state;
   bool stream_done = false;
   std::unique_lock<std::mutex> lock(state.mutex);
+  uint64_t submissions_seen = state.submissions;
+  int quiet_looks = 0;
   while (true) {
     const auto woken = [&] {
       return !state.outbox.empty() || !state.inbox.empty() || state.stop_requested ||
              (state.stream_ended && !stream_done) || state.abort_reason.has_value();
     };
-    if (gathering())
-      state.wake.wait_for(lock, c_.cycle_time, woken);  // submissions leave it asleep
-    else
+    if (!gathering()) {
       state.wake.wait(lock, woken);
+    } else if (quiet_looks < kQuietLooksBeforeSleep) {
+      state.wake.wait_for(lock, c_.cycle_time, woken);  // submissions leave it asleep
+    } else {
+      // Nothing was submitted for a while (a step's collective running, a blocking call, no
+      // work): looking every cycle would only take the CPU from the ranks' reductions. The
+      // next submission wakes it instead.
+      state.loop_idle = true;
+      state.wake.wait(lock, woken);
+      state.loop_idle = false;
+    }
+    if (state.submissions != submissions_seen) {
+      submissions_seen = state.submissions;
+      quiet_looks = 0;
+    } else if (quiet_looks < kQuietLooksBeforeSleep) {
+      ++quiet_looks;
+    }
     if (gathers()) {
       // As the coordinator lets ready tensors wait for company: a step's tensors then run as
       // a few fused responses instead of a round each. A thread that waits for one of them

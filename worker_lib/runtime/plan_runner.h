@@ -52,7 +52,8 @@ class PlanRunner {
   // The last plan fully executed (the heartbeat reports it). Any thread.
   const std::atomic<uint64_t>& finished_plan_seq() const { return finished_plan_seq_; }
   // Whether submissions that may run by agreement gather for the cycle time; then they need
-  // not wake this thread, which looks every cycle (Submitter::let_batches_gather).
+  // not wake this thread, which looks every cycle while they keep coming, and sleeps until the
+  // next one after a quiet spell (Submitter::let_batches_gather).
   bool gathering() const;
 
  private:

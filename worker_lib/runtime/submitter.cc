@@ -8,6 +8,7 @@ Handle Submitter::submit(std::shared_ptr<PendingOp> op) {
   Handle handle(op->handle);
   bool coordinator_only = false;
   bool first = false;
+  bool looks_anyway = false;
   {
     std::lock_guard<std::mutex> lock(state_.mutex);
     if (state_.terminal) {
@@ -29,11 +30,13 @@ Handle Submitter::submit(std::shared_ptr<PendingOp> op) {
     first = state_.outbox.empty();
     if (first) state_.outbox_since = std::chrono::steady_clock::now();
     state_.outbox.push_back(std::move(op));
+    ++state_.submissions;
+    looks_anyway = gather_ && !state_.loop_idle;
   }
   if (coordinator_only) lane_.refuse_current_round();
   // The background thread wakes for an op only the coordinator can run, and for a new batch
   // unless it looks every cycle anyway; ops joining a batch it knows of cost no wake-up.
-  if (coordinator_only || (first && !gather_)) state_.wake.notify_all();
+  if (coordinator_only || (first && !looks_anyway)) state_.wake.notify_all();
   return handle;
 }
 
@@ -60,6 +63,7 @@ std::vector<Handle> Submitter::submit_group(std::vector<std::shared_ptr<PendingO
       telemetry_.on_submitted(op->name(), op->op);
       state_.outbox.push_back(std::move(op));
     }
+    state_.submissions += ops.size();
   }
   lane_.refuse_current_round();
   state_.wake.notify_all();

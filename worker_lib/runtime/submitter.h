@@ -37,7 +37,8 @@ class Submitter {
   std::vector<Handle> submit_group(std::vector<std::shared_ptr<PendingOp>> ops);
   // From now on a submission that may run by agreement (cached rounds) does not wake the
   // background thread, which looks at the outbox every cycle instead: the submitting thread
-  // pays no wake-up, and a burst gathers. Before the background thread starts.
+  // pays no wake-up, and a burst gathers. Once a quiet spell has put that thread to sleep
+  // (WorkState::loop_idle), the next new batch wakes it. Before the background thread starts.
   void let_batches_gather() { gather_ = true; }
   // Sends what the outbox holds, unless it is empty (already sent or being sent).
   void send_pending();

@@ -28,6 +28,10 @@ struct WorkState {
   std::unordered_map<std::string, std::shared_ptr<PendingOp>> in_flight;  // by name
   std::deque<std::shared_ptr<PendingOp>> outbox;                            // not yet sent
   std::chrono::steady_clock::time_point outbox_since;  // when the outbox last stopped being empty
+  uint64_t submissions = 0;  // ops queued so far: the background thread's test for a quiet spell
+  // The background thread, which otherwise looks at the outbox every cycle while cached rounds
+  // gather submissions (PlanRunner::loop), sleeps until a submission wakes it.
+  bool loop_idle = false;
   std::deque<v1::CoordinatorMessage> inbox;            // from the reader, for the loop thread
   std::optional<Status> terminal;                      // set once the runtime stops taking work
   std::optional<std::string> abort_reason;             // abort() asked, not yet sent
