@@ -148,6 +148,20 @@ py::object handle_output(const Handle& handle) {
   throw py::error_already_set();
 }
 
+// A shape from Python as dims: a tuple (torch.Size is one) read in place, which the hot calls
+// pass; any other sequence of ints through pybind's conversion.
+std::vector<int64_t> shape_of(py::handle shape) {
+  if (!PyTuple_Check(shape.ptr())) return shape.cast<std::vector<int64_t>>();
+  const Py_ssize_t n = PyTuple_GET_SIZE(shape.ptr());
+  std::vector<int64_t> dims(static_cast<size_t>(n));
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    const long long d = PyLong_AsLongLong(PyTuple_GET_ITEM(shape.ptr(), i));
+    if (d == -1 && PyErr_Occurred()) throw py::error_already_set();
+    dims[static_cast<size_t>(i)] = d;
+  }
+  return dims;
+}
+
 std::string tensor_name(const Worker& w, py::handle name) {
   // Made only on failure: every collective call converts its name here.
   auto who = [&w] { return "rank " + std::to_string(w.rank()) + ": collective refused: "; };
@@ -281,11 +295,11 @@ PYBIND11_MODULE(_core, m) {
       // succeeded, else the final (status code, message) (no tuple on the hot path).
       .def("allreduce_blocking",
            [](Worker& w, py::handle name, uintptr_t input, uintptr_t output, int dtype,
-              std::vector<int64_t> shape, int op, double prescale, double postscale,
+              py::handle shape, int op, double prescale, double postscale,
               double timeout_s) -> py::object {
              const std::string checked = tensor_name(w, name);
              const TensorView out{reinterpret_cast<void*>(output), static_cast<DataType>(dtype),
-                                  std::move(shape), Device::cpu(), nullptr};
+                                  shape_of(shape), Device::cpu(), nullptr};
              const AllreduceOptions options = reduce_options(op, prescale, postscale);
              const auto* in = reinterpret_cast<const void*>(input);
              std::optional<Status> done;
@@ -305,9 +319,9 @@ PYBIND11_MODULE(_core, m) {
       // The async in-place allreduce of a contiguous CPU tensor from its address, dtype code
       // and shape (no TensorRef objects), as allreduce_blocking takes it.
       .def("allreduce_inplace_async",
-           [](Worker& w, py::handle name, uintptr_t data, int dtype, std::vector<int64_t> shape,
-              int op, double prescale, double postscale) {
-             const TensorRef inout{data, dtype, std::move(shape), -1, 0};
+           [](Worker& w, py::handle name, uintptr_t data, int dtype, py::handle shape, int op,
+              double prescale, double postscale) {
+             const TensorRef inout{data, dtype, shape_of(shape), -1, 0};
              return w.allreduce_async(tensor_name(w, name), inout.view(),
                                       reduce_options(op, prescale, postscale));
            },

@@ -31,6 +31,7 @@ from hvrun.torch.compression import Compression
 from hvrun.torch.handles import (check_name_free, check_not_in_flight, poll, register,
                                  register_one, synchronize)
 from hvrun.torch import handles as _handles
+from hvrun.torch.handles import _in_flight  # the names in flight: one set, mutated in place
 from hvrun.basics import set_layout
 from hvrun.process_sets import (ProcessSet, add_initial_process_sets,  # noqa: F401
                                 check_initial_process_sets,
@@ -138,8 +139,14 @@ def _allreduce_name(name):
 _global_reductions = {}  # (op, prescale, postscale) -> _reduction(...) on the global set
 
 
+# (name, op, prescale, postscale) of a blocking CPU call with a str name -> (full name, library
+# op, prescale, postscale) on the global set: the steady state makes the same calls every step.
+_blocking_calls = {}
+
+
 def _forget_global_reductions(_worker):
     _global_reductions.clear()  # Average divides by the job's size, which the next init sets
+    _blocking_calls.clear()
 
 
 _state.add_worker_listener(_forget_global_reductions)
@@ -214,15 +221,26 @@ def _cpu_allreduce_blocking(source, output, name, op, prescale_factor, postscale
     worker = _state._worker
     if worker is None:
         worker = _state.worker()  # raises as Horovod does
-    full = _allreduce_name(name)
-    reduction = _global_reduction(op, prescale_factor, postscale_factor)
-    check_name_free(full)
+    if name.__class__ is str:
+        key = (name, op, prescale_factor, postscale_factor)
+        call = _blocking_calls.get(key)
+        if call is None:
+            call = (_allreduce_name(name),) + _global_reduction(op, prescale_factor,
+                                                                postscale_factor)
+            if len(_blocking_calls) < 65536:
+                _blocking_calls[key] = call
+    else:
+        call = (_allreduce_name(name),) + _global_reduction(op, prescale_factor,
+                                                            postscale_factor)
+    full = call[0]
+    if full in _in_flight:
+        check_not_in_flight([full])  # raises
     code = _TORCH_DTYPES.get(source.dtype)
     if code is None:
         _ref(source)  # raises the TypeError naming the dtype
     # Addresses, dtype and shape as they are: a TensorRef costs most of a fast-path call.
     failed = worker.allreduce_blocking(full, source.data_ptr(), output.data_ptr(), code,
-                                       source.shape, reduction[0], reduction[1], reduction[2],
+                                       source.shape, call[1], call[2], call[3],
                                        _state._op_timeout_s)
     if failed is not None:
         raise_for_status(*failed)
@@ -256,17 +274,21 @@ class HorovodAllreduce(torch.autograd.Function):
         return grad, None, None, None, None, None, None
 
 
+_NO_COMPRESSION = Compression.none
+_empty_like = torch.empty_like  # module globals: the 4-byte call looks them up every time
+
+
 def allreduce(tensor, average=None, name=None, compression=Compression.none, op=None,
               prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set):
     """Reduces `tensor` over every rank (default op: Average) into a new tensor."""
-    if (compression is Compression.none and process_set is global_process_set and
+    if (compression is _NO_COMPRESSION and process_set is global_process_set and
             not tensor.is_cuda and not (tensor.requires_grad and torch.is_grad_enabled())):
         # No graph to record: what the autograd Function's forward would run, without it.
         if average is not None or op is None:
             op = resolve_op(op, average)
         source = tensor if tensor.is_contiguous() else tensor.contiguous()
-        return _cpu_allreduce_blocking(source, torch.empty_like(source), name, op,
-                                       prescale_factor, postscale_factor)
+        return _cpu_allreduce_blocking(source, _empty_like(source), name, op, prescale_factor,
+                                       postscale_factor)
     compressed, ctx = compression.compress(tensor)
     reduced = HorovodAllreduce.apply(compressed, average, name, op, prescale_factor,
                                      postscale_factor, process_set)
