@@ -14,7 +14,8 @@ double median(std::vector<double> values) {
   std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(mid), values.end());
   if (values.size() % 2 == 1) return values[mid];
   const double upper = values[mid];
-  const double lower = *std::max_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(mid));
+  const double lower =
+      *std::max_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(mid));
   return (lower + upper) / 2;
 }
 
@@ -60,7 +61,8 @@ std::optional<std::string> StragglerTracker::add(int rank, const v1::StepTiming&
   if (!slot) ++w.have;  // a rank that started over (a new init) replaces its old timing
   Timing timing;
   timing.blocked_ns = step.blocked_ns();
-  for (const v1::StepPhaseTime& p : step.phases()) timing.phases.emplace_back(p.name(), p.busy_ns());
+  for (const v1::StepPhaseTime& p : step.phases())
+    timing.phases.emplace_back(p.name(), p.busy_ns());
   slot = std::move(timing);
   std::optional<std::string> warning;
   if (w.have == world_size_) {
@@ -175,8 +177,9 @@ void StragglerTracker::fill(JobTelemetry& job) const {
       const auto n = static_cast<double>(std::max<uint64_t>(p.steps, 1));
       t.phase_growth.push_back(PhaseGrowth{name, p.seconds / n, p.others_seconds / n});
     }
-    std::stable_sort(t.phase_growth.begin(), t.phase_growth.end(),
-                     [](const PhaseGrowth& a, const PhaseGrowth& b) { return a.growth() > b.growth(); });
+    std::stable_sort(
+        t.phase_growth.begin(), t.phase_growth.end(),
+        [](const PhaseGrowth& a, const PhaseGrowth& b) { return a.growth() > b.growth(); });
   }
 }
 

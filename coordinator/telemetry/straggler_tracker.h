@@ -74,7 +74,7 @@ class StragglerTracker {
   // One attributed step, as the warning window keeps it.
   struct Attributed {
     int last = -1;
-    double lateness = 0;  // the last rank's, seconds
+    double lateness = 0;              // the last rank's, seconds
     std::vector<PhaseGrowth> growth;  // the last rank's phases against the others'
   };
   struct RankStats {

@@ -33,8 +33,9 @@ struct SummaryLine {
   std::string phase;
 };
 std::optional<SummaryLine> summary_line(const std::string& err) {
-  const std::regex line(
-      R"(hvrun: straggler: rank ([0-9]+) on \S+ was last in ([0-9]+)% of ([0-9]+) steps, ([0-9.]+) ms late at the median(; its phase "([a-z]+)" grew most)?)");
+  const std::regex line(R"(hvrun: straggler: rank ([0-9]+) on \S+ was last in ([0-9]+)% of )"
+                        R"(([0-9]+) steps, ([0-9.]+) ms late at the median)"
+                        R"((; its phase "([a-z]+)" grew most)?)");
   std::smatch m;
   if (!std::regex_search(err, m, line)) return std::nullopt;
   return SummaryLine{std::stoi(m[1]), std::stoi(m[2]), std::stoi(m[3]), std::stod(m[4]), m[6]};
@@ -42,8 +43,9 @@ std::optional<SummaryLine> summary_line(const std::string& err) {
 
 // The coordinator's warning (hvrun's stderr).
 std::optional<SummaryLine> warning_line(const std::string& err) {
-  const std::regex line(
-      R"(straggler: rank ([0-9]+) on \S+ was last by 10\.0 ms or more in ([0-9]+) of the last 10 steps, ([0-9.]+) ms late at the median(; its phase "([a-z]+)" grew most)?)");
+  const std::regex line(R"(straggler: rank ([0-9]+) on \S+ was last by 10\.0 ms or more in )"
+                        R"(([0-9]+) of the last 10 steps, ([0-9.]+) ms late at the median)"
+                        R"((; its phase "([a-z]+)" grew most)?)");
   std::smatch m;
   if (!std::regex_search(err, m, line)) return std::nullopt;
   return SummaryLine{std::stoi(m[1]), std::stoi(m[2]) * 10, 10, std::stod(m[3]), m[5]};
@@ -114,8 +116,8 @@ TEST(StragglerJob, TheSlowRankIsNamedInTheSummaryTheWarningAndMetrics) {
   EXPECT_GE(last0, 0) << page;
   EXPECT_GT(last1, 2 * last0) << page;
   std::smatch attributed;
-  ASSERT_TRUE(std::regex_search(page, attributed,
-                                std::regex(R"(\nhvrun_straggler_attributed_steps_total ([0-9]+)\n)")))
+  ASSERT_TRUE(std::regex_search(
+      page, attributed, std::regex(R"(\nhvrun_straggler_attributed_steps_total ([0-9]+)\n)")))
       << page;
   EXPECT_GE(std::stod(attributed[1]), last1 + last0) << page;
   const double p50 = series(page, "hvrun_rank_lateness_seconds", 1, R"(quantile="0\.5")");

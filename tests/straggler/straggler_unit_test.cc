@@ -55,8 +55,9 @@ void slow_rank_two(StragglerTracker& tracker, uint64_t step, Clock::time_point n
                    std::vector<std::string>* warnings) {
   for (int r = 0; r < 3; ++r) {
     const bool slow = r == 2;
-    auto w = tracker.add(r, timing(step, slow ? 1 : 21 + static_cast<uint64_t>(r),
-                                   {{"data", slow ? 22 : 2}, {"forward", 5}}),
+    auto w = tracker.add(r,
+                         timing(step, slow ? 1 : 21 + static_cast<uint64_t>(r),
+                                {{"data", slow ? 22 : 2}, {"forward", 5}}),
                          now);
     if (w && warnings) warnings->push_back(*w);
   }
@@ -229,7 +230,7 @@ TEST(StepTimer, PhasesCountTheirBusyTimeLessTheTimeBlockedInside) {
   blocked.add(start, start + 3ms);  // as a wait inside the phase would
   timer.mark_phase("data");         // the same name again adds up
   std::this_thread::sleep_for(1ms);
-  timer.mark_phase("");             // nothing runs until the step ends
+  timer.mark_phase("");  // nothing runs until the step ends
   std::this_thread::sleep_for(2ms);
   timer.mark_step();
   timer.mark_phase("forward");

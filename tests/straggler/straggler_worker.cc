@@ -31,19 +31,22 @@ int main(int argc, char** argv) {
   long step = 0;
   for (; step < steps; ++step) {
     w.mark_phase("data");
-    std::this_thread::sleep_for(std::chrono::milliseconds(2 + (w.rank() == slow_rank ? slow_ms : 0)));
+    std::this_thread::sleep_for(
+        std::chrono::milliseconds(2 + (w.rank() == slow_rank ? slow_ms : 0)));
     w.mark_phase("forward");
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
     w.mark_phase("backward");
-    if (hvrun::Status s = w.allreduce(
-            "grad", hvrun::TensorView{gradient.data(), hvrun::DataType::kFloat32,
-                                      {static_cast<int64_t>(gradient.size())}});
+    if (hvrun::Status s =
+            w.allreduce("grad", hvrun::TensorView{gradient.data(),
+                                                  hvrun::DataType::kFloat32,
+                                                  {static_cast<int64_t>(gradient.size())}});
         !s.is_ok()) {
       std::fprintf(stderr, "allreduce failed: %s\n", s.message().c_str());
       return 1;
     }
     float stop = !stop_file.empty() && ::access(stop_file.c_str(), F_OK) == 0 ? 1.0f : 0.0f;
-    if (hvrun::Status s = w.allreduce("stop", hvrun::TensorView{&stop, hvrun::DataType::kFloat32, {1}});
+    if (hvrun::Status s =
+            w.allreduce("stop", hvrun::TensorView{&stop, hvrun::DataType::kFloat32, {1}});
         !s.is_ok()) {
       std::fprintf(stderr, "allreduce failed: %s\n", s.message().c_str());
       return 1;

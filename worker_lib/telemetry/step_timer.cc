@@ -5,9 +5,10 @@
 namespace hvrun::detail::telemetry {
 namespace {
 uint64_t ns_between(StepTimer::Clock::time_point start, StepTimer::Clock::time_point end) {
-  return end > start ? static_cast<uint64_t>(
-                           std::chrono::duration_cast<std::chrono::nanoseconds>(end - start).count())
-                     : 0;
+  return end > start
+             ? static_cast<uint64_t>(
+                   std::chrono::duration_cast<std::chrono::nanoseconds>(end - start).count())
+             : 0;
 }
 }  // namespace
 
@@ -24,8 +25,10 @@ void StepTimer::end_phase_locked(Clock::time_point now, uint64_t blocked_now) {
   const uint64_t busy = elapsed > blocked ? elapsed - blocked : 0;
   auto it = std::find_if(phases_.begin(), phases_.end(),
                          [&](const auto& p) { return p.first == phase_; });
-  if (it == phases_.end()) phases_.emplace_back(std::move(phase_), busy);
-  else it->second += busy;
+  if (it == phases_.end())
+    phases_.emplace_back(std::move(phase_), busy);
+  else
+    it->second += busy;
   phase_.clear();
 }
 

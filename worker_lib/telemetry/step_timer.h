@@ -53,10 +53,10 @@ class StepTimer {
   const size_t max_pending_;
 
   mutable std::mutex mutex_;
-  uint64_t step_ = 0;                       // steps ended
+  uint64_t step_ = 0;  // steps ended
   Clock::time_point step_start_;
   uint64_t step_blocked_start_ = 0;
-  std::string phase_;                       // running phase; "" = none
+  std::string phase_;  // running phase; "" = none
   Clock::time_point phase_start_;
   uint64_t phase_blocked_start_ = 0;
   std::vector<std::pair<std::string, uint64_t>> phases_;  // this step's busy ns, first marked first
