@@ -36,7 +36,7 @@ struct SummaryLine {
 std::optional<SummaryLine> summary_line(const std::string& err) {
   const std::regex line(R"(hvrun: straggler: rank ([0-9]+) on \S+ was last in ([0-9]+)% of )"
                         R"(([0-9]+) steps, ([0-9.]+) ms late at the median)"
-                        R"((; its phase "([a-z]+)" grew most)?)");
+                        R"re((; its phase "([a-z]+)" grew most)?)re");
   std::smatch m;
   if (!std::regex_search(err, m, line)) return std::nullopt;
   return SummaryLine{std::stoi(m[1]), std::stoi(m[2]), std::stoi(m[3]), std::stod(m[4]), m[6]};
@@ -46,7 +46,7 @@ std::optional<SummaryLine> summary_line(const std::string& err) {
 std::optional<SummaryLine> warning_line(const std::string& err) {
   const std::regex line(R"(straggler: rank ([0-9]+) on \S+ was last by 10\.0 ms or more in )"
                         R"(([0-9]+) of the last 10 steps, ([0-9.]+) ms late at the median)"
-                        R"((; its phase "([a-z]+)" grew most)?)");
+                        R"re((; its phase "([a-z]+)" grew most)?)re");
   std::smatch m;
   if (!std::regex_search(err, m, line)) return std::nullopt;
   return SummaryLine{std::stoi(m[1]), std::stoi(m[2]) * 10, 10, std::stod(m[3]), m[5]};
