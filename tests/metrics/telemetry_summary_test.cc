@@ -19,7 +19,7 @@ JobTelemetry plain_sample() {
 JobTelemetry unattributed_sample() {
   JobTelemetry job = plain_sample();
   job.attributed_steps = 0;
-  for (RankTelemetry& r : job.ranks) {
+  for (coordinator::telemetry::RankTelemetry& r : job.ranks) {
     r.last_steps = 0;
     r.phase_growth.clear();
   }
