@@ -70,14 +70,11 @@ constexpr MetricFamily kReportAge{
 constexpr MetricFamily kRankLastSteps{
     "hvrun_rank_last_steps_total", kCounter,
     "Steps in which this rank arrived last (the others waited for it)."};
-constexpr MetricFamily kRankLatenessTotal{
-    "hvrun_rank_lateness_seconds_total", kCounter,
-    "This rank's lateness summed over the attributed steps: per step, the most any rank was "
-    "blocked in hvrun less this rank's own blocked time."};
 constexpr MetricFamily kRankLateness{
-    "hvrun_rank_lateness_seconds", kGauge,
-    "Quantiles (label quantile: 0.5, 0.9, 0.99) of this rank's lateness per step over its last "
-    "2048 attributed steps (absent before the first)."};
+    "hvrun_rank_lateness_seconds", MetricType::kSummary,
+    "This rank's lateness per step (the most any rank was blocked in hvrun in the step less this "
+    "rank's own blocked time): quantiles over its last 2048 attributed steps, sum and count over "
+    "all (absent before the first)."};
 constexpr MetricFamily kRankPhaseGrowth{
     "hvrun_rank_phase_growth_seconds", kGauge,
     "Per named phase (hvrun::mark_phase): this rank's busy time in it less the other ranks' "
@@ -144,7 +141,6 @@ constexpr std::array kFamilies = {
     kRankJoined,
     kReportAge,
     kRankLastSteps,
-    kRankLatenessTotal,
     kRankLateness,
     kRankPhaseGrowth,
     kJobInfo,
@@ -256,7 +252,6 @@ std::string render_metrics(const JobTelemetry& job) {
     if (r.seconds_since_report >= 0) w.sample(rank_labels(r), r.seconds_since_report);
 
   per_rank(w, kRankLastSteps, job, [](const RankTelemetry& r) { return u(r.last_steps); });
-  per_rank(w, kRankLatenessTotal, job, [](const RankTelemetry& r) { return r.lateness_seconds; });
   w.begin(kRankLateness);
   if (job.attributed_steps > 0) {
     for (const RankTelemetry& r : job.ranks) {
@@ -268,6 +263,8 @@ std::string render_metrics(const JobTelemetry& job) {
         labels.emplace_back("quantile", q);
         w.sample(labels, value);
       }
+      w.sample(rank_labels(r), r.lateness_seconds, "_sum");
+      w.sample(rank_labels(r), u(job.attributed_steps), "_count");
     }
   }
   w.begin(kRankPhaseGrowth);

@@ -124,8 +124,8 @@ TEST(StragglerJob, TheSlowRankIsNamedInTheSummaryTheWarningAndMetrics) {
   const double p50 = series(page, "hvrun_rank_lateness_seconds", 1, R"(quantile="0\.5")");
   EXPECT_GT(p50, 0.008) << page;
   EXPECT_LT(p50, 0.2) << page;
-  EXPECT_GT(series(page, "hvrun_rank_lateness_seconds_total", 1),
-            series(page, "hvrun_rank_lateness_seconds_total", 0))
+  EXPECT_GT(series(page, "hvrun_rank_lateness_seconds_sum", 1),
+            series(page, "hvrun_rank_lateness_seconds_sum", 0))
       << page;
   EXPECT_GT(series(page, "hvrun_rank_phase_growth_seconds", 1, R"(phase="data")"), 0.008) << page;
   expect_names_rank(hvrun.err(), 1);

@@ -205,6 +205,11 @@ TEST(StragglerAggregator, TakesStepTimingsFromReportsIntoTheSnapshot) {
   ASSERT_NE(at, std::string::npos) << page;
   EXPECT_NEAR(std::stod(page.substr(at + growth.size())), 0.022, 1e-9) << page;
   EXPECT_NE(page.find("\nhvrun_straggler_attributed_steps_total 12\n"), std::string::npos) << page;
+  EXPECT_NE(page.find("# TYPE hvrun_rank_lateness_seconds summary\n"), std::string::npos) << page;
+  EXPECT_NE(page.find("hvrun_rank_lateness_seconds_count{rank=\"0\",host=\"host-a\",local_rank="
+                      "\"0\"} 12\n"),
+            std::string::npos)
+      << page;
 }
 
 TEST(StragglerSummary, NoLineWithoutAttributedSteps) {
