@@ -58,3 +58,10 @@ def test_mark_phase_is_in_every_namespace():
     assert "mark_phase" in hvrun.__all__
     assert hvrun.torch.mark_phase is hvrun.basics.mark_phase
     assert "mark_phase" in hvrun.torch.__all__
+
+
+def test_mark_phase_in_the_tensorflow_namespace():
+    pytest.importorskip("tensorflow")
+    import hvrun.basics
+    import hvrun.tensorflow
+    assert hvrun.tensorflow.mark_phase is hvrun.basics.mark_phase
