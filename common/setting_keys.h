@@ -49,6 +49,7 @@ inline constexpr SettingKey<int64_t> kMetricsPort{"metrics_port"};
 inline constexpr SettingKey<std::string> kMetricsAddress{"metrics_address"};
 inline constexpr SettingKey<std::string> kTimelineFilename{"timeline_filename"};
 inline constexpr SettingKey<std::string> kTimelineNames{"timeline_names"};
+inline constexpr SettingKey<double> kStragglerWarningMs{"straggler_warning_ms"};
 
 // Worker library.
 inline constexpr SettingKey<double> kOpTimeoutSeconds{"op_timeout_s"};

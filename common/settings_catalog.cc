@@ -242,6 +242,15 @@ constexpr std::array kCatalog = {
                                "collective, unpack) or Horovod's (NEGOTIATE_ALLREDUCE, QUEUE, "
                                "MEMCPY_IN_FUSION_BUFFER, NCCL_ALLREDUCE, ...), for tools written "
                                "for Horovod's timeline."},
+    SettingSpec{.name = "straggler_warning_ms", .flag = "--straggler-warning-ms",
+                .env = "HVRUN_STRAGGLER_WARNING_MS", .kind = SettingKind::kDouble,
+                .default_value = "0", .min = 0, .max = 3600000, .unit = "ms",
+                .scope = "coordinator",
+                .description = "Log a warning naming the rank, how late it was at the median and "
+                               "the phase of its step that grew (hvrun::mark_phase) when one rank "
+                               "arrived last by at least this much in half or more of the last "
+                               "10 steps (hvrun::mark_step); at most every 10 s per rank. "
+                               "0 = off."},
     SettingSpec{.name = "summary", .flag = "--summary", .env = "HVRUN_SUMMARY",
                 .kind = SettingKind::kBool, .default_value = "true", .scope = "launcher",
                 .description = "After the job, print per rank time in collectives, bytes moved "

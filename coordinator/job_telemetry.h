@@ -40,6 +40,15 @@ struct GpuTelemetry {
   double power_watts = -1;
 };
 
+// How much one named phase (hvrun::mark_phase) of a rank took, on average over the steps in
+// which that rank arrived last, against the median of the other ranks in the same steps.
+struct PhaseGrowth {
+  std::string phase;
+  double seconds = 0;         // this rank's busy time in the phase
+  double others_seconds = 0;  // the other ranks' (median per step)
+  double growth() const { return seconds - others_seconds; }
+};
+
 struct RankTelemetry {
   int rank = 0;
   std::string host;
@@ -59,6 +68,19 @@ struct RankTelemetry {
   uint64_t steps = 0;              // hvrun::mark_step() count
   double step_rate = 0;            // steps per second over the last reports (0: unknown)
   std::vector<GpuTelemetry> gpus;
+
+  // Straggler attribution from the ranks' step timings (telemetry/straggler_tracker.h). A
+  // rank's lateness in a step: the most any rank was blocked in hvrun in it, less this rank's
+  // own blocked time (how long the others waited for it). "Last": the latest rank of the step.
+  uint64_t last_steps = 0;             // steps in which this rank arrived last
+  double lateness_seconds = 0;         // summed over every attributed step
+  // Over the recent attributed steps (the last 2048): quantiles of this rank's lateness, and
+  // the median of those in which it was last.
+  double lateness_p50_seconds = 0;
+  double lateness_p90_seconds = 0;
+  double lateness_p99_seconds = 0;
+  double last_lateness_median_seconds = 0;
+  std::vector<PhaseGrowth> phase_growth;  // the steps it was last; largest growth first
 
   // The tensor this rank waited longest for (other ranks late), and how long.
   std::string longest_wait_tensor;
@@ -80,6 +102,7 @@ struct JobTelemetry {
   int64_t fusion_threshold_bytes = 0;
   uint64_t plans = 0;
   bool timeline_recording = false;
+  uint64_t attributed_steps = 0;  // steps every rank's timing arrived for (straggler attribution)
   std::vector<RankTelemetry> ranks;  // by rank
 };
 

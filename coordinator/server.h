@@ -51,6 +51,8 @@ struct CoordinatorOptions {
   // (--timeline-filename; coordinator/telemetry/timeline_writer.h).
   std::string timeline_filename;
   bool timeline_horovod_names = false;  // --timeline-names horovod (telemetry/horovod_event_names.h)
+  // Warn when one rank is this late in most recent steps (telemetry/straggler_tracker.h); 0 = off.
+  std::chrono::microseconds straggler_warning{0};
   // Effective settings handed to every worker at registration (registry name -> text).
   std::map<std::string, std::string> job_settings;
 

@@ -35,7 +35,12 @@ bool Handle::poll() const {
 Status Handle::wait(std::chrono::milliseconds timeout) const {
   if (!state_) return failed_precondition("wait on an empty hvrun::Handle");
   std::unique_lock<std::mutex> lock(state_->mutex);
-  if (!state_->done_cv.wait_for(lock, timeout, [&] { return state_->done; })) {
+  if (state_->done) return state_->status;
+  // Blocked time (blocked_time.h): read the clock only when the wait really blocks.
+  const auto start = detail::BlockedTime::Clock::now();
+  const bool done = state_->done_cv.wait_for(lock, timeout, [&] { return state_->done; });
+  if (state_->blocked) state_->blocked->add(start, detail::BlockedTime::Clock::now());
+  if (!done) {
     return deadline_exceeded("collective '" + state_->name + "' did not complete within " +
                              std::to_string(timeout.count()) +
                              " ms (still running; some rank may not have submitted it yet)");

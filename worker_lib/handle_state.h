@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "worker_lib/blocked_time.h"
 #include "hvrun/types.h"
 
 namespace hvrun::detail {
@@ -31,6 +32,8 @@ struct HandleState {
   // Handle::on_complete callbacks waiting for completion; guarded by mutex, run (outside it)
   // by complete().
   std::vector<std::function<void(const Status&)>> on_complete;
+  // Where a wait on this handle that blocks counts its time (null: nowhere). Set at submission.
+  std::shared_ptr<BlockedTime> blocked;
 
   // Sets the final status (first call wins), wakes waiters and runs the on_complete callbacks.
   void complete(Status final_status);

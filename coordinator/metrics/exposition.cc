@@ -21,7 +21,12 @@ bool valid_name(std::string_view name, bool allow_colon) {
 }
 
 std::string_view type_name(MetricType type) {
-  return type == MetricType::kCounter ? "counter" : "gauge";
+  switch (type) {
+    case MetricType::kCounter: return "counter";
+    case MetricType::kGauge: return "gauge";
+    case MetricType::kSummary: return "summary";
+  }
+  return "untyped";
 }
 
 }  // namespace
@@ -85,9 +90,10 @@ void ExpositionWriter::begin(const MetricFamily& family) {
   out_ += '\n';
 }
 
-void ExpositionWriter::sample(const Labels& labels, double value) {
+void ExpositionWriter::sample(const Labels& labels, double value, std::string_view suffix) {
   assert(!current_.empty());
   out_ += current_;
+  out_ += suffix;
   if (!labels.empty()) {
     out_ += '{';
     for (size_t i = 0; i < labels.size(); ++i) {

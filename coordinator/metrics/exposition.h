@@ -15,7 +15,8 @@
 
 namespace hvrun::coordinator::metrics {
 
-enum class MetricType { kCounter, kGauge };
+// A summary's samples: one per quantile (label `quantile`), then NAME_sum and NAME_count.
+enum class MetricType { kCounter, kGauge, kSummary };
 
 // One series family hvrun exports. Counters' names end in _total; values are in base units
 // (seconds, bytes).
@@ -45,8 +46,8 @@ class ExpositionWriter {
  public:
   // Starts a family: its HELP and TYPE lines.
   void begin(const MetricFamily& family);
-  // A sample of the family begun last.
-  void sample(const Labels& labels, double value);
+  // A sample of the family begun last; `suffix` follows its name (a summary's "_sum", "_count").
+  void sample(const Labels& labels, double value, std::string_view suffix = {});
 
   const std::string& text() const { return out_; }
   std::string take() { return std::move(out_); }

@@ -65,6 +65,21 @@ constexpr MetricFamily kReportAge{
     "hvrun_rank_report_age_seconds", kGauge,
     "Seconds since this rank's last telemetry report (absent before the first)."};
 
+// ---- Per rank: straggler attribution from the ranks' step timings
+// (coordinator/telemetry/straggler_tracker.h).
+constexpr MetricFamily kRankLastSteps{
+    "hvrun_rank_last_steps_total", kCounter,
+    "Steps in which this rank arrived last (the others waited for it)."};
+constexpr MetricFamily kRankLateness{
+    "hvrun_rank_lateness_seconds", MetricType::kSummary,
+    "This rank's lateness per step (the most any rank was blocked in hvrun in the step less this "
+    "rank's own blocked time): quantiles over its last 2048 attributed steps, sum and count over "
+    "all (absent before the first)."};
+constexpr MetricFamily kRankPhaseGrowth{
+    "hvrun_rank_phase_growth_seconds", kGauge,
+    "Per named phase (hvrun::mark_phase): this rank's busy time in it less the other ranks' "
+    "(median), averaged over the steps in which this rank arrived last."};
+
 // ---- Per job.
 constexpr MetricFamily kJobInfo{"hvrun_job_info", kGauge,
                                 "Always 1; the current attempt's job id as a label."};
@@ -79,6 +94,9 @@ constexpr MetricFamily kJobSteps{"hvrun_job_steps_total", kCounter,
                                  "Steps of the slowest rank (hvrun::mark_step())."};
 constexpr MetricFamily kStepRate{"hvrun_step_rate", kGauge,
                                  "Steps per second of the slowest rank (absent while unknown)."};
+constexpr MetricFamily kAttributedSteps{
+    "hvrun_straggler_attributed_steps_total", kCounter,
+    "Steps whose timing arrived from every rank, each attributed to the rank that arrived last."};
 constexpr MetricFamily kPlans{"hvrun_plans_total", kCounter,
                               "Plans the coordinator sent (each to every rank)."};
 constexpr MetricFamily kFusedResponses{"hvrun_fused_responses_total", kCounter,
@@ -122,6 +140,9 @@ constexpr std::array kFamilies = {
     kRankAlive,
     kRankJoined,
     kReportAge,
+    kRankLastSteps,
+    kRankLateness,
+    kRankPhaseGrowth,
     kJobInfo,
     kWorldSize,
     kRanksAlive,
@@ -129,6 +150,7 @@ constexpr std::array kFamilies = {
     kRestarts,
     kJobSteps,
     kStepRate,
+    kAttributedSteps,
     kPlans,
     kFusedResponses,
     kFusedBytes,
@@ -229,6 +251,31 @@ std::string render_metrics(const JobTelemetry& job) {
   for (const RankTelemetry& r : job.ranks)
     if (r.seconds_since_report >= 0) w.sample(rank_labels(r), r.seconds_since_report);
 
+  per_rank(w, kRankLastSteps, job, [](const RankTelemetry& r) { return u(r.last_steps); });
+  w.begin(kRankLateness);
+  if (job.attributed_steps > 0) {
+    for (const RankTelemetry& r : job.ranks) {
+      const std::pair<const char*, double> quantiles[] = {{"0.5", r.lateness_p50_seconds},
+                                                          {"0.9", r.lateness_p90_seconds},
+                                                          {"0.99", r.lateness_p99_seconds}};
+      for (const auto& [q, value] : quantiles) {
+        Labels labels = rank_labels(r);
+        labels.emplace_back("quantile", q);
+        w.sample(labels, value);
+      }
+      w.sample(rank_labels(r), r.lateness_seconds, "_sum");
+      w.sample(rank_labels(r), u(job.attributed_steps), "_count");
+    }
+  }
+  w.begin(kRankPhaseGrowth);
+  for (const RankTelemetry& r : job.ranks) {
+    for (const telemetry::PhaseGrowth& g : r.phase_growth) {
+      Labels labels = rank_labels(r);
+      labels.emplace_back("phase", g.phase);
+      w.sample(labels, g.growth());
+    }
+  }
+
   w.begin(kJobInfo);
   w.sample({{"job_id", job.job_id}}, 1);
   single(w, kWorldSize, job.world_size);
@@ -237,6 +284,7 @@ std::string render_metrics(const JobTelemetry& job) {
   single(w, kRestarts, job.restarts);
   single(w, kJobSteps, u(job.steps));
   single(w, kStepRate, job.step_rate, job.step_rate > 0);
+  single(w, kAttributedSteps, u(job.attributed_steps));
   single(w, kPlans, u(job.plans));
   single(w, kFusedResponses, u(job.fused_responses));
   single(w, kFusedBytes, u(job.fused_bytes));

@@ -42,7 +42,8 @@ Job::Job(CoordinatorOptions options, CoordinatorServer::EventCallback on_event)
                   .world_size = options_.world_size,
                   .fusion_threshold_bytes = options_.fusion_threshold_bytes,
                   .timeline_filename = options_.timeline_filename,
-                  .timeline_horovod_names = options_.timeline_horovod_names}) {
+                  .timeline_horovod_names = options_.timeline_horovod_names,
+                  .straggler_warning = options_.straggler_warning}) {
   generations_.push_back(std::make_unique<Generation>(*this, 0));
 }
 

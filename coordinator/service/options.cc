@@ -38,6 +38,8 @@ CoordinatorOptions CoordinatorOptions::from_settings(const Settings& settings) {
         settings.get(setting::kTimelineFilename), attempt ? std::atoi(attempt) : 0);
   }
   options.timeline_horovod_names = settings.get(setting::kTimelineNames) == "horovod";
+  options.straggler_warning = std::chrono::microseconds(
+      std::llround(settings.get(setting::kStragglerWarningMs) * 1000.0));
   for (const SettingSpec& spec : all_settings()) {
     options.job_settings[std::string(spec.name)] = settings.text(spec.name);
   }

@@ -19,7 +19,8 @@ Aggregator::Aggregator(Options options)
       wall_anchor_us_(std::chrono::duration_cast<std::chrono::microseconds>(
                           std::chrono::system_clock::now().time_since_epoch())
                           .count()),
-      ranks_(static_cast<size_t>(std::max(options_.world_size, 0))) {
+      ranks_(static_cast<size_t>(std::max(options_.world_size, 0))),
+      stragglers_(options_.world_size, options_.straggler_warning) {
   for (int r = 0; r < options_.world_size; ++r) {
     ranks_[r].t.rank = r;
     ranks_[r].t.alive = false;
@@ -116,6 +117,7 @@ void Aggregator::on_attached(int rank, std::shared_ptr<StreamSink> sink,
     r.t.host = host;
     r.t.local_rank = local_rank;
     r.t.alive = true;
+    stragglers_.set_host(rank, host);
     r.sink = sink;
     recording = timeline_ != nullptr && !stopping_;
   }
@@ -176,6 +178,9 @@ void Aggregator::on_report(int rank, const v1::TelemetryReport& report) {
   r.t.step_rate = span > 0.2 && report.steps() >= first_steps
                       ? static_cast<double>(report.steps() - first_steps) / span
                       : r.t.step_rate;
+  for (const v1::StepTiming& step : report.step_timings()) {
+    if (auto warning = stragglers_.add(rank, step, now)) spdlog::warn("straggler: {}", *warning);
+  }
   r.t.gpus.clear();
   for (const v1::GpuSample& g : report.gpus()) {
     r.t.gpus.push_back(GpuTelemetry{g.index(), g.name(), g.pci_bus_id(), g.utilization_percent(),
@@ -256,6 +261,7 @@ JobTelemetry Aggregator::snapshot() const {
     }
     job.ranks.push_back(std::move(t));
   }
+  stragglers_.fill(job);
   return job;
 }
 

@@ -3,6 +3,8 @@
 // loop's requests, plans and stalls (NegotiationObserver), and
 //  * keeps the per-rank / per-job numbers that snapshot() copies into a JobTelemetry (read by
 //    /metrics and hvrun's end-of-job summary; stays readable after the job ended), and
+//  * attributes each step's lateness to the rank the others waited for, from the ranks' step
+//    timings (straggler_tracker.h), and logs --straggler-warning-ms warnings, and
 //  * while the timeline records, writes it (timeline_writer.h): the workers' events, plus its
 //    own "negotiated" slices (request arrival -> plan sent, args: the ranks it waited for) and
 //    markers for plans, joins, stalls and aborts. Recording starts at construction
@@ -29,6 +31,7 @@
 #include "coordinator/stream_sink.h"
 #include "coordinator/job_telemetry.h"
 #include "coordinator/telemetry/negotiation_observer.h"
+#include "coordinator/telemetry/straggler_tracker.h"
 #include "coordinator/telemetry/timeline_writer.h"
 #include "hvrun.pb.h"
 
@@ -42,6 +45,8 @@ class Aggregator final : public NegotiationObserver {
     int64_t fusion_threshold_bytes = 0;
     std::string timeline_filename;  // non-empty: record from the start
     bool timeline_horovod_names = false;  // phases under Horovod's names
+    // --straggler-warning-ms: warn when one rank is late this much, again and again (0 = off).
+    std::chrono::microseconds straggler_warning{0};
   };
   explicit Aggregator(Options options);
   ~Aggregator() override;  // finish()
@@ -125,6 +130,7 @@ class Aggregator final : public NegotiationObserver {
     TimePoint arrived;
   };
   std::vector<Unresolved> unresolved_;
+  StragglerTracker stragglers_;
   uint64_t fused_responses_ = 0;
   uint64_t fused_bytes_ = 0;
   uint64_t plans_ = 0;

@@ -151,8 +151,10 @@ int main(int argc, char** argv) {
     for (int64_t b = 0; b < per_epoch; ++b) {
       if (epoch * per_epoch + b < first_step) continue;
       const train::Batch& batch = shard[static_cast<size_t>(b)];
+      w.mark_phase("compute");  // which phase grew when a rank holds the others back
       loss_sum += train::loss_and_gradient(params, batch, grad);
       ++counted;
+      w.mark_phase("allreduce");
       std::vector<hvrun::Handle> handles;
       auto grads = grad.tensors();
       for (size_t t = 0; t < grads.size(); ++t)
@@ -162,9 +164,10 @@ int main(int argc, char** argv) {
       for (auto& h : handles)
         if (!check(w.wait(h), "gradient allreduce", rank)) return 1;
       if (!st.finish()) return 1;
+      w.mark_phase("update");
       train::sgd_step(params, grad, flags.lr);
       ++done;
-      w.mark_step();  // step rate in /metrics and hvrun's summary
+      w.mark_step();  // step rate and straggler attribution in /metrics and hvrun's summary
       if (first_attempt && done == flags.fail_at_step && rank == flags.fail_rank) {
         std::fprintf(stderr, "train rank %d: killing myself after step %lld (--fail-at-step)\n",
                      rank, static_cast<long long>(done));

@@ -21,6 +21,17 @@ std::string fixed(double v, int decimals) {
 
 std::string seconds_text(double s) { return s < 10 ? fixed(s, 3) + " s" : fixed(s, 1) + " s"; }
 
+std::string ms_text(double s) { return fixed(s * 1e3, 1) + " ms"; }
+
+// The rank that arrived last in most attributed steps (nullptr without any).
+const RankTelemetry* most_often_last(const JobTelemetry& job) {
+  if (job.attributed_steps == 0 || job.ranks.size() < 2) return nullptr;
+  const auto it = std::max_element(
+      job.ranks.begin(), job.ranks.end(),
+      [](const RankTelemetry& a, const RankTelemetry& b) { return a.last_steps < b.last_steps; });
+  return it->last_steps > 0 ? &*it : nullptr;
+}
+
 struct RankTotals {
   uint64_t operations = 0;
   uint64_t bytes = 0;
@@ -76,6 +87,14 @@ std::optional<SlowestRank> find_slowest_rank(const JobTelemetry& job) {
     return SlowestRank{slowest->rank, "least steps per second: " + fixed(slowest->step_rate, 2) +
                                           ", the fastest rank " + fixed(fastest->step_rate, 2)};
   }
+  // Step by step, from the ranks' own timings: right with the fast path too, where the
+  // coordinator sees no requests in the steady state.
+  if (const RankTelemetry* last = most_often_last(job)) {
+    return SlowestRank{last->rank, "arrived last in " + std::to_string(last->last_steps) + " of " +
+                                       std::to_string(job.attributed_steps) + " steps, " +
+                                       ms_text(last->last_lateness_median_seconds) +
+                                       " late at the median"};
+  }
   // The rank everyone waits for is the one that waits least itself: it arrives last.
   auto least_wait = std::min_element(job.ranks.begin(), job.ranks.end(),
                                      [](const RankTelemetry& a, const RankTelemetry& b) {
@@ -88,6 +107,23 @@ std::optional<SlowestRank> find_slowest_rank(const JobTelemetry& job) {
   return SlowestRank{least_wait->rank, "the others waited " + seconds_text(others) +
                                            " each for their peers, it waited " +
                                            seconds_text(least_wait->wait_seconds)};
+}
+
+std::string describe_straggler(const JobTelemetry& job) {
+  const RankTelemetry* last = most_often_last(job);
+  if (last == nullptr) return "";
+  const double share =
+      100.0 * static_cast<double>(last->last_steps) / static_cast<double>(job.attributed_steps);
+  std::string text = "rank " + std::to_string(last->rank) +
+                     (last->host.empty() ? "" : " on " + last->host) + " was last in " +
+                     fixed(share, 0) + "% of " + std::to_string(job.attributed_steps) + " steps, " +
+                     ms_text(last->last_lateness_median_seconds) + " late at the median";
+  if (!last->phase_growth.empty() && last->phase_growth.front().growth() > 0) {
+    const auto& grew = last->phase_growth.front();
+    text += "; its phase \"" + grew.phase + "\" grew most: " + ms_text(grew.seconds) +
+            " against " + ms_text(grew.others_seconds) + " on the other ranks";
+  }
+  return text;
 }
 
 std::string format_telemetry_summary(const JobTelemetry& job) {
@@ -136,6 +172,8 @@ std::string format_telemetry_summary(const JobTelemetry& job) {
             << ")\n";
     }
   }
+  if (const std::string straggler = describe_straggler(job); !straggler.empty())
+    out << "hvrun: straggler: " << straggler << "\n";
   auto longest = std::max_element(job.ranks.begin(), job.ranks.end(),
                                   [](const RankTelemetry& a, const RankTelemetry& b) {
                                     return a.longest_wait_seconds < b.longest_wait_seconds;

@@ -92,6 +92,13 @@ def mark_step():
     _worker().mark_step()
 
 
+def mark_phase(name):
+    """Phase `name` of this step starts now on this rank ("data", "forward", "backward", ...),
+    ending the one before; "" ends it, and mark_step() ends the last. When one rank holds the
+    others back, /metrics and hvrun's summary say which of its phases grew."""
+    _worker().mark_phase(str(name))
+
+
 def start_timeline(file_path, mark_cycles=False):
     """The coordinator starts writing the job's timeline (Chrome trace JSON) to `file_path`.
 
@@ -112,7 +119,7 @@ def stop_timeline():
 
 __all__ = [
     "init", "shutdown", "is_initialized", "rank", "size", "local_rank", "local_size",
-    "cross_rank", "cross_size", "job_id", "abort", "mark_step", "start_timeline", "stop_timeline",
+    "cross_rank", "cross_size", "job_id", "abort", "mark_step", "mark_phase", "start_timeline", "stop_timeline",
     "Average", "Sum", "Adasum", "Min", "Max", "Product",
     "HvrunError", "HorovodInternalError", "HostsUpdatedInterrupt", "TensorNameError",
     "Handle", "allreduce", "allreduce_", "allreduce_async", "allreduce_async_", "allgather",

@@ -104,9 +104,16 @@ def mark_step():
     _state.worker().mark_step()
 
 
+def mark_phase(name):
+    """Phase `name` of this step starts now on this rank ("data", "forward", "backward", ...),
+    ending the one before; "" ends it, and mark_step() ends the last. When one rank holds the
+    others back, hvrun says which of its phases grew (not in Horovod)."""
+    _state.worker().mark_phase(str(name))
+
+
 __all__ = [
     "is_initialized", "size", "rank", "local_size", "local_rank", "cross_size", "cross_rank",
     "is_homogeneous", "mpi_threads_supported", "mpi_enabled", "mpi_built", "gloo_enabled",
     "gloo_built", "nccl_built", "cuda_built", "rocm_built", "ddl_built", "ccl_built",
-    "start_timeline", "stop_timeline", "mark_step",
+    "start_timeline", "stop_timeline", "mark_step", "mark_phase",
 ]

@@ -406,8 +406,10 @@ PYBIND11_MODULE(_core, m) {
              return *ranks;
            })
       .def("join_async", &Worker::join_async)
-      // Telemetry (docs/timeline.md): step counter and the job's timeline at run time.
+      // Telemetry (docs/timeline.md, docs/metrics.md): steps and their named phases, and the
+      // job's timeline at run time.
       .def("mark_step", &Worker::mark_step)
+      .def("mark_phase", [](Worker& w, const std::string& name) { w.mark_phase(name); })
       .def("start_timeline",
            [](Worker& w, const std::string& path) {
              py::gil_scoped_release release;

@@ -23,6 +23,7 @@ TEST(CoordinatorOptions, FromSettingsReadsEveryCoordinatorTunable) {
   ASSERT_TRUE(settings.set("stall_shutdown_s", "9", SettingSource::kOverride).is_ok());
   ASSERT_TRUE(settings.set("heartbeat_timeout_s", "4.5", SettingSource::kOverride).is_ok());
   ASSERT_TRUE(settings.set("join_average", "all", SettingSource::kOverride).is_ok());
+  ASSERT_TRUE(settings.set("straggler_warning_ms", "12.5", SettingSource::kOverride).is_ok());
   const auto options = CoordinatorOptions::from_settings(settings);
   EXPECT_EQ(options.fusion_threshold_bytes, 2621440);
   EXPECT_EQ(options.cycle_time, std::chrono::microseconds(250));
@@ -33,6 +34,9 @@ TEST(CoordinatorOptions, FromSettingsReadsEveryCoordinatorTunable) {
   EXPECT_EQ(options.stall_shutdown, std::chrono::seconds(9));
   EXPECT_EQ(options.heartbeat_timeout, std::chrono::milliseconds(4500));
   EXPECT_TRUE(options.join_average_all);
+  EXPECT_EQ(options.straggler_warning, std::chrono::microseconds(12500));
+  EXPECT_EQ(CoordinatorOptions::from_settings(Settings()).straggler_warning,
+            std::chrono::microseconds(0));  // off by default
   EXPECT_FALSE(CoordinatorOptions::from_settings(Settings()).join_average_all);
   EXPECT_EQ(options.job_settings.at("cycle_time_ms"), "0.25");
   EXPECT_EQ(options.job_settings.size(), all_settings().size());

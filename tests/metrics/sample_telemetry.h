@@ -21,6 +21,7 @@ inline coordinator::telemetry::JobTelemetry full_sample_telemetry() {
   job.fusion_threshold_bytes = 32 << 20;
   job.plans = 100;
   job.timeline_recording = true;
+  job.attributed_steps = 30;  // rank 1 arrived last in 27 of them
   for (int r = 0; r < 2; ++r) {
     RankTelemetry rank;
     rank.rank = r;
@@ -63,6 +64,15 @@ inline coordinator::telemetry::JobTelemetry full_sample_telemetry() {
     rank.longest_wait_tensor = r == 0 ? "grad.layer3" : "grad.layer1";
     rank.longest_wait_seconds = r == 0 ? 0.75 : 0.01;
     rank.seconds_since_report = 0.5;
+    rank.last_steps = r == 1 ? 27 : 3;
+    rank.lateness_seconds = r == 1 ? 0.54 : 0.003;
+    rank.lateness_p50_seconds = r == 1 ? 0.02 : 0;
+    rank.lateness_p90_seconds = r == 1 ? 0.025 : 0.001;
+    rank.lateness_p99_seconds = r == 1 ? 0.03 : 0.001;
+    rank.last_lateness_median_seconds = r == 1 ? 0.02 : 0.001;
+    if (r == 1)
+      rank.phase_growth = {PhaseGrowth{"data", 0.0225, 0.0025},
+                           PhaseGrowth{"forward", 0.001, 0.001}};
     job.ranks.push_back(rank);
   }
   return job;

@@ -15,6 +15,17 @@ JobTelemetry plain_sample() {
   return job;
 }
 
+// The same without step timings (no straggler attribution).
+JobTelemetry unattributed_sample() {
+  JobTelemetry job = plain_sample();
+  job.attributed_steps = 0;
+  for (coordinator::telemetry::RankTelemetry& r : job.ranks) {
+    r.last_steps = 0;
+    r.phase_growth.clear();
+  }
+  return job;
+}
+
 TEST(TelemetrySummary, NothingWithoutTelemetry) {
   EXPECT_EQ(format_telemetry_summary({}), "");
   JobTelemetry registered_only;
@@ -42,7 +53,14 @@ TEST(TelemetrySummary, OneRowPerRankWithTimeBytesAndBandwidth) {
     EXPECT_NE(text.find(header), std::string::npos) << header;
   size_t lines = 0;
   for (char c : text) lines += c == '\n';
-  EXPECT_EQ(lines, 6u) << text;  // title, header, 2 ranks, slowest rank, longest wait
+  EXPECT_EQ(lines, 7u) << text;  // title, header, 2 ranks, slowest rank, straggler, longest wait
+  EXPECT_NE(text.find("hvrun: straggler: rank 1 on node-b was last in 90% of 30 steps, 20.0 ms "
+                      "late at the median; its phase \"data\" grew most: 22.5 ms against 2.5 ms "
+                      "on the other ranks\n"),
+            std::string::npos)
+      << text;
+  const std::string unattributed = format_telemetry_summary(unattributed_sample());
+  EXPECT_EQ(unattributed.find("straggler"), std::string::npos) << unattributed;
 }
 
 TEST(TelemetrySummary, NamesTheSlowestRankAndTheLongestWait) {
@@ -58,7 +76,7 @@ TEST(TelemetrySummary, NamesTheSlowestRankAndTheLongestWait) {
 }
 
 TEST(TelemetrySummary, SlowestRankByStallsThenByWaiting) {
-  JobTelemetry job = plain_sample();
+  JobTelemetry job = unattributed_sample();
   job.ranks[0].stalls = 2;
   auto by_stalls = find_slowest_rank(job);
   ASSERT_TRUE(by_stalls);
@@ -75,6 +93,16 @@ TEST(TelemetrySummary, SlowestRankByStallsThenByWaiting) {
   EXPECT_EQ(find_slowest_rank(job)->rank, 1);
   job.ranks.resize(1);
   EXPECT_FALSE(find_slowest_rank(job));
+}
+
+TEST(TelemetrySummary, SlowestRankByStepAttributionBeforeNegotiationWaits) {
+  JobTelemetry job = plain_sample();
+  job.ranks[0].step_rate = 2.52;  // equal within 5%
+  job.ranks[1].wait_seconds = 5;  // negotiation alone would name rank 0
+  auto slowest = find_slowest_rank(job);
+  ASSERT_TRUE(slowest);
+  EXPECT_EQ(slowest->rank, 1);
+  EXPECT_EQ(slowest->reason, "arrived last in 27 of 30 steps, 20.0 ms late at the median");
 }
 
 TEST(TelemetrySummary, FormatsBytes) {

@@ -185,6 +185,12 @@ void hvrun_mark_step(hvrun_worker_t* w) {
   else hvrun::mark_step();
 }
 
+void hvrun_mark_phase(hvrun_worker_t* w, const char* name) {
+  const std::string_view phase = name ? std::string_view(name) : std::string_view();
+  if (w) w->worker->mark_phase(phase);
+  else hvrun::mark_phase(phase);
+}
+
 hvrun_status_t hvrun_start_timeline(hvrun_worker_t* w, const char* path) {
   if (!w) return bad("null worker");
   if (!path) return bad("null timeline path");

@@ -151,9 +151,11 @@ Status Worker::shutdown_with_failure(const std::string& reason) {
 }
 void Worker::abort(const std::string& reason) { runtime_->abort(reason); }
 void Worker::mark_step() { runtime_->mark_step(); }
+void Worker::mark_phase(std::string_view name) { runtime_->mark_phase(name); }
 Status Worker::start_timeline(const std::string& path) { return runtime_->start_timeline(path); }
 Status Worker::stop_timeline() { return runtime_->stop_timeline(); }
 void mark_step() { detail::telemetry::mark_step_everywhere(); }
+void mark_phase(std::string_view name) { detail::telemetry::mark_phase_everywhere(name); }
 const Topology& Worker::topology() const { return runtime_->topology(); }
 const std::string& Worker::job_id() const { return runtime_->job_id(); }
 

@@ -61,9 +61,12 @@ std::optional<Status> FastPath::try_allreduce(const FastAllreduce& call) {
   const auto deadline = start + wait_;
   const AllreduceOptions& o = call.options;
 
+  // Every way out from here on was blocked on the peers (blocked_time.h).
+  BlockedTime& blocked = c_.telemetry.blocked_time();
   std::byte* mine = rounds_->open(gen, inline_payload ? payload_bytes : 0, deadline);
   if (mine == nullptr) {
     rounds_->release();
+    blocked.add(start, telemetry::PhaseClock::now());
     return std::nullopt;
   }
   if (inline_payload) pack_scaled(mine, call.input, count, call.dtype, o.prescale);
@@ -76,6 +79,7 @@ std::optional<Status> FastPath::try_allreduce(const FastAllreduce& call) {
   const RoundOutcome outcome = rounds_->join(gen, key, deadline);
   if (outcome != RoundOutcome::kAgreed) {
     rounds_->release();
+    blocked.add(start, telemetry::PhaseClock::now());
     SPDLOG_DEBUG("fast path: allreduce '{}' goes through the coordinator (round {} {})",
                  call.name, gen, round_outcome_name(outcome));
     return std::nullopt;
@@ -93,6 +97,7 @@ std::optional<Status> FastPath::try_allreduce(const FastAllreduce& call) {
         .scaling = {.prescale = o.prescale == 0 ? 1.0 : o.prescale,
                     .postscale = o.postscale == 0 ? 1.0 : o.postscale,
                     .divisor = divisor}});
+    blocked.add(start, telemetry::PhaseClock::now());
     if (status.is_ok()) return status;
     status = c_.state.explain_failure(std::move(status));
     SPDLOG_ERROR("{}", status.message());
@@ -102,8 +107,10 @@ std::optional<Status> FastPath::try_allreduce(const FastAllreduce& call) {
   rounds_->release();
   c_.lane.advance();
   c_.lane.refuse_if_busy();
-  c_.telemetry.on_fast_collective(v1::COLLECTIVE_OP_ALLREDUCE, start,
-                                  telemetry::PhaseClock::now(), count * dtype_size(call.dtype));
+  const auto end = telemetry::PhaseClock::now();
+  c_.telemetry.on_fast_collective(v1::COLLECTIVE_OP_ALLREDUCE, start, end,
+                                  count * dtype_size(call.dtype));
+  blocked.add(start, end);
   return Status::ok();
 }
 

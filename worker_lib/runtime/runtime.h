@@ -78,9 +78,13 @@ class Runtime {
 
   // Takes ownership of `op`; returns its handle (already failed when the runtime is not
   // running or the name is in flight).
-  Handle submit(std::shared_ptr<PendingOp> op) { return submitter_->submit(std::move(op)); }
+  Handle submit(std::shared_ptr<PendingOp> op) {
+    count_waits_of(*op);
+    return submitter_->submit(std::move(op));
+  }
   // All or nothing: every op is queued (in one batch), or every handle fails.
   std::vector<Handle> submit_group(std::vector<std::shared_ptr<PendingOp>> ops) {
+    for (const auto& op : ops) count_waits_of(*op);
     return submitter_->submit_group(std::move(ops));
   }
   // `failure`: this rank leaves because of an error of its own; it is reported to the
@@ -92,7 +96,12 @@ class Runtime {
   // holds itself instead of waiting for the background thread to wake up and do it (a thread
   // hop of tens of us on a busy host). Async submissions keep waking the background thread,
   // which batches a burst into one write. Any thread.
-  void send_pending() { cached_rounds_->send_pending(); }
+  // Its time counts as blocked (blocked_time.h): it may run a round that waits for the peers.
+  void send_pending() {
+    const auto start = BlockedTime::Clock::now();
+    cached_rounds_->send_pending();
+    telemetry_->blocked_time().add(start, BlockedTime::Clock::now());
+  }
   // Runs `call` when every rank agrees and returns its status; nullopt when it did not run
   // (submit it as usual). Any thread.
   std::optional<Status> try_fast_allreduce(const FastAllreduce& call) {
@@ -123,9 +132,10 @@ class Runtime {
     gpu_->set_device_allocator(allocator);
     process_sets_->set_device_allocator(std::move(allocator));
   }
-  // Telemetry (worker_lib/telemetry/): the trainer's step counter, and the job's timeline
-  // started / stopped at run time (the coordinator writes the file). Any thread.
+  // Telemetry (worker_lib/telemetry/): the trainer's steps and their named phases, and the
+  // job's timeline started / stopped at run time (the coordinator writes the file). Any thread.
   void mark_step() { telemetry_->mark_step(); }
+  void mark_phase(std::string_view name) { telemetry_->mark_phase(name); }
   Status start_timeline(const std::string& path);
   Status stop_timeline();
   // Per-process counters of each process set, the same on its ranks by the callers' contract.
@@ -145,6 +155,10 @@ class Runtime {
   // shutdown(): when a plan went unexecuted (its ops were cancelled), tears the data plane down
   // so peers blocked in that collective fail at once instead of at their op timeout.
   void release_peers_of_skipped_plans();
+  // A wait on `op`'s handle that blocks counts as this rank's blocked time.
+  void count_waits_of(PendingOp& op) const {
+    if (op.handle) op.handle->blocked = telemetry_->blocked();
+  }
 
   Config config_;
   // A single process's own coordinator (Config::private_coordinator); first, so it outlives

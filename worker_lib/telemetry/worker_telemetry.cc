@@ -249,6 +249,7 @@ v1::TelemetryReport WorkerTelemetry::take_report() {
     report.set_timeline_recording(recording());
   }
   report.set_steps(reported_steps_);
+  step_timer_.take(report);
   auto* out = report.mutable_events();
   out->Reserve(static_cast<int>(events.size() + (dropped ? 1 : 0)));
   for (auto& e : events) *out->Add() = std::move(e);
@@ -268,6 +269,7 @@ v1::TelemetryReport WorkerTelemetry::take_report() {
 bool WorkerTelemetry::changed() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return version_ != reported_version_ || steps() != reported_steps_ || !events_.empty() ||
+         step_timer_.has_pending() ||
          dropped_ > 0 || fast_responses_.load(std::memory_order_relaxed) != folded_fast_responses_ ||
          fast_ns_.load(std::memory_order_relaxed) != folded_fast_ns_ ||
          fast_bytes_.load(std::memory_order_relaxed) != folded_fast_bytes_;
@@ -296,6 +298,11 @@ void unregister_for_steps(WorkerTelemetry* telemetry) {
 void mark_step_everywhere() {
   std::lock_guard<std::mutex> lock(step_registry_mutex());
   for (WorkerTelemetry* t : step_registry()) t->mark_step();
+}
+
+void mark_phase_everywhere(std::string_view name) {
+  std::lock_guard<std::mutex> lock(step_registry_mutex());
+  for (WorkerTelemetry* t : step_registry()) t->mark_phase(name);
 }
 
 }  // namespace hvrun::detail::telemetry

@@ -1,5 +1,6 @@
 // One worker's telemetry: cumulative data-plane counters per (collective, backend),
-// the trainer's step count, and, only while the coordinator says the job's timeline records,
+// the trainer's steps (counted, and timed with their named phases and the time blocked in hvrun:
+// step_timer.h), and, only while the coordinator says the job's timeline records,
 // a bounded buffer of timeline events. ReportSender (report_sender.h) turns it into
 // TelemetryReports on the Negotiate stream; the coordinator aggregates them
 // (coordinator/telemetry/).
@@ -18,13 +19,16 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "hvrun.pb.h"
+#include "worker_lib/blocked_time.h"
 #include "worker_lib/telemetry/phase_observer.h"
+#include "worker_lib/telemetry/step_timer.h"
 
 namespace hvrun::detail::telemetry {
 
@@ -54,8 +58,17 @@ class WorkerTelemetry final : public PhaseObserver {
   void on_fast_collective(v1::CollectiveOp op, PhaseClock::time_point start,
                           PhaseClock::time_point end, uint64_t bytes) override;
 
-  void mark_step() { steps_.fetch_add(1, std::memory_order_relaxed); }
+  // API threads: a step ended; a named phase of the step starts ("" ends the running one).
+  void mark_step() {
+    step_timer_.mark_step();
+    steps_.fetch_add(1, std::memory_order_relaxed);
+  }
+  void mark_phase(std::string_view name) { step_timer_.mark_phase(name); }
   uint64_t steps() const { return steps_.load(std::memory_order_relaxed); }
+
+  // Where this rank's blocking calls count their time (blocked_time.h); handles share it.
+  BlockedTime& blocked_time() { return *blocked_; }
+  const std::shared_ptr<BlockedTime>& blocked() const { return blocked_; }
 
   void set_recording(bool on);
   bool recording() const { return recording_.load(std::memory_order_relaxed); }
@@ -99,6 +112,9 @@ class WorkerTelemetry final : public PhaseObserver {
   const PhaseClock::time_point steady_anchor_;
   const int64_t wall_anchor_us_;
 
+  const std::shared_ptr<BlockedTime> blocked_ = std::make_shared<BlockedTime>();
+  StepTimer step_timer_{*blocked_};
+
   std::atomic<bool> recording_{false};
   std::atomic<uint64_t> steps_{0};
   std::atomic<uint64_t> fast_responses_{0};
@@ -133,5 +149,6 @@ class WorkerTelemetry final : public PhaseObserver {
 void register_for_steps(WorkerTelemetry* telemetry);
 void unregister_for_steps(WorkerTelemetry* telemetry);
 void mark_step_everywhere();
+void mark_phase_everywhere(std::string_view name);
 
 }  // namespace hvrun::detail::telemetry

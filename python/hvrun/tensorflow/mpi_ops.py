@@ -23,7 +23,8 @@ from hvrun import _state
 from hvrun._tensors import Adasum, Average, Max, Min, Product, Sum  # noqa: F401
 from hvrun.basics import (ccl_built, cross_rank, cross_size, cuda_built, ddl_built,  # noqa: F401
                           gloo_built, gloo_enabled, is_homogeneous, is_initialized, local_rank,
-                          local_size, mark_step, mpi_built, mpi_enabled, mpi_threads_supported,
+                          local_size, mark_phase, mark_step, mpi_built, mpi_enabled,
+                          mpi_threads_supported,
                           nccl_built, rank, rocm_built, set_layout, size, start_timeline,
                           stop_timeline)
 from hvrun.numpy_ops import allgather as _numpy_allgather

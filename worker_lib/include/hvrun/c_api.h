@@ -111,9 +111,11 @@ hvrun_status_t hvrun_shutdown(hvrun_worker_t* worker);
 hvrun_status_t hvrun_shutdown_with_failure(hvrun_worker_t* worker, const char* reason);
 void hvrun_abort(hvrun_worker_t* worker, const char* reason);
 
-/* Telemetry (hvrun::Worker::mark_step / start_timeline / stop_timeline). hvrun_mark_step:
- * worker NULL = every live worker of the process. */
+/* Telemetry (hvrun::Worker::mark_step / mark_phase / start_timeline / stop_timeline).
+ * hvrun_mark_step, hvrun_mark_phase: worker NULL = every live worker of the process.
+ * hvrun_mark_phase: phase `name` of this step starts now (NULL or "" ends the running one). */
 void hvrun_mark_step(hvrun_worker_t* worker);
+void hvrun_mark_phase(hvrun_worker_t* worker, const char* name);
 hvrun_status_t hvrun_start_timeline(hvrun_worker_t* worker, const char* path);
 hvrun_status_t hvrun_stop_timeline(hvrun_worker_t* worker);
 

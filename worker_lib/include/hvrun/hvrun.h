@@ -275,13 +275,18 @@ class Worker {
   void send_pending() const;
 
   // ---- Telemetry (README "Timeline"). mark_step(): one training step done on this rank (the
-  // ---- coordinator derives step rate and the summary from it; cheap: one atomic add).
+  // ---- coordinator derives step rate, straggler attribution and the summary from it; cheap:
+  // once per step, no system call). mark_phase(name): a named phase of this step starts now
+  // ("data", "forward", "backward", ...), ending the one before; "" ends it; mark_step() ends
+  // the last. When one rank holds the others back, the coordinator says which of its phases
+  // grew (docs/metrics.md "Stragglers").
   // start_timeline(path): the coordinator starts writing the job's timeline (Chrome trace JSON,
   // every rank) to `path` (a relative path means this process's directory, on the launch host);
   // stop_timeline() closes it. Either may be called on any one rank, at any time. They return
   // once the request is sent (an error only when the coordinator cannot be reached); a file the
   // coordinator cannot create is logged there (hvrun's stderr) and recording stays off.
   void mark_step();
+  void mark_phase(std::string_view name);
   Status start_timeline(const std::string& path);
   Status stop_timeline();
 
@@ -304,5 +309,7 @@ std::string escaped_tensor_name(std::string_view name);
 // Worker::mark_step() on every live Worker of this process (for trainers that do not keep the
 // Worker at hand, like Horovod's global API).
 void mark_step();
+// Worker::mark_phase(name) on every live Worker of this process.
+void mark_phase(std::string_view name);
 
 }  // namespace hvrun
