@@ -81,6 +81,13 @@ std::optional<Status> FastPath::try_allreduce(const FastAllreduce& call) {
     return std::nullopt;
   }
   const int divisor = o.op == ReduceOp::kAverage ? c_.world_size : 1;
+  // Recorded once agreed: a round that falls back is recorded by the submission that follows.
+  const uint64_t flight =
+      c_.recorder == nullptr
+          ? 0
+          : c_.recorder->submitted_running(call.name, v1::COLLECTIVE_OP_ALLREDUCE, call.dtype,
+                                           count * dtype_size(call.dtype), 0,
+                                           FlightRecorder::Runner::kFastPath);
   if (!inline_payload) {
     rounds_->release();
     c_.lane.advance();
@@ -93,6 +100,7 @@ std::optional<Status> FastPath::try_allreduce(const FastAllreduce& call) {
         .scaling = {.prescale = o.prescale == 0 ? 1.0 : o.prescale,
                     .postscale = o.postscale == 0 ? 1.0 : o.postscale,
                     .divisor = divisor}});
+    if (c_.recorder != nullptr) c_.recorder->ended(flight, status.is_ok());
     if (status.is_ok()) return status;
     status = c_.state.explain_failure(std::move(status));
     SPDLOG_ERROR("{}", status.message());
@@ -100,6 +108,7 @@ std::optional<Status> FastPath::try_allreduce(const FastAllreduce& call) {
   }
   rounds_->reduce_payloads(call.output, count, call.dtype, o.op, divisor, o.postscale);
   rounds_->release();
+  if (c_.recorder != nullptr) c_.recorder->ended(flight, true);
   c_.lane.advance();
   c_.lane.refuse_if_busy();
   c_.telemetry.on_fast_collective(v1::COLLECTIVE_OP_ALLREDUCE, start,
