@@ -88,6 +88,14 @@ void FlightRecorder::ended(uint64_t sequence, bool ok) {
   set_state(slot, ok ? State::kDone : State::kFailed, Runner::kNone, true);
 }
 
+void FlightRecorder::ended_untimed(uint64_t sequence, bool ok) {
+  if (sequence == 0) return;
+  Slot& slot = *slot_of(sequence);
+  if (slot.sequence.load(std::memory_order_relaxed) != sequence) return;
+  slot.end_us.store(slot.start_us.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  set_state(slot, ok ? State::kDone : State::kFailed, Runner::kNone, true);
+}
+
 std::vector<v1::FlightRecord> FlightRecorder::snapshot() const {
   std::vector<v1::FlightRecord> records;
   const uint64_t next = next_.load(std::memory_order_acquire);

@@ -108,7 +108,7 @@ std::optional<Status> FastPath::try_allreduce(const FastAllreduce& call) {
   }
   rounds_->reduce_payloads(call.output, count, call.dtype, o.op, divisor, o.postscale);
   rounds_->release();
-  if (c_.recorder != nullptr) c_.recorder->ended(flight, true);
+  if (c_.recorder != nullptr) c_.recorder->ended_untimed(flight, true);
   c_.lane.advance();
   c_.lane.refuse_if_busy();
   c_.telemetry.on_fast_collective(v1::COLLECTIVE_OP_ALLREDUCE, start,
