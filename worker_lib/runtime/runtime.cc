@@ -121,6 +121,7 @@ Status Runtime::connect() {
     recorder_ = std::make_unique<FlightRecorder>(config_.telemetry.flight_recorder_size,
                                                  backend_name);
     executor_->set_flight_recorder(recorder_.get());
+    set_job.recorder = recorder_.get();
   }
   set_job.observer = telemetry_.get();
   process_sets_ = std::make_unique<ProcessSetPlanes>(std::move(set_job));
