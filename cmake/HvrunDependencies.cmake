@@ -56,6 +56,14 @@ else()
 endif()
 
 find_package(Boost 1.74 REQUIRED)
+
+# elfutils' libdwfl declarations (libdw-dev): the worker library's autopsy symbolises stack
+# addresses with it (function, file:line), opening libdw.so.1 at run time, so that nothing
+# links it and a machine without it falls back to the dynamic symbol table.
+find_path(HVRUN_LIBDWFL_INCLUDE_DIR elfutils/libdwfl.h)
+if(NOT HVRUN_LIBDWFL_INCLUDE_DIR)
+  message(FATAL_ERROR "elfutils/libdwfl.h not found (apt-get install libdw-dev)")
+endif()
 find_package(spdlog REQUIRED)
 find_package(Gloo REQUIRED)
 if(NOT TARGET gloo)

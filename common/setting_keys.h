@@ -33,6 +33,7 @@ inline constexpr SettingKey<std::string> kNetworkInterface{"network_interface"};
 inline constexpr SettingKey<std::string> kNetwork{"network"};
 inline constexpr SettingKey<int64_t> kMaxRestarts{"max_restarts"};
 inline constexpr SettingKey<bool> kSummary{"summary"};
+inline constexpr SettingKey<std::string> kAutopsyDir{"autopsy_dir"};
 
 // Coordinator.
 inline constexpr SettingKey<double> kStartTimeoutSeconds{"start_timeout_s"};
@@ -50,6 +51,8 @@ inline constexpr SettingKey<std::string> kMetricsAddress{"metrics_address"};
 inline constexpr SettingKey<std::string> kTimelineFilename{"timeline_filename"};
 inline constexpr SettingKey<std::string> kTimelineNames{"timeline_names"};
 inline constexpr SettingKey<double> kStragglerWarningMs{"straggler_warning_ms"};
+inline constexpr SettingKey<bool> kAutopsy{"autopsy"};
+inline constexpr SettingKey<double> kAutopsyDeadlineSeconds{"autopsy_deadline_s"};
 
 // Worker library.
 inline constexpr SettingKey<double> kOpTimeoutSeconds{"op_timeout_s"};
@@ -62,5 +65,6 @@ inline constexpr SettingKey<std::string> kHierarchicalAllreduce{"hierarchical_al
 inline constexpr SettingKey<int64_t> kShmChunkKb{"shm_chunk_kb"};
 inline constexpr SettingKey<bool> kFastPath{"fast_path"};
 inline constexpr SettingKey<double> kFastPathWaitMs{"fast_path_wait_ms"};
+inline constexpr SettingKey<int64_t> kFlightRecorderSize{"flight_recorder_size"};
 
 }  // namespace hvrun::setting

@@ -256,6 +256,31 @@ constexpr std::array kCatalog = {
                 .description = "After the job, print per rank time in collectives, bytes moved "
                                "and bandwidth, the slowest rank and the longest-waiting tensor "
                                "(when the workers reported telemetry)."},
+    SettingSpec{.name = "autopsy", .flag = "--autopsy", .env = "HVRUN_AUTOPSY",
+                .kind = SettingKind::kBool, .default_value = "true", .scope = "coordinator",
+                .description = "On a stall warning, ask every rank for its flight recorder, "
+                               "the collectives it waits in and its threads' stacks, print a "
+                               "verdict naming the rank and where it is, and write the report "
+                               "(SIGUSR1 to hvrun asks for one at any time); a stall-shutdown or "
+                               "heartbeat abort waits for one. false: only SIGUSR1."},
+    SettingSpec{.name = "autopsy_deadline_s", .flag = "--autopsy-deadline-seconds",
+                .env = "HVRUN_AUTOPSY_DEADLINE_SECONDS", .kind = SettingKind::kDouble,
+                .default_value = "3", .min = 0.1, .max = 600, .unit = "seconds",
+                .scope = "coordinator",
+                .description = "How long an autopsy waits for the ranks' answers; ranks that "
+                               "did not answer are named unresponsive, with their process state "
+                               "as the kernel shows it."},
+    SettingSpec{.name = "autopsy_dir", .flag = "--autopsy-dir", .env = "HVRUN_AUTOPSY_DIR",
+                .kind = SettingKind::kString, .default_value = "", .unit = "directory",
+                .scope = "launcher",
+                .description = "Where hvrun writes autopsy reports (JSON and text); empty: the "
+                               "--output-filename directory, else $TMPDIR or /tmp."},
+    SettingSpec{.name = "flight_recorder_size", .flag = "--flight-recorder-size",
+                .env = "HVRUN_FLIGHT_RECORDER_SIZE", .kind = SettingKind::kInt,
+                .default_value = "1024", .min = 0, .max = 1048576, .unit = "collectives",
+                .scope = "worker",
+                .description = "Each rank keeps its latest this many collectives (name, op, "
+                               "bytes, times, state) for autopsies; 0 turns the recorder off."},
     SettingSpec{.name = "checkpoint_dir", .flag = "--checkpoint-dir",
                 .env = "HVRUN_CHECKPOINT_DIR", .kind = SettingKind::kString,
                 .default_value = "", .unit = "directory", .scope = "worker",

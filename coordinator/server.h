@@ -17,6 +17,7 @@
 #include "common/settings.h"
 #include "common/status.h"
 #include "coordinator/job_telemetry.h"
+#include "hvrun.pb.h"
 
 namespace hvrun::coordinator {
 
@@ -47,6 +48,11 @@ struct CoordinatorOptions {
   // naming its rank and host. 0 = never.
   std::chrono::milliseconds heartbeat_timeout{30000};
   bool join_average_all = false;      // Average while ranks joined: divide by all ranks
+  // Autopsies (proto/hvrun.proto "Autopsy"): one on a stall warning and before a stall-shutdown
+  // or heartbeat abort, which waits for it (--autopsy); and how long one waits for the ranks'
+  // answers (--autopsy-deadline-seconds).
+  bool autopsy_on_stall = true;
+  std::chrono::milliseconds autopsy_deadline{3000};
   // Non-empty: write the job's timeline (Chrome trace JSON) to this file from the start
   // (--timeline-filename; coordinator/telemetry/timeline_writer.h).
   std::string timeline_filename;
@@ -69,11 +75,15 @@ struct CoordinatorEvent {
     kAborted,               // a worker, an agent or the launcher aborted the job
     kWorkerLost,            // a worker's stream ended without a Goodbye (kAborted follows)
     kJobFinished,           // every rank said Goodbye: the job ended cleanly
+    kAutopsy,               // an autopsy is complete: `autopsy` holds every rank's answer
   };
   Kind kind;
   std::string message;
   int rank = -1;
   std::string host;
+  // kAutopsy: the job report, without the verdict and the process states of ranks that did
+  // not answer (the launcher, which can see their processes, adds them).
+  std::shared_ptr<const v1::AutopsyJobReport> autopsy;
 };
 
 // Why the coordinator ended the job: the first abort(), or the rendezvous failing by itself.
@@ -113,6 +123,13 @@ class CoordinatorServer {
   virtual void worker_exited(int rank, const std::string& how) {
     (void)rank;
     (void)how;
+  }
+
+  // Asks every rank for an autopsy (`trigger` says why: "SIGUSR1 to hvrun"); the result comes
+  // as a kAutopsy event. False when one is under way, or the job is not running.
+  virtual bool request_autopsy(const std::string& trigger) {
+    (void)trigger;
+    return false;
   }
 
   // Stops serving (in-flight calls are cancelled). Idempotent; also done by the destructor.

@@ -54,6 +54,8 @@ void apply_tuning(const Settings& settings, Config& config) {
   config.fast_path.enabled = settings.get(setting::kFastPath);
   config.fast_path.wait =
       std::chrono::duration<double, std::milli>(settings.get(setting::kFastPathWaitMs));
+  config.telemetry.flight_recorder_size =
+      static_cast<size_t>(settings.get(setting::kFlightRecorderSize));
   if (const char* visible = env("CUDA_VISIBLE_DEVICES"))
     config.telemetry.cuda_visible_devices = visible;
 }

@@ -90,6 +90,7 @@ class Server final : public CoordinatorServer {
 
   std::optional<AbortCause> abort_cause() const override { return job_.abort_cause(); }
   void worker_exited(int rank, const std::string& how) override { job_.worker_exited(rank, how); }
+  bool request_autopsy(const std::string& trigger) override { return job_.autopsy(trigger); }
 
   void shutdown() override {
     std::lock_guard<std::mutex> lock(shutdown_mutex_);

@@ -43,7 +43,13 @@ Job::Job(CoordinatorOptions options, CoordinatorServer::EventCallback on_event)
                   .fusion_threshold_bytes = options_.fusion_threshold_bytes,
                   .timeline_filename = options_.timeline_filename,
                   .timeline_horovod_names = options_.timeline_horovod_names,
-                  .straggler_warning = options_.straggler_warning}) {
+                  .straggler_warning = options_.straggler_warning}),
+      autopsies_(options_.autopsy_deadline,
+                 [this](std::shared_ptr<const v1::AutopsyJobReport> report) {
+                   CoordinatorEvent event{CoordinatorEvent::Kind::kAutopsy, report->trigger()};
+                   event.autopsy = std::move(report);
+                   emit(std::move(event));
+                 }) {
   generations_.push_back(std::make_unique<Generation>(*this, 0));
 }
 
@@ -151,9 +157,11 @@ NegotiationLoop::Hooks Job::loop_hooks() {
               [this](const std::string& message, int rank) {
                 std::string host;
                 if (auto info = rank_info(rank)) host = info->host();
-                abort("stall shutdown (--stall-check-shutdown-time-seconds " +
-                          seconds_text(options_.stall_shutdown) + "): " + message,
-                      rank, host);
+                abort_after_autopsy("stall shutdown (--stall-check-shutdown-time-seconds " +
+                                        seconds_text(options_.stall_shutdown) + ")",
+                                    "stall shutdown (--stall-check-shutdown-time-seconds " +
+                                        seconds_text(options_.stall_shutdown) + "): " + message,
+                                    rank, host);
               },
           .silent =
               [this](int rank, std::chrono::milliseconds quiet) {
@@ -163,10 +171,28 @@ NegotiationLoop::Hooks Job::loop_hooks() {
                   host = info->host();
                   who += " on host " + host + " (pid " + std::to_string(info->pid()) + ")";
                 }
-                abort(who + " sent no heartbeat for " + seconds_text(quiet) +
-                          " s (--heartbeat-timeout " + seconds_text(options_.heartbeat_timeout) +
-                          " s): the process is stopped or hung, or its host or network is down",
-                      rank, host);
+                abort_after_autopsy(
+                    "heartbeat timeout (--heartbeat-timeout " +
+                        seconds_text(options_.heartbeat_timeout) + ")",
+                    who + " sent no heartbeat for " + seconds_text(quiet) +
+                        " s (--heartbeat-timeout " + seconds_text(options_.heartbeat_timeout) +
+                        " s): the process is stopped or hung, or its host or network is down",
+                    rank, host);
+              },
+          .stall_warned =
+              [this] {
+                if (!options_.autopsy_on_stall) return;
+                // A job stuck for long warns about tensor after tensor: one autopsy tells it.
+                constexpr std::chrono::minutes kStallAutopsyInterval{5};
+                const auto now = std::chrono::steady_clock::now();
+                {
+                  std::lock_guard<std::mutex> lock(mutex_);
+                  if (stall_autopsy_at_ && now - *stall_autopsy_at_ < kStallAutopsyInterval)
+                    return;
+                  stall_autopsy_at_ = now;
+                }
+                autopsy("stall warning (--stall-check-warning-time-seconds " +
+                        seconds_text(options_.stall_warning) + ")");
               },
           .rank_label = [this](int rank) -> std::string {
             auto info = rank_info(rank);
@@ -177,6 +203,65 @@ NegotiationLoop::Hooks Job::loop_hooks() {
 }
 
 void Job::emit(CoordinatorEvent event) { events_.post(std::move(event)); }
+
+void Job::abort_after_autopsy(const std::string& trigger, const std::string& reason, int rank,
+                              const std::string& host) {
+  if (abort_awaits_autopsy_) return;  // asked again while its autopsy runs
+  auto end_job = [this, reason, rank, host] { abort(reason, rank, host); };
+  if (options_.autopsy_on_stall && autopsy(trigger, end_job)) {
+    abort_awaits_autopsy_ = true;
+    return;
+  }
+  end_job();
+}
+
+bool Job::autopsy(const std::string& trigger, std::function<void()> then) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (end_ || aborting_) return false;
+  }
+  Generation& generation = current();
+  v1::AutopsyJobReport report;
+  report.set_job_id(options_.job_id);
+  report.set_trigger(trigger);
+  report.set_unix_us(std::chrono::duration_cast<std::chrono::microseconds>(
+                         std::chrono::system_clock::now().time_since_epoch())
+                         .count());
+  for (int r = 0; r < options_.world_size; ++r) {
+    v1::AutopsyRankEntry* entry = report.add_ranks();
+    entry->set_rank(r);
+    if (auto info = generation.rendezvous.rank_info(r)) {
+      entry->set_host(info->host());
+      entry->set_pid(info->pid());
+    } else if (static_cast<size_t>(r) < options_.plan.size()) {
+      entry->set_host(options_.plan[static_cast<size_t>(r)].host);
+    }
+  }
+  for (const StalledTensor& waiting : generation.loop.waiting_tensors()) {
+    if (waiting.missing_ranks.empty()) continue;
+    v1::AutopsyStall* stall = report.add_stalls();
+    stall->set_name(waiting.name);
+    stall->set_op(waiting.op);
+    stall->set_waited_seconds(std::chrono::duration<double>(waiting.waited).count());
+    stall->set_process_set_id(waiting.process_set_id);
+    for (int r : waiting.missing_ranks) {
+      stall->add_missing_ranks(r);
+      if (r >= 0 && r < report.ranks_size()) report.mutable_ranks(r)->add_missing_tensors(waiting.name);
+    }
+    for (int r : waiting.submitted_ranks) stall->add_submitted_ranks(r);
+  }
+  std::optional<v1::AutopsyRequest> request = autopsies_.begin(std::move(report), std::move(then));
+  if (!request) return false;
+  spdlog::info("autopsy {}: {}; asking every rank", request->id(), trigger);
+  v1::CoordinatorMessage message;
+  *message.mutable_autopsy() = *request;
+  generation.loop.send_to_all(message);
+  return true;
+}
+
+void Job::on_autopsy_report(int rank, const v1::AutopsyReport& report) {
+  autopsies_.on_report(rank, report);
+}
 
 void Job::end(Status status) {
   {

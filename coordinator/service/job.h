@@ -23,6 +23,7 @@
 
 #include "coordinator/kv_store.h"
 #include "coordinator/rendezvous.h"
+#include "coordinator/service/autopsy_collector.h"
 #include "coordinator/server.h"
 #include "coordinator/service/event_dispatcher.h"
 #include "coordinator/service/negotiation_loop.h"
@@ -74,6 +75,12 @@ class Job {
   std::optional<AbortCause> abort_cause() const;
   // The launcher saw rank `rank`'s process end: it can never register (again) in this job.
   void worker_exited(int rank, const std::string& how);
+  // Asks every rank for an autopsy (autopsy_collector.h); false when one is under way or the
+  // job does not run. The result goes to the owner as a kAutopsy event.
+  // `then`, if any, runs once it is done (an abort that waits for the autopsy).
+  bool autopsy(const std::string& trigger, std::function<void()> then = nullptr);
+  void on_autopsy_report(int rank, const v1::AutopsyReport& report);
+
   // The job's end: OK (every rank left cleanly) or why it failed; nullopt while it runs.
   std::optional<Status> end_status() const;
   std::optional<Status> wait_for_end(std::chrono::milliseconds timeout);
@@ -98,6 +105,14 @@ class Job {
   std::optional<AbortCause> abort_cause_;  // guarded by mutex_: that abort's cause
   // Guarded by mutex_: ranks whose process ended, and how; every generation's rendezvous hears.
   std::vector<std::pair<int, std::string>> exited_;
+  // Guarded by mutex_: when a stall warning last asked for an autopsy (one per interval).
+  std::optional<std::chrono::steady_clock::time_point> stall_autopsy_at_;
+  // Loop thread only: a stall shutdown or heartbeat abort waits for its autopsy.
+  bool abort_awaits_autopsy_ = false;
+  // Aborts for a timeout (stall shutdown, heartbeat) after an autopsy, when autopsies are on.
+  void abort_after_autopsy(const std::string& trigger, const std::string& reason, int rank,
+                           const std::string& host);
+  AutopsyCollector autopsies_;  // last: its thread posts events until it is stopped
 };
 
 }  // namespace hvrun::coordinator::service

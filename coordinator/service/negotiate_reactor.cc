@@ -165,6 +165,9 @@ void NegotiateReactor::handle(const v1::WorkerMessage& message) {
     case v1::WorkerMessage::kTimeline:
       job_.telemetry().on_timeline_control(rank_, message.timeline().filename());
       break;
+    case v1::WorkerMessage::kAutopsy:
+      job_.on_autopsy_report(rank_, message.autopsy());
+      break;
     case v1::WorkerMessage::kGoodbye:
       job_.telemetry().on_goodbye(rank_);
       said_goodbye_ = true;

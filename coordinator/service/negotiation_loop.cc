@@ -175,6 +175,7 @@ void NegotiationLoop::check_stalls(NegotiationEngine::TimePoint now) {
       if (hooks_.observer) hooks_.observer->on_stalls(to_warn);
     }
     spdlog::warn("stall: {}", report);
+    if (hooks_.stall_warned) hooks_.stall_warned();
   }
   if (!past_shutdown.empty()) {
     std::string report;
@@ -276,6 +277,24 @@ void NegotiationLoop::goodbye(int rank) {
   send_taken_plans();
   wake_if_deadline_earlier();
   if (everyone && hooks_.everyone_left) hooks_.everyone_left();
+}
+
+std::vector<StalledTensor> NegotiationLoop::waiting_tensors() {
+  std::lock_guard<std::mutex> lock(engine_mutex_);
+  return engine_.stalled_tensors(NegotiationEngine::Clock::now(), std::chrono::milliseconds(0));
+}
+
+void NegotiationLoop::send_to_all(const v1::CoordinatorMessage& message) {
+  const auto bytes = serialize(message);
+  std::lock_guard<std::mutex> delivery(delivery_mutex_);
+  std::vector<std::shared_ptr<StreamSink>> streams;
+  {
+    std::lock_guard<std::mutex> lock(streams_mutex_);
+    if (abort_message_) return;
+    streams = streams_;
+  }
+  for (auto& stream : streams)
+    if (stream) stream->send(bytes);
 }
 
 void NegotiationLoop::abort(const v1::JobAbort& message, const Status& status) {

@@ -51,6 +51,8 @@ class NegotiationLoop {
     std::function<void(const std::string& message, int rank)> stalled;
     // `rank` sent nothing (no heartbeat) for `silent`, past the heartbeat timeout.
     std::function<void(int rank, std::chrono::milliseconds silent)> silent;
+    // A stall warning was just logged (an autopsy may follow: waiting_tensors()).
+    std::function<void()> stall_warned;
     // "host H, pid P" for a rank, for reports; may be empty.
     std::function<std::string(int rank)> rank_label;
     // Telemetry: told about requests, plans and stall warnings; may be null.
@@ -79,6 +81,11 @@ class NegotiationLoop {
   // Any message from `rank` (a Heartbeat carries the last plan it finished executing).
   void heard_from(int rank, std::optional<uint64_t> finished_plan_seq = std::nullopt);
   void goodbye(int rank);
+
+  // Every tensor some ranks submitted and others not yet, however briefly (autopsies).
+  std::vector<StalledTensor> waiting_tensors();
+  // Sends `message` to every attached stream (after the plans already queued on it).
+  void send_to_all(const v1::CoordinatorMessage& message);
 
   // Sends JobAbort to every stream and finishes them with `status`; refuses later attaches.
   void abort(const v1::JobAbort& message, const Status& status);

@@ -30,6 +30,9 @@ CoordinatorOptions CoordinatorOptions::from_settings(const Settings& settings) {
   options.heartbeat_timeout = std::chrono::milliseconds(
       std::llround(settings.get(setting::kHeartbeatTimeoutSeconds) * 1000.0));
   options.join_average_all = settings.get(setting::kJoinAverage) == "all";
+  options.autopsy_on_stall = settings.get(setting::kAutopsy);
+  options.autopsy_deadline = std::chrono::milliseconds(
+      std::llround(settings.get(setting::kAutopsyDeadlineSeconds) * 1000.0));
   // hvrun --max-restarts starts a fresh coordinator per attempt (HVRUN_RESTART_COUNT in
   // hvrun's environment): each attempt writes its own timeline, FILE, FILE.restart1, ...
   {

@@ -17,6 +17,9 @@
 #include "common/setting_keys.h"
 #include "coordinator/metrics/metrics_server.h"
 #include "coordinator/telemetry/timeline_reader.h"
+#include "launcher/autopsy/autopsy_reporter.h"
+#include "launcher/autopsy/dump_command.h"
+#include "launcher/autopsy/report_files.h"
 #include "launcher/control/control_plane.h"
 #include "launcher/doctor/doctor_command.h"
 #include "launcher/plan/env_forwarding.h"
@@ -124,6 +127,15 @@ int run_local_attempt(const LaunchOptions& opts, const JobPlan& plan,
     runner.post_control_plane_failure(message, rank);
   };
   events.on_note = [&runner](const std::string& message) { runner.post_note(message); };
+  const AutopsyReporting autopsy_reporting{
+      autopsy_directory(settings.get(setting::kAutopsyDir), settings.get(setting::kOutputFilename)),
+      mpi == nullptr};  // mpirun's ranks may run on other hosts
+  events.on_autopsy = [&runner, &err, autopsy_reporting](
+                          std::shared_ptr<const v1::AutopsyJobReport> report) {
+    runner.post_task([&err, autopsy_reporting, report] {
+      report_autopsy(*report, autopsy_reporting, err);
+    });
+  };
 
   // With a unix socket its address is known now: the coordinator starts on a thread of its own
   // while the workers start (about a tenth of a short job's launch time); otherwise first.
@@ -333,6 +345,8 @@ int main(int argc, char** argv) {
   if (!args.empty() && args[0] == "timeline-check")  // reads a --timeline-filename file
     return hvrun::coordinator::telemetry::run_timeline_check({args.begin() + 1, args.end()},
                                                              std::cout, std::cerr);
+  if (!args.empty() && args[0] == "dump")  // an autopsy of a running job (launcher/autopsy/)
+    return run_dump_command({args.begin() + 1, args.end()}, std::cout, std::cerr);
   if (!args.empty() && args[0] == "agent")  // started by hvrun on each host of a multi-host job
     return run_agent(std::vector<std::string>(args.begin() + 1, args.end()));
   auto parsed = parse_command_line(args, [](const char* name) { return std::getenv(name); });

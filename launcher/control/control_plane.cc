@@ -91,6 +91,9 @@ class InProcessCoordinator final : public ControlPlane {
   void worker_exited(int rank, const std::string& how) override {
     server_->worker_exited(rank, how);
   }
+  bool request_autopsy(const std::string& trigger) override {
+    return server_->request_autopsy(trigger);
+  }
   void shutdown() override {
     server_->shutdown();
     const std::string address = server_->address();
@@ -145,6 +148,10 @@ CoordinatorHooks coordinator_hooks(const std::unique_ptr<ControlPlane>* control,
     auto held = lock();
     return *control ? (*control)->verdict() : std::nullopt;
   };
+  hooks.request_autopsy = [control, lock](const std::string& trigger) {
+    auto held = lock();
+    return *control && (*control)->request_autopsy(trigger);
+  };
   return hooks;
 }
 
@@ -184,6 +191,9 @@ Result<std::unique_ptr<ControlPlane>> start_control_plane(const Settings& settin
         break;
       case CoordinatorEvent::Kind::kWorkerLost:
         if (events.on_failure) events.on_failure("worker lost: " + event.message, event.rank);
+        break;
+      case CoordinatorEvent::Kind::kAutopsy:
+        if (events.on_autopsy && event.autopsy) events.on_autopsy(event.autopsy);
         break;
     }
   };

@@ -13,6 +13,7 @@
 #include "common/settings.h"
 #include "common/status.h"
 #include "coordinator/job_telemetry.h"
+#include "hvrun.pb.h"
 #include "launcher/plan/job_plan.h"
 #include "launcher/supervisor/job_verdict.h"
 
@@ -24,6 +25,8 @@ struct ControlPlaneEvents {
   std::function<void(const std::string& message, int rank)> on_failure;
   // Informational (every rank registered). Same thread rules.
   std::function<void(const std::string& message)> on_note;
+  // An autopsy finished (coordinator/server.h kAutopsy). Same thread rules.
+  std::function<void(std::shared_ptr<const v1::AutopsyJobReport>)> on_autopsy;
 };
 
 class ControlPlane {
@@ -33,6 +36,11 @@ class ControlPlane {
   virtual void abort(const std::string& reason, int rank, const std::string& host) = 0;
   // Why the coordinator ended the job, if it did (coordinator/server.h abort_cause()).
   virtual std::optional<CoordinatorVerdict> verdict() const = 0;
+  // Asks every rank for an autopsy (coordinator/server.h request_autopsy()).
+  virtual bool request_autopsy(const std::string& trigger) {
+    (void)trigger;
+    return false;
+  }
   // A rank's process ended (coordinator/server.h worker_exited()).
   virtual void worker_exited(int rank, const std::string& how) = 0;
   virtual void shutdown() = 0;

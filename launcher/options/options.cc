@@ -316,7 +316,10 @@ std::string usage_text() {
          "Subcommands:\n"
          "  hvrun timeline-check FILE [--require-ranks N] [--require-phases p,q]\n"
          "                           read a --timeline-filename file (also one left by a killed\n"
-         "                           job) and print its events per rank and phase\n\n"
+         "                           job) and print its events per rank and phase\n"
+         "  hvrun dump PID [--autopsy-dir DIR]\n"
+         "                           an autopsy of the running job of hvrun PID (SIGUSR1 to it):\n"
+         "                           print the report it writes (docs/autopsy.md)\n\n"
          "Settings (flag, environment variable, default):\n";
   for (const SettingSpec& s : all_settings()) {
     std::string flag(s.flag);

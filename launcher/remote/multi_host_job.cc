@@ -16,6 +16,8 @@
 
 #include "common/build_info.h"
 #include "common/setting_keys.h"
+#include "launcher/autopsy/autopsy_reporter.h"
+#include "launcher/autopsy/report_files.h"
 #include "launcher/control/control_plane.h"
 #include "launcher/plan/env_forwarding.h"
 #include "launcher/plan/network_choice.h"
@@ -388,6 +390,17 @@ void MultiHostLaunch::start_job() {
     runner->post_control_plane_failure(m, rank);
   };
   events.on_note = [runner](const std::string& m) { runner->post_note(m); };
+  // Ranks on other hosts: their process states are not read (no agent request for it yet).
+  const AutopsyReporting autopsy_reporting{
+      autopsy_directory(settings_.get(setting::kAutopsyDir),
+                        settings_.get(setting::kOutputFilename)),
+      false};
+  events.on_autopsy = [runner, err = err_, autopsy_reporting](
+                          std::shared_ptr<const v1::AutopsyJobReport> report) {
+    runner->post_task([err, autopsy_reporting, report] {
+      report_autopsy(*report, autopsy_reporting, *err);
+    });
+  };
   const std::string listen =
       coordinator_.address + ":" + std::to_string(settings_.get(setting::kCoordinatorPort));
   auto started = start_control_plane(settings_, plan_, secret_, job_id_, std::move(events), listen);

@@ -22,9 +22,29 @@ JobSupervisor::JobSupervisor(SupervisorConfig config, OutputSink& err)
                 },
                 [this] { return tearing_down_; },
                 [this] { grace_timer_.cancel(); },
-                [this] { explain_timer_.cancel(); }}),
+                [this] {
+                  explain_timer_.cancel();
+                  autopsy_signal_.cancel();
+                }}),
       grace_timer_(io_),
-      explain_timer_(io_) {}
+      explain_timer_(io_),
+      autopsy_signal_(io_, SIGUSR1) {
+  wait_autopsy_signal();
+}
+
+void JobSupervisor::wait_autopsy_signal() {
+  autopsy_signal_.async_wait([this](error_code ec, int) {
+    if (ec) return;
+    if (tearing_down_) {
+      say("SIGUSR1: the job is ending; no autopsy");
+    } else if (!config_.coordinator.request_autopsy) {
+      say("SIGUSR1: this job has no coordinator to ask for an autopsy");
+    } else if (!config_.coordinator.request_autopsy("SIGUSR1 to hvrun")) {
+      say("SIGUSR1: no autopsy (one is under way, or the ranks have not all registered)");
+    }
+    wait_autopsy_signal();
+  });
+}
 
 int JobSupervisor::run(Children& children, const std::function<void()>& start) {
   children_ = &children;
@@ -84,6 +104,8 @@ void JobSupervisor::post_note(std::string message) {
     if (config_.verbose) say(message);
   });
 }
+
+void JobSupervisor::post_task(std::function<void()> task) { asio::post(io_, std::move(task)); }
 
 void JobSupervisor::exit_recorded(const WorkerRecord& record) {
   if (config_.coordinator.worker_exited)

@@ -15,6 +15,8 @@
 //    children say a better explanation may be a moment away (Children::awaits_explanation),
 //    the verdict waits kExplainDelay for it.
 //
+// SIGUSR1 to hvrun asks every rank for an autopsy (launcher/autopsy/); the job goes on.
+//
 // Threads: one, the caller of run(); post_* are the only thread-safe members.
 #pragma once
 
@@ -72,6 +74,8 @@ class JobSupervisor final : public ChildrenEvents {
   void post_control_plane_failure(std::string message, int rank);
   // Thread-safe: a line worth printing with --verbose.
   void post_note(std::string message);
+  // Thread-safe: runs `task` on the loop's thread.
+  void post_task(std::function<void()> task);
 
   void exit_recorded(const WorkerRecord& record) override;
   void rank_failed(const WorkerRecord& record) override;
@@ -82,6 +86,8 @@ class JobSupervisor final : public ChildrenEvents {
 
  private:
   void on_stop_signal(int sig);
+  // SIGUSR1: asks the coordinator for an autopsy of every rank (the job goes on).
+  void wait_autopsy_signal();
   // The first cause of the end `seen` (job_verdict.h), with what the coordinator recorded.
   JobEnd cause_of(const JobEnd& seen) const;
   // False when the one child runs every rank itself (a labelled record: mpirun, for hvrun
@@ -99,6 +105,7 @@ class JobSupervisor final : public ChildrenEvents {
   SupervisorLoop loop_;
   boost::asio::steady_timer grace_timer_;
   boost::asio::steady_timer explain_timer_;  // a verdict waiting for its explanation
+  boost::asio::signal_set autopsy_signal_;   // SIGUSR1
   Children* children_ = nullptr;
   std::vector<WorkerRecord> workers_;
   bool tearing_down_ = false;

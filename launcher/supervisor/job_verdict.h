@@ -37,6 +37,9 @@ struct CoordinatorHooks {
   std::function<void(int, const std::string&)> worker_exited;
   // The coordinator's reason for ending the job, if it ended it.
   std::function<std::optional<CoordinatorVerdict>()> verdict;
+  // Asks every rank for an autopsy (SIGUSR1 to hvrun; `trigger` says why); false when one is
+  // under way or the job does not run.
+  std::function<bool(const std::string&)> request_autopsy;
 
   std::optional<CoordinatorVerdict> read_verdict() const {
     return verdict ? verdict() : std::nullopt;

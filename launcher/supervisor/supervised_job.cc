@@ -28,6 +28,9 @@ void SupervisedJob::post_control_plane_failure(std::string message, int rank) {
 void SupervisedJob::post_note(std::string message) {
   parts_->supervisor.post_note(std::move(message));
 }
+void SupervisedJob::post_task(std::function<void()> task) {
+  parts_->supervisor.post_task(std::move(task));
+}
 JobSupervisor& SupervisedJob::supervisor() { return parts_->supervisor; }
 const JobSupervisor& SupervisedJob::supervisor() const { return parts_->supervisor; }
 RankStreams& SupervisedJob::streams() { return parts_->streams; }

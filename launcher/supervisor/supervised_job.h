@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -40,6 +41,8 @@ class SupervisedJob {
   void post_control_plane_failure(std::string message, int rank);
   // Thread-safe: a line worth printing with --verbose.
   void post_note(std::string message);
+  // Thread-safe: runs `task` on the supervisor's loop (a finished autopsy's report).
+  void post_task(std::function<void()> task);
 
  protected:
   JobSupervisor& supervisor();

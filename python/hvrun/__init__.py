@@ -28,6 +28,9 @@ def _load_core():
 
 
 _core = _load_core()
+from hvrun import _autopsy
+
+_autopsy.register(_core)  # Python stacks in autopsies (hvrun/_autopsy.py)
 from hvrun._state import init, is_initialized, shutdown, worker as _worker
 from hvrun._tensors import Adasum, Average, Max, Min, Product, Sum
 from hvrun.exceptions import (HorovodInternalError, HostsUpdatedInterrupt, HvrunError,

@@ -25,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "hvrun/autopsy.h"
 #include "hvrun/build_info.h"
 #include "hvrun/checkpoint.h"
 #include "hvrun/hvrun.h"
@@ -202,12 +203,55 @@ std::tuple<std::unique_ptr<Worker>, int, std::string> init_worker() {
 }  // namespace
 }  // namespace hvrun::python
 
+namespace {
+
+// hvrun's autopsies ask for every Python thread's stack through this (hvrun/autopsy.h), on a
+// thread of the library's: it takes the GIL (the library bounds the wait) and calls `stacks`,
+// which returns [(native_id, name, [(function, file, line), ...innermost first]), ...].
+// `stacks` is kept referenced for the process's life: dropping it would need the GIL.
+void set_stack_provider(py::object stacks) {
+  if (stacks.is_none()) {
+    hvrun::set_interpreter_stack_provider(nullptr);
+    return;
+  }
+  PyObject* callable = stacks.release().ptr();
+  hvrun::set_interpreter_stack_provider([callable]() {
+    std::vector<hvrun::InterpreterThread> threads;
+    if (!Py_IsInitialized()) return threads;
+    py::gil_scoped_acquire gil;
+    try {
+      py::list listed = py::reinterpret_borrow<py::object>(callable)();
+      for (py::handle item : listed) {
+        auto entry = item.cast<py::tuple>();
+        hvrun::InterpreterThread thread;
+        thread.native_thread_id = entry[0].cast<int64_t>();
+        thread.name = entry[1].cast<std::string>();
+        for (py::handle f : entry[2].cast<py::list>()) {
+          auto frame = f.cast<py::tuple>();
+          thread.frames.push_back(hvrun::InterpreterFrame{frame[0].cast<std::string>(),
+                                                          frame[1].cast<std::string>(),
+                                                          frame[2].cast<int>()});
+        }
+        threads.push_back(std::move(thread));
+      }
+    } catch (py::error_already_set& error) {
+      error.restore();
+      PyErr_Clear();
+    } catch (const std::exception&) {
+    }
+    return threads;
+  });
+}
+
+}  // namespace
+
 PYBIND11_MODULE(_core, m) {
   using namespace hvrun;
   using namespace hvrun::python;
   m.doc() = "hvrun's worker library (C++), as the hvrun Python packages use it";
 
   m.def("version", [] { return std::string(hvrun::version()); });
+  m.def("_set_stack_provider", &set_stack_provider, py::arg("stacks"));
   m.def("cuda_built", [] { return build_info().have_cuda; });
   m.def("nccl_version_code", [] { return build_info().have_nccl ? build_info().nccl_version_code : 0; });
   m.def("mpi_built", [] { return build_info().have_mpi; });

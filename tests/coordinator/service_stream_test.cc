@@ -206,6 +206,7 @@ TEST(CoordinatorService, ManyRanksSeeIdenticalPlanSequencesThroughTheCachedPath)
 TEST(CoordinatorService, StallShutdownAbortsNamingTheTensorAndTheMissingRank) {
   auto options = options_for(2);
   options.stall_shutdown = std::chrono::milliseconds(300);
+  options.autopsy_on_stall = false;  // the abort at once, not after an autopsy's request
   auto server = start_server(options);
   ASSERT_TRUE(server);
   TestClient client(server->address());
@@ -236,6 +237,7 @@ TEST(CoordinatorService, StallShutdownAbortsNamingTheTensorAndTheMissingRank) {
 TEST(CoordinatorService, SilentRankAbortsTheJobAfterTheHeartbeatTimeout) {
   auto options = options_for(2);
   options.heartbeat_timeout = std::chrono::milliseconds(400);
+  options.autopsy_on_stall = false;  // the abort at once, not after an autopsy's request
   auto server = start_server(options);
   ASSERT_TRUE(server);
   TestClient client(server->address());

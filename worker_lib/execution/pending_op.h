@@ -32,6 +32,7 @@ struct PendingOp {
   const void* input = nullptr;  // caller's buffer (allreduce, allgather, alltoall, reducescatter)
   void* output = nullptr;       // caller's buffer (allreduce, broadcast)
   std::shared_ptr<HandleState> handle;
+  uint64_t flight_sequence = 0;  // its record in the flight recorder; 0 = not recorded
 
   const std::string& name() const { return handle->name; }
 

@@ -3,12 +3,24 @@
 #include "common/logging.h"
 
 namespace hvrun::detail {
-namespace {
 
-
-}  // namespace
+void PlanExecutor::record_ended(const ResponseEntries& entries, bool ok) const {
+  if (recorder_ == nullptr) return;
+  for (const auto& e : entries)
+    if (e) recorder_->ended(e->flight_sequence, ok);
+}
 
 void PlanExecutor::execute(const v1::Response& response, const ResponseEntries& entries) {
+  if (recorder_ != nullptr) {
+    const bool moves_data =
+        response.op() != v1::COLLECTIVE_OP_BARRIER && response.op() != v1::COLLECTIVE_OP_JOIN;
+    const auto runner = !moves_data ? FlightRecorder::Runner::kNone
+                        : response.device() == v1::DEVICE_KIND_CUDA
+                            ? FlightRecorder::Runner::kGpu
+                            : FlightRecorder::Runner::kCpuBackend;
+    for (const auto& e : entries)
+      if (e) recorder_->started(e->flight_sequence, runner);
+  }
   Status status;
   switch (response.op()) {
     case v1::COLLECTIVE_OP_BARRIER:
@@ -23,6 +35,7 @@ void PlanExecutor::execute(const v1::Response& response, const ResponseEntries& 
   }
   if (!status.is_ok() && explain_) status = explain_(std::move(status));
   if (!status.is_ok()) SPDLOG_ERROR("{}", status.message());
+  record_ended(entries, status.is_ok());
   for (const auto& e : entries) {
     if (!e) continue;
     e->handle->joined_ranks.assign(response.joined_ranks().begin(), response.joined_ranks().end());

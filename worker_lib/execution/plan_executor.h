@@ -12,6 +12,7 @@
 #include "worker_lib/backend.h"
 #include "worker_lib/execution/cpu_executor.h"
 #include "worker_lib/execution/executor.h"
+#include "worker_lib/autopsy/flight_recorder.h"
 #include "worker_lib/telemetry/phase_observer.h"
 
 namespace hvrun::detail {
@@ -45,6 +46,12 @@ class PlanExecutor {
     cpu_.set_phase_observer(observer, std::move(backend_name));
   }
 
+  // The flight recorder (worker_lib/autopsy/flight_recorder.h) hears every response's start and
+  // end from now on; null = off. Call before the first execute().
+  void set_flight_recorder(FlightRecorder* recorder) { recorder_ = recorder; }
+  // Records the end of responses completed without execute() (errors, process-set changes).
+  void record_ended(const ResponseEntries& entries, bool ok) const;
+
   CpuExecutor& cpu() { return cpu_; }
   // Bytes currently held by the reused buffers (for tests and metrics).
   size_t buffer_capacity() const { return cpu_.buffer_capacity(); }
@@ -56,6 +63,7 @@ class PlanExecutor {
   std::unique_ptr<Executor> gpu_;  // set once before execute() runs; may be null
   std::function<Status(Status)> explain_;
   telemetry::PhaseObserver* phase_observer_ = nullptr;
+  FlightRecorder* recorder_ = nullptr;
 };
 
 }  // namespace hvrun::detail

@@ -85,6 +85,13 @@ std::optional<Status> FastPath::try_allreduce(const FastAllreduce& call) {
     return std::nullopt;
   }
   const int divisor = o.op == ReduceOp::kAverage ? c_.world_size : 1;
+  // Recorded once agreed: a round that falls back is recorded by the submission that follows.
+  const uint64_t flight =
+      c_.recorder == nullptr
+          ? 0
+          : c_.recorder->submitted_running(call.name, v1::COLLECTIVE_OP_ALLREDUCE, call.dtype,
+                                           count * dtype_size(call.dtype), 0,
+                                           FlightRecorder::Runner::kFastPath);
   if (!inline_payload) {
     rounds_->release();
     c_.lane.advance();
@@ -98,6 +105,7 @@ std::optional<Status> FastPath::try_allreduce(const FastAllreduce& call) {
                     .postscale = o.postscale == 0 ? 1.0 : o.postscale,
                     .divisor = divisor}});
     blocked.add(start, telemetry::PhaseClock::now());
+    if (c_.recorder != nullptr) c_.recorder->ended(flight, status.is_ok());
     if (status.is_ok()) return status;
     status = c_.state.explain_failure(std::move(status));
     SPDLOG_ERROR("{}", status.message());
@@ -105,6 +113,7 @@ std::optional<Status> FastPath::try_allreduce(const FastAllreduce& call) {
   }
   rounds_->reduce_payloads(call.output, count, call.dtype, o.op, divisor, o.postscale);
   rounds_->release();
+  if (c_.recorder != nullptr) c_.recorder->ended_untimed(flight, true);
   c_.lane.advance();
   c_.lane.refuse_if_busy();
   const auto end = telemetry::PhaseClock::now();

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "hvrun/hvrun.h"
+#include "worker_lib/autopsy/flight_recorder.h"
 #include "worker_lib/runtime/execution_lane.h"
 #include "worker_lib/execution/cpu_executor.h"
 #include "worker_lib/round_agreement.h"
@@ -62,6 +63,7 @@ class FastPath {
     int world_size = 1;
     std::chrono::milliseconds op_timeout{300000};
     FastPathConfig settings;
+    FlightRecorder* recorder = nullptr;  // null: nothing recorded
   };
   // `rounds`: the job's round agreement, or null (then the fast path is off).
   FastPath(Context context, RoundAgreement* rounds);

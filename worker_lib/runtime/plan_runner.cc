@@ -196,12 +196,14 @@ void PlanRunner::execute_plan(const v1::Plan& plan) {
     if (!response.error().empty()) {
       for (const auto& e : entries)
         if (e) e->handle->complete(invalid_argument(response.error()));
+      executor->record_ended(entries, false);
       c_.telemetry.on_response_done(response, false);
       continue;
     }
     if (response.op() == v1::COLLECTIVE_OP_PROCESS_SET_ADD ||
         response.op() == v1::COLLECTIVE_OP_PROCESS_SET_REMOVE) {
       change_process_sets(response, entries);
+      executor->record_ended(entries, true);
       c_.telemetry.on_response_done(response, true);
       continue;
     }

@@ -70,6 +70,7 @@ Result<std::unique_ptr<ProcessSetPlanes::Set>> ProcessSetPlanes::connect(uint32_
   set->executor = std::make_unique<PlanExecutor>(*set->backend, set->members.position,
                                                  set->members.size());
   set->executor->set_failure_explainer(job_.explain_failure);
+  set->executor->set_flight_recorder(job_.recorder);
   auto gpu = std::make_unique<GpuExecutor>(GpuJob{.rank = set->members.position,
                                                   .size = set->members.size(),
                                                   .local_rank = job_.local_rank,

@@ -54,6 +54,7 @@ class ProcessSetPlanes {
     KeyValueStore* store = nullptr;  // the coordinator's; outlives this object
     std::function<Status(Status)> explain_failure;
     telemetry::PhaseObserver* observer = nullptr;
+    FlightRecorder* recorder = nullptr;  // the rank's flight recorder, or null (off)
     bool gloo_only = false;  // the placement is unknown: Gloo, as the job's plane then
   };
   explicit ProcessSetPlanes(Job job);

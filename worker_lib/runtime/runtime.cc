@@ -117,6 +117,12 @@ Status Runtime::connect() {
   backend_name = backend_name.substr(0, backend_name.find('('));
   telemetry_ = std::make_unique<telemetry::WorkerTelemetry>(backend_name);
   executor_->set_phase_observer(telemetry_.get(), backend_name);
+  if (config_.telemetry.flight_recorder_size > 0) {
+    recorder_ = std::make_unique<FlightRecorder>(config_.telemetry.flight_recorder_size,
+                                                 backend_name);
+    executor_->set_flight_recorder(recorder_.get());
+    set_job.recorder = recorder_.get();
+  }
   set_job.observer = telemetry_.get();
   process_sets_ = std::make_unique<ProcessSetPlanes>(std::move(set_job));
   // Record from the first collective (TimelineState follows Welcome, which may be after the
@@ -144,9 +150,10 @@ Status Runtime::connect() {
                        config_.coordinator_address + ": " + finished.to_string());
   }
   submitter_ = std::make_unique<Submitter>(state_, lane_, *stream_, *telemetry_, topology_.rank);
+  submitter_->set_flight_recorder(recorder_.get());
   fast_path_ = std::make_unique<FastPath>(
       FastPath::Context{state_, lane_, *submitter_, executor_->cpu(), *telemetry_,
-                        topology_.size, config_.op_timeout, config_.fast_path},
+                        topology_.size, config_.op_timeout, config_.fast_path, recorder_.get()},
       rounds);
   cached_rounds_ = std::make_unique<CachedRounds>(
       CachedRounds::Context{state_, lane_, *submitter_, *executor_, *telemetry_, *fast_path_,
@@ -162,10 +169,16 @@ Status Runtime::connect() {
       registered.heartbeat_timeout ? Heartbeat::interval_for(*registered.heartbeat_timeout)
                                    : std::chrono::milliseconds(1000),
       plan_runner_->finished_plan_seq());
+  autopsy_ = std::make_unique<AutopsyResponder>(AutopsyResponder::Context{
+      .recorder = recorder_.get(),
+      .send = [this](const v1::WorkerMessage& m) { return stream_->write(m); },
+      .rank = topology_.rank,
+      .host = config_.host});
   reader_ = std::make_unique<StreamReader>(StreamReader::Context{
       state_, *stream_, *telemetry_, *reporter_,
       [this](const std::string& reason) { tear_down(reason); },
-      [this] { heartbeat_->stop(); }, topology_.rank, config_.coordinator_address});
+      [this] { heartbeat_->stop(); }, topology_.rank, config_.coordinator_address,
+      [this](const v1::AutopsyRequest& request) { autopsy_->request(request); }});
   reader_->start();
   plan_runner_->start();
   heartbeat_->start();
@@ -279,6 +292,7 @@ Status Runtime::shutdown(const std::optional<std::string>& failure) {
   state_.wake.notify_all();
   plan_runner_->join();
   release_peers_of_skipped_plans();
+  autopsy_->stop();  // no report after Goodbye
   heartbeat_->stop();
   heartbeat_->join();
 

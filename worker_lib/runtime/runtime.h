@@ -12,6 +12,8 @@
 //   cached_rounds.h    async submissions of cached allreduces agreed among the ranks the same
 //                      way, instead of a RequestBatch.
 //   process_set_planes.h  the process sets this rank knows, and its sets' own data planes.
+//   autopsy/          the flight recorder (this rank's latest collectives) and the answer to
+//                      an autopsy request (ring, what it waits in, every thread's stacks).
 //   private_coordinator.h  without a launcher, the hvrun-coordinator child of a job of size 1
 //                      (started in start(), before connect(); reaped at the end of shutdown()).
 //
@@ -48,6 +50,8 @@
 #include <string>
 
 #include "hvrun/hvrun.h"
+#include "worker_lib/autopsy/flight_recorder.h"
+#include "worker_lib/autopsy/responder.h"
 #include "worker_lib/backend.h"
 #include "worker_lib/backends/nccl/gpu_executor.h"
 #include "worker_lib/execution/plan_executor.h"
@@ -177,6 +181,10 @@ class Runtime {
   // (declared after both, so it stops first).
   std::unique_ptr<telemetry::WorkerTelemetry> telemetry_;
   std::unique_ptr<telemetry::ReportSender> reporter_;
+  // This rank's latest collectives (null when --flight-recorder-size is 0), and the thread
+  // that answers autopsies (stopped before Goodbye).
+  std::unique_ptr<FlightRecorder> recorder_;
+  std::unique_ptr<AutopsyResponder> autopsy_;
 
   WorkState state_;
   ExecutionLane lane_{state_};

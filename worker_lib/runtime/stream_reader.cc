@@ -21,6 +21,11 @@ void StreamReader::read() {
   v1::CoordinatorMessage message;
   bool job_aborted = false;  // the coordinator closes the stream after a JobAbort: no surprise
   while (c_.stream.read(&message)) {
+    if (message.kind_case() == v1::CoordinatorMessage::kAutopsy) {
+      if (c_.on_autopsy) c_.on_autopsy(message.autopsy());
+      message.Clear();
+      continue;
+    }
     bool abort_now = false;
     {
       std::lock_guard<std::mutex> lock(state.mutex);

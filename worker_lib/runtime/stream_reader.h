@@ -37,6 +37,8 @@ class StreamReader {
     std::function<void()> on_end;
     int rank = 0;
     std::string coordinator_address;
+    // An AutopsyRequest arrived (worker_lib/autopsy/responder.h); must not block.
+    std::function<void(const v1::AutopsyRequest&)> on_autopsy;
   };
   explicit StreamReader(Context context) : c_(std::move(context)) {}
 

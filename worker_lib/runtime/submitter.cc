@@ -4,19 +4,29 @@
 
 namespace hvrun::detail {
 
+void Submitter::record(PendingOp& op) {
+  if (recorder_ == nullptr) return;
+  op.flight_sequence = recorder_->submitted(
+      op.name(), op.op, op.dtype,
+      static_cast<uint64_t>(num_elements(op.shape)) * dtype_size(op.dtype), op.process_set);
+}
+
 Handle Submitter::submit(std::shared_ptr<PendingOp> op) {
   Handle handle(op->handle);
+  record(*op);
   bool coordinator_only = false;
   bool first = false;
   bool looks_anyway = false;
   {
     std::lock_guard<std::mutex> lock(state_.mutex);
     if (state_.terminal) {
+      record_refused(*op);
       op->handle->complete(*state_.terminal);
       return handle;
     }
     auto [it, inserted] = state_.in_flight.emplace(op->name(), op);
     if (!inserted) {
+      record_refused(*op);
       op->handle->complete(already_exists(
           "rank " + std::to_string(rank_) + ": tensor '" + op->name() +
           "' submitted again while the previous one with that name is still in flight; wait "
@@ -42,7 +52,10 @@ Handle Submitter::submit(std::shared_ptr<PendingOp> op) {
 
 std::vector<Handle> Submitter::submit_group(std::vector<std::shared_ptr<PendingOp>> ops) {
   std::vector<Handle> handles;
-  for (const auto& op : ops) handles.emplace_back(op->handle);
+  for (const auto& op : ops) {
+    handles.emplace_back(op->handle);
+    record(*op);
+  }
   {
     std::lock_guard<std::mutex> lock(state_.mutex);
     std::optional<Status> refusal = state_.terminal;
@@ -54,7 +67,10 @@ std::vector<Handle> Submitter::submit_group(std::vector<std::shared_ptr<PendingO
                                  "' is in flight already or named twice in the group");
     }
     if (refusal) {
-      for (const auto& op : ops) op->handle->complete(*refusal);
+      for (const auto& op : ops) {
+        record_refused(*op);
+        op->handle->complete(*refusal);
+      }
       return handles;
     }
     if (state_.outbox.empty()) state_.outbox_since = std::chrono::steady_clock::now();

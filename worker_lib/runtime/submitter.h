@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "hvrun/handle.h"
+#include "worker_lib/autopsy/flight_recorder.h"
 #include "worker_lib/runtime/coordinator_client.h"
 #include "worker_lib/runtime/execution_lane.h"
 #include "worker_lib/runtime/request_cache.h"
@@ -40,6 +41,8 @@ class Submitter {
   // pays no wake-up, and a burst gathers. Once a quiet spell has put that thread to sleep
   // (WorkState::loop_idle), the next new batch wakes it. Before the background thread starts.
   void let_batches_gather() { gather_ = true; }
+  // Every submission from now on enters the flight recorder; null = off. Before the first one.
+  void set_flight_recorder(FlightRecorder* recorder) { recorder_ = recorder; }
   // Sends what the outbox holds, unless it is empty (already sent or being sent).
   void send_pending();
   // Sends what the outbox holds.
@@ -61,6 +64,11 @@ class Submitter {
   }
 
  private:
+  // Enters `op` in the flight recorder (its sequence goes into the op).
+  void record(PendingOp& op);
+  void record_refused(const PendingOp& op) {
+    if (recorder_ != nullptr) recorder_->ended(op.flight_sequence, false);
+  }
   void send_requests(std::deque<std::shared_ptr<PendingOp>>& batch);  // send_mutex_ held
 
   WorkState& state_;
@@ -69,6 +77,7 @@ class Submitter {
   telemetry::WorkerTelemetry& telemetry_;
   int rank_;
   bool gather_ = false;
+  FlightRecorder* recorder_ = nullptr;
   std::mutex send_mutex_;
   RequestCache cache_;  // see request_cache.h for who writes it under which locks
 };

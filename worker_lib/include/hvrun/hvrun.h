@@ -77,6 +77,9 @@ struct TelemetryConfig {
   // The GPUs this process sees, as CUDA_VISIBLE_DEVICES said when the Config was made; nullopt
   // when it is unset (every GPU).
   std::optional<std::string> cuda_visible_devices;
+  // The flight recorder's ring (--flight-recorder-size): this rank's latest collectives, kept
+  // for autopsies; 0 = off.
+  size_t flight_recorder_size = 1024;
 };
 
 // How to reach the job. init() fills it from the environment hvrun sets (HVRUN_RANK,

@@ -1,0 +1,34 @@
+// What the kernel says a process or one of its threads is doing, read from /proc: its state
+// letter (R running, S sleeping, D uninterruptible, T stopped, t traced, Z zombie), the kernel
+// function it sleeps in (wchan) and the system call it is blocked in. Used by the worker
+// library for its own threads (autopsy) and by the launcher for ranks that did not answer.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <sys/types.h>
+
+namespace hvrun {
+
+struct TaskState {
+  pid_t tid = 0;
+  std::string name;     // comm
+  char letter = '?';    // the state letter, '?' when unreadable
+  std::string wchan;    // empty, or the kernel function ("pipe_read", "futex_wait_queue")
+  std::string syscall;  // empty when not in one; a name ("read") or "syscall 123"
+};
+
+// One task (thread) of `pid`; `tid` == `pid` is the main thread. nullopt when it is gone.
+std::optional<TaskState> read_task_state(pid_t pid, pid_t tid);
+// Every task of `pid` (empty when the process is gone or unreadable).
+std::vector<pid_t> list_tasks(pid_t pid);
+
+// "stopped", "sleeping", "running", "uninterruptible (disk)", "zombie", "traced", "idle".
+std::string state_word(char letter);
+
+// The x86-64 / aarch64 name of a system call number ("read"), or "syscall N".
+std::string syscall_name(long number);
+
+}  // namespace hvrun
