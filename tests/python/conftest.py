@@ -4,8 +4,6 @@ The session joins the job once; a test that needs a fresh job (init -> shutdown 
 it itself and leaves the process initialized.
 """
 import os
-import signal
-import subprocess
 
 import pytest
 
@@ -26,18 +24,3 @@ def data(rank, shape, dtype, seed=0):
     import numpy as np
     rng = np.random.default_rng(1000 * seed + rank)
     return rng.integers(1, 5, size=shape).astype(dtype)
-
-
-def run_job(args, timeout):
-    """Runs `hvrun args` (HVRUN_BIN_DIR's) in its own session; kills the whole group when it
-    overstays. Returns (exit code, output)."""
-    hvrun = os.path.join(os.environ["HVRUN_BIN_DIR"], "hvrun")
-    proc = subprocess.Popen([hvrun] + args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, start_new_session=True)
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
-        raise AssertionError("hvrun job did not finish within %d s:\n%s" % (timeout, out))
-    return proc.returncode, out

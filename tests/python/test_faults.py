@@ -4,12 +4,29 @@ Starts its own small hvrun job (not run under hvrun itself); every wait is bound
 process group is killed by pid if it overstays."""
 import os
 import re
+import signal
+import subprocess
 import sys
 import time
 
-from conftest import run_job
-
 HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def hvrun_binary():
+    return os.path.join(os.environ["HVRUN_BIN_DIR"], "hvrun")
+
+
+def run_job(args, timeout):
+    """Runs hvrun in its own session; kills the whole group when it overstays."""
+    proc = subprocess.Popen([hvrun_binary()] + args, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        raise AssertionError("hvrun job did not finish within %d s:\n%s" % (timeout, out))
+    return proc.returncode, out
 
 
 def test_killed_peer_raises_on_survivor():

@@ -6,11 +6,11 @@ Starts its own hvrun jobs (not run under hvrun itself); each is bounded, and its
 killed by pid if it overstays."""
 import os
 import re
+import signal
+import subprocess
 import sys
 
 import pytest
-
-from conftest import run_job
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SUMMARY = re.compile(r'hvrun: straggler: rank (\d+) on \S+ was last in (\d+)% of (\d+) steps, '
@@ -18,6 +18,19 @@ SUMMARY = re.compile(r'hvrun: straggler: rank (\d+) on \S+ was last in (\d+)% of
 WARNING = re.compile(r'straggler: rank (\d+) on \S+ was last by 10\.0 ms or more in (\d+) of the '
                      r'last 10 steps, ([0-9.]+) ms late at the median; its phase "(\w+)" grew most')
 
+
+def run_job(args, timeout):
+    """Runs hvrun in its own session; kills the whole group when it overstays."""
+    hvrun = os.path.join(os.environ["HVRUN_BIN_DIR"], "hvrun")
+    proc = subprocess.Popen([hvrun] + args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        raise AssertionError("hvrun job did not finish within %d s:\n%s" % (timeout, out))
+    return proc.returncode, out
 
 
 @pytest.mark.parametrize("api,slow_rank", [("torch", 1), ("numpy", 0)])
