@@ -55,11 +55,10 @@ constexpr std::array kVariables = {
                     kAutotuneOnly},
     HorovodVariable{"HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE", Use::kNoEffect, {},
                     Reading::kSame, kAutotuneOnly},
-    HorovodVariable{"HOROVOD_ELASTIC", Use::kUnsupportedWhenOn, {}, Reading::kSame,
-                    "hvrun has no elastic mode: use --max-restarts to restart a failed job on "
-                    "the same hosts"},
-    HorovodVariable{"HOROVOD_ELASTIC_TIMEOUT", Use::kNoEffect, {}, Reading::kSame,
-                    "only elastic jobs read it, and hvrun has no elastic mode"},
+    HorovodVariable{"HOROVOD_ELASTIC", Use::kNoEffect, {}, Reading::kSame,
+                    "hvrun makes a job elastic when it is given --min-np, --max-np or "
+                    "--host-discovery-script, and tells its workers so itself (HVRUN_ELASTIC)"},
+    HorovodVariable{"HOROVOD_ELASTIC_TIMEOUT", Use::kSetting, "elastic_timeout_s"},
     HorovodVariable{"HOROVOD_NUM_NCCL_STREAMS", Use::kUnsupportedUnlessOne, {}, Reading::kSame,
                     "hvrun runs NCCL on one stream per rank (Horovod's default, 1)"},
     HorovodVariable{"HOROVOD_THREAD_AFFINITY", Use::kUnsupported, {}, Reading::kSame,

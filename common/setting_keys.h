@@ -32,6 +32,13 @@ inline constexpr SettingKey<std::string> kMpiArgs{"mpi_args"};
 inline constexpr SettingKey<std::string> kNetworkInterface{"network_interface"};
 inline constexpr SettingKey<std::string> kNetwork{"network"};
 inline constexpr SettingKey<int64_t> kMaxRestarts{"max_restarts"};
+inline constexpr SettingKey<int64_t> kMinNp{"min_np"};
+inline constexpr SettingKey<int64_t> kMaxNp{"max_np"};
+inline constexpr SettingKey<std::string> kHostDiscoveryScript{"host_discovery_script"};
+inline constexpr SettingKey<int64_t> kSlotsPerHost{"slots_per_host"};
+inline constexpr SettingKey<double> kElasticTimeoutSeconds{"elastic_timeout_s"};
+inline constexpr SettingKey<int64_t> kResetLimit{"reset_limit"};
+inline constexpr SettingKey<std::string> kBlacklistCooldownRange{"blacklist_cooldown_range"};
 inline constexpr SettingKey<bool> kSummary{"summary"};
 inline constexpr SettingKey<std::string> kAutopsyDir{"autopsy_dir"};
 

@@ -218,6 +218,50 @@ constexpr std::array kCatalog = {
                 .description = "When a worker fails, tear the job down and start it again on "
                                "the same hosts, up to this many times (HVRUN_RESTART_COUNT tells "
                                "the workers which attempt they are); 0 = never."},
+    SettingSpec{.name = "min_np", .flag = "--min-np", .env = "HVRUN_MIN_NP",
+                .kind = SettingKind::kInt, .default_value = "0", .min = 0, .max = 1000000,
+                .unit = "ranks", .scope = "launcher",
+                .description = "Elastic jobs (this, --max-np or --host-discovery-script makes "
+                               "the job elastic; docs/elastic.md): a lost rank ends only the "
+                               "membership and the survivors go on; with fewer slots than this "
+                               "the job waits up to --elastic-timeout for hosts, then fails "
+                               "naming what was lost. 0 = -np."},
+    SettingSpec{.name = "max_np", .flag = "--max-np", .env = "HVRUN_MAX_NP",
+                .kind = SettingKind::kInt, .default_value = "0", .min = 0, .max = 1000000,
+                .unit = "ranks", .scope = "launcher",
+                .description = "Elastic jobs: the most ranks the job grows to when "
+                               "--host-discovery-script finds slots; 0 = no limit."},
+    SettingSpec{.name = "host_discovery_script", .flag = "--host-discovery-script",
+                .env = "HVRUN_HOST_DISCOVERY_SCRIPT", .kind = SettingKind::kString,
+                .default_value = "", .unit = "program", .scope = "launcher",
+                .description = "Elastic jobs: a program hvrun runs every second that prints the "
+                               "hosts the job may use, one 'host:slots' (or 'host', with "
+                               "--slots-per-host) per line; new slots join at the trainer's next "
+                               "commit, missing hosts get no new ranks."},
+    SettingSpec{.name = "slots_per_host", .flag = "--slots-per-host",
+                .env = "HVRUN_SLOTS_PER_HOST", .kind = SettingKind::kInt, .default_value = "0",
+                .min = 0, .max = 4096, .unit = "slots", .scope = "launcher",
+                .description = "Elastic jobs: the slots of a host the discovery script prints "
+                               "without ':slots'; 0 = such a line is an error."},
+    SettingSpec{.name = "elastic_timeout_s", .flag = "--elastic-timeout",
+                .env = "HVRUN_ELASTIC_TIMEOUT", .kind = SettingKind::kDouble,
+                .default_value = "600", .min = 0.1, .max = 86400, .unit = "seconds",
+                .scope = "launcher",
+                .description = "Elastic jobs: how long the job may run short of --min-np slots "
+                               "(waiting for hosts) and how long a reset's rendezvous may wait, "
+                               "before the job fails."},
+    SettingSpec{.name = "reset_limit", .flag = "--reset-limit", .env = "HVRUN_RESET_LIMIT",
+                .kind = SettingKind::kInt, .default_value = "0", .min = 0, .max = 1000000,
+                .unit = "resets", .scope = "launcher",
+                .description = "Elastic jobs: fail the job at the reset after this many (lost "
+                               "ranks and added slots alike); 0 = no limit."},
+    SettingSpec{.name = "blacklist_cooldown_range", .flag = "--blacklist-cooldown-range",
+                .env = "HVRUN_BLACKLIST_COOLDOWN_RANGE", .kind = SettingKind::kString,
+                .default_value = "", .unit = "MIN,MAX seconds", .scope = "launcher",
+                .description = "Elastic jobs: a host where a rank failed gets no new rank for a "
+                               "random time between MIN and MAX seconds, doubled at each "
+                               "further failure (Horovod's 'MIN MAX' is accepted too); empty = "
+                               "for the rest of the job."},
     SettingSpec{.name = "metrics_port", .flag = "--metrics-port", .env = "HVRUN_METRICS_PORT",
                 .kind = SettingKind::kInt, .default_value = "-1", .min = -1, .max = 65535,
                 .unit = "port", .scope = "coordinator",

@@ -27,6 +27,15 @@ namespace hvrun::coordinator {
 struct Registered {
   v1::Topology topology;
   std::vector<v1::RankInfo> ranks;  // every rank, by rank
+  std::string job_id;               // filled by the job: what names this membership's resources
+};
+
+// How the ranks are assigned.
+enum class RankRules {
+  kLaunch,   // the plan, else the requested rank, else in order of registration (see above)
+  // Elastic memberships after the first: the plan alone decides (a survivor's launch-time rank
+  // is stale), and local ranks are renumbered 0..k-1 per host in rank order.
+  kMembership,
 };
 
 class Rendezvous {
@@ -36,7 +45,7 @@ class Rendezvous {
   using Listener = std::function<void(const Status&)>;
 
   Rendezvous(int world_size, std::vector<PlannedRank> plan, std::chrono::milliseconds start_timeout,
-             Listener on_end);
+             Listener on_end, RankRules rules = RankRules::kLaunch);
 
   // Registers a worker and waits for the others (bounded by the start timeout).
   Result<Registered> register_worker(const v1::WorkerInfo& worker);
@@ -79,6 +88,7 @@ class Rendezvous {
   const int world_size_;
   const std::vector<PlannedRank> plan_;
   const std::chrono::milliseconds start_timeout_;
+  const RankRules rules_;
 
   mutable std::mutex mutex_;
   std::condition_variable ended_cv_;

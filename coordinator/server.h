@@ -59,6 +59,12 @@ struct CoordinatorOptions {
   bool timeline_horovod_names = false;  // --timeline-names horovod (telemetry/horovod_event_names.h)
   // Warn when one rank is this late in most recent steps (telemetry/straggler_tracker.h); 0 = off.
   std::chrono::microseconds straggler_warning{0};
+  // Elastic jobs (--min-np, --max-np, --host-discovery-script): a lost rank ends only its
+  // membership, not the job. The survivors hear a JobAbort marked membership_changed, register
+  // again, and wait (at most elastic_timeout) for the owner to name the next membership
+  // (change_membership). world_size and plan are the first membership's.
+  bool elastic = false;
+  std::chrono::milliseconds elastic_timeout{600000};
   // Effective settings handed to every worker at registration (registry name -> text).
   std::map<std::string, std::string> job_settings;
 
@@ -73,7 +79,9 @@ struct CoordinatorEvent {
     kRegistrationComplete,  // every rank registered
     kRegistrationFailed,    // start timeout: message names the missing ranks and hosts
     kAborted,               // a worker, an agent or the launcher aborted the job
-    kWorkerLost,            // a worker's stream ended without a Goodbye (kAborted follows)
+    kWorkerLost,            // a worker's stream ended without a Goodbye (kAborted follows,
+                            // except in elastic jobs: kMembershipEnded)
+    kMembershipEnded,       // elastic: a lost rank ended the membership; survivors re-register
     kJobFinished,           // every rank said Goodbye: the job ended cleanly
     kAutopsy,               // an autopsy is complete: `autopsy` holds every rank's answer
   };
@@ -130,6 +138,26 @@ class CoordinatorServer {
   virtual bool request_autopsy(const std::string& trigger) {
     (void)trigger;
     return false;
+  }
+
+  // Elastic jobs: the next membership is `plan` (its ranks in order: survivors by their rank in
+  // this one, then added slots). A rank was lost (`reason`, naming `rank` on `host`): the
+  // current membership, unless the coordinator already ended it when that rank's stream broke,
+  // ends at once (every survivor's pending collectives fail with the reason); the survivors'
+  // registrations then land in the next one. Ignored once the job ended.
+  virtual void change_membership(std::vector<PlannedRank> plan, const std::string& reason,
+                                 int rank, const std::string& host) {
+    (void)plan;
+    (void)reason;
+    (void)rank;
+    (void)host;
+  }
+  // Elastic jobs: slots were added. The next membership is `plan` (the current ranks first);
+  // every rank hears HostsUpdated and resets at its next commit, and the next membership opens
+  // once every rank of this one said Goodbye.
+  virtual void add_slots(std::vector<PlannedRank> plan, int added) {
+    (void)plan;
+    (void)added;
   }
 
   // Stops serving (in-flight calls are cancelled). Idempotent; also done by the destructor.

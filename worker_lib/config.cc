@@ -117,6 +117,8 @@ Result<Config> Config::from_environment() {
   Settings settings;
   HVRUN_RETURN_IF_ERROR(settings.apply_process_environment());
   config.start_timeout = seconds_to_ms(settings.get(setting::kStartTimeoutSeconds));
+  if (const char* elastic = env("HVRUN_ELASTIC")) config.elastic = std::string(elastic) == "1";
+  config.elastic_timeout = seconds_to_ms(settings.get(setting::kElasticTimeoutSeconds));
   config.op_timeout = seconds_to_ms(settings.get(setting::kOpTimeoutSeconds));
   config.log_level = settings.get(setting::kLogLevel);
   config.log_timestamps = settings.get(setting::kLogTimestamps);

@@ -13,16 +13,17 @@ std::string describe_worker(const v1::WorkerInfo& w) {
 }  // namespace
 
 Rendezvous::Rendezvous(int world_size, std::vector<PlannedRank> plan,
-                       std::chrono::milliseconds start_timeout, Listener on_end)
+                       std::chrono::milliseconds start_timeout, Listener on_end, RankRules rules)
     : world_size_(world_size),
       plan_(std::move(plan)),
       start_timeout_(start_timeout),
+      rules_(rules),
       on_end_(std::move(on_end)),
       worker_of_rank_(world_size, -1) {}
 
 Status Rendezvous::claim_rank(const v1::WorkerInfo& worker, int* slot) {
   const int index = static_cast<int>(workers_.size());
-  int rank = worker.requested_rank();
+  int rank = rules_ == RankRules::kMembership ? -1 : worker.requested_rank();
   if (rank < 0 && !plan_.empty()) {
     for (int r = 0; r < world_size_; ++r) {
       if (plan_[r].host == worker.host() && plan_[r].local_rank == worker.local_rank()) rank = r;
@@ -78,7 +79,9 @@ void Rendezvous::finish_locked() {
   for (int r = 0; r < world_size_; ++r) {
     const v1::WorkerInfo& w = workers_[worker_of_rank_[r]];
     const auto& on_host = ranks_on_host[w.host()];
-    if (!plan_.empty()) {
+    if (rules_ == RankRules::kMembership) {
+      local_rank[r] = static_cast<int>(std::find(on_host.begin(), on_host.end(), r) - on_host.begin());
+    } else if (!plan_.empty()) {
       local_rank[r] = plan_[r].local_rank;
     } else if (w.local_rank() >= 0) {
       local_rank[r] = w.local_rank();

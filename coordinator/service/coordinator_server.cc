@@ -91,6 +91,13 @@ class Server final : public CoordinatorServer {
   std::optional<AbortCause> abort_cause() const override { return job_.abort_cause(); }
   void worker_exited(int rank, const std::string& how) override { job_.worker_exited(rank, how); }
   bool request_autopsy(const std::string& trigger) override { return job_.autopsy(trigger); }
+  void change_membership(std::vector<PlannedRank> plan, const std::string& reason, int rank,
+                         const std::string& host) override {
+    job_.change_membership(std::move(plan), reason, rank, host);
+  }
+  void add_slots(std::vector<PlannedRank> plan, int added) override {
+    job_.add_slots(std::move(plan), added);
+  }
 
   void shutdown() override {
     std::lock_guard<std::mutex> lock(shutdown_mutex_);

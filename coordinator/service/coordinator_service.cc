@@ -42,7 +42,7 @@ grpc::Status CoordinatorService::Register(grpc::ServerContext* context,
   auto registered = job_.register_worker(worker);
   if (!registered.is_ok()) return to_grpc(registered.status());
   *response->mutable_topology() = registered->topology;
-  response->set_job_id(job_.options().job_id);
+  response->set_job_id(registered->job_id);
   for (const auto& [name, text] : job_.options().job_settings) {
     (*response->mutable_settings())[name] = text;
   }

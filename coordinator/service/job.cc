@@ -14,9 +14,9 @@ std::string seconds_text(std::chrono::milliseconds ms) {
   return text;
 }
 
-EngineOptions engine_options(const CoordinatorOptions& options) {
+EngineOptions engine_options(const CoordinatorOptions& options, int world_size) {
   EngineOptions engine;
-  engine.world_size = options.world_size;
+  engine.world_size = world_size;
   engine.fusion_threshold_bytes = options.fusion_threshold_bytes;
   engine.cycle_time = options.cycle_time;
   engine.cache_capacity = options.cache_capacity;
@@ -25,11 +25,14 @@ EngineOptions engine_options(const CoordinatorOptions& options) {
 }
 }  // namespace
 
-Generation::Generation(Job& job, int n)
+Generation::Generation(Job& job, int n, std::vector<PlannedRank> slots, int size)
     : number(n),
-      rendezvous(job.options_.world_size, job.options_.plan, job.options_.start_timeout,
-                 [this, &job](const Status& status) { job.on_rendezvous_end(*this, status); }),
-      loop(engine_options(job.options_),
+      world_size(size),
+      plan(std::move(slots)),
+      rendezvous(size, plan, job.options_.start_timeout,
+                 [this, &job](const Status& status) { job.on_rendezvous_end(*this, status); },
+                 job.options_.elastic && n > 0 ? RankRules::kMembership : RankRules::kLaunch),
+      loop(engine_options(job.options_, size),
            {.warning = job.options_.stall_warning,
             .shutdown = job.options_.stall_shutdown,
             .heartbeat_timeout = job.options_.heartbeat_timeout},
@@ -50,7 +53,8 @@ Job::Job(CoordinatorOptions options, CoordinatorServer::EventCallback on_event)
                    event.autopsy = std::move(report);
                    emit(std::move(event));
                  }) {
-  generations_.push_back(std::make_unique<Generation>(*this, 0));
+  generations_.push_back(
+      std::make_unique<Generation>(*this, 0, options_.plan, options_.world_size));
 }
 
 Job::~Job() {
@@ -75,53 +79,164 @@ void Job::stop_loops() {
 }
 
 Result<Registered> Job::register_worker(const v1::WorkerInfo& worker) {
-  Generation* generation = nullptr;
-  Generation* previous = nullptr;
-  {
-    std::unique_lock<std::mutex> lock(mutex_);
-    Generation* now = generations_.back().get();
-    if (now->rendezvous.complete()) {
-      // A worker registering again (init after shutdown): the next generation opens once every
-      // rank of this one said goodbye, which ends it cleanly.
-      const bool left = ended_cv_.wait_for(lock, options_.start_timeout, [&] {
-        return end_.has_value() || generations_.back().get() != now;
-      });
-      if (generations_.back().get() == now) {
-        if (!left)
+  // Elastic: a membership that ends while this worker waits in its rendezvous sends the
+  // registration on to the next one.
+  for (;;) {
+    Generation* generation = nullptr;
+    Generation* previous = nullptr;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      Generation* now = generations_.back().get();
+      const auto limit = options_.elastic ? options_.elastic_timeout : options_.start_timeout;
+      if (now->resetting) {
+        // A survivor of a lost rank: the launcher names the next membership.
+        ended_cv_.wait_for(lock, limit, [&] {
+          return (end_.has_value() && !end_->is_ok()) || generations_.back().get() != now;
+        });
+        if (generations_.back().get() == now) {
+          if (end_ && !end_->is_ok()) return *end_;
           return deadline_exceeded(
               "worker on host " + worker.host() + " (pid " + std::to_string(worker.pid()) +
-              ") registered again (init after shutdown), but the other ranks did not shut down "
-              "within the start timeout; every rank must call shutdown() before init()");
-        if (!end_->is_ok()) return *end_;
-        previous = now;
-        generations_.push_back(std::make_unique<Generation>(*this, now->number + 1));
-        for (const auto& [rank, how] : exited_) generations_.back()->rendezvous.rank_exited(rank, how);
-        end_.reset();
-        aborting_ = false;
-        abort_cause_.reset();
-        spdlog::info("generation {}: ranks register again (init after shutdown)",
-                     generations_.back()->number);
+              ") registered for the job's next membership, but none was formed within the "
+              "elastic timeout (--elastic-timeout " + seconds_text(limit) + " s)");
+        }
+      } else if (now->rendezvous.complete()) {
+        // A worker registering again (init after shutdown, or a reset for added slots): the
+        // next generation opens once every rank of this one said goodbye, which ends it
+        // cleanly.
+        const bool left = ended_cv_.wait_for(lock, limit, [&] {
+          return end_.has_value() || generations_.back().get() != now;
+        });
+        if (generations_.back().get() == now) {
+          if (!left)
+            return deadline_exceeded(
+                "worker on host " + worker.host() + " (pid " + std::to_string(worker.pid()) +
+                ") registered again (init after shutdown), but the other ranks did not shut "
+                "down within the " +
+                (options_.elastic ? "elastic timeout" : "start timeout") +
+                "; every rank must call shutdown() before init()");
+          if (!end_->is_ok()) return *end_;
+          previous = now;
+          open_next_locked(*now);
+        }
       }
+      generation = generations_.back().get();
     }
-    generation = generations_.back().get();
+    ended_cv_.notify_all();
+    if (previous != nullptr) previous->loop.stop();  // every rank left it: nothing more to plan
+    auto registered = generation->rendezvous.register_worker(worker);
+    if (!registered.is_ok()) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (options_.elastic && generation->resetting &&
+          (!end_.has_value() || end_->is_ok()))
+        continue;
+      return registered.status();
+    }
+    registered->job_id = job_id_of(*generation);
+    return registered;
   }
-  ended_cv_.notify_all();
-  if (previous != nullptr) previous->loop.stop();  // every rank left it: nothing more to plan
-  return generation->rendezvous.register_worker(worker);
+}
+
+Generation& Job::open_next_locked(Generation& now) {
+  std::vector<PlannedRank> plan = now.plan;
+  int size = now.world_size;
+  if (next_plan_) {
+    plan = std::move(*next_plan_);
+    size = static_cast<int>(plan.size());
+    next_plan_.reset();
+  }
+  generations_.push_back(std::make_unique<Generation>(*this, now.number + 1, std::move(plan), size));
+  Generation& next = *generations_.back();
+  // Launch-time exits concern the first membership's ranks only: later ones renumber.
+  if (!options_.elastic)
+    for (const auto& [rank, how] : exited_) next.rendezvous.rank_exited(rank, how);
+  end_.reset();
+  aborting_ = false;
+  abort_cause_.reset();
+  if (options_.elastic)
+    spdlog::info("membership {}: {} ranks register", next.number, next.world_size);
+  else
+    spdlog::info("generation {}: ranks register again (init after shutdown)", next.number);
+  return next;
+}
+
+std::string Job::job_id_of(const Generation& generation) const {
+  // Each membership gets fresh shared-memory segments: a lost rank may have left the last
+  // one's mid-collective.
+  if (!options_.elastic || generation.number == 0) return options_.job_id;
+  return options_.job_id + "-m" + std::to_string(generation.number);
 }
 
 void Job::on_rendezvous_end(Generation& generation, const Status& status) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (generation.resetting) return;  // the membership changed while it registered
+  }
+  const std::string ranks = "all " + std::to_string(generation.world_size) + " ranks registered";
   if (status.is_ok()) {
-    spdlog::info("all {} ranks registered", options_.world_size);
+    spdlog::info("{}", ranks);
     generation.loop.expect_streams_by(NegotiationEngine::Clock::now() + options_.start_timeout);
-    emit({CoordinatorEvent::Kind::kRegistrationComplete,
-          "all " + std::to_string(options_.world_size) + " ranks registered"});
+    emit({CoordinatorEvent::Kind::kRegistrationComplete, ranks});
   } else if (status.code() != StatusCode::kAborted && status.code() != StatusCode::kCancelled) {
     // Timed out, or the ranks that came do not fit together.
     spdlog::error("{}", status.message());
     emit({CoordinatorEvent::Kind::kRegistrationFailed, status.message()});
     end(status);
   }
+}
+
+void Job::reset(Generation& generation, const std::string& reason, int rank,
+                const std::string& host) {
+  spdlog::warn("membership {} ended: {}; the survivors register again", generation.number, reason);
+  const Status status = unavailable("the job's membership changed: " + reason);
+  generation.rendezvous.abort(status);
+  generation.kv.abort(status);
+  v1::JobAbort message;
+  message.set_reason(reason + " (elastic job: the other ranks reset and go on)");
+  message.set_rank(rank);
+  message.set_host(host);
+  message.set_membership_changed(true);
+  generation.loop.abort(message, aborted(message.reason()));
+  emit({CoordinatorEvent::Kind::kMembershipEnded, reason, rank, host});
+}
+
+void Job::change_membership(std::vector<PlannedRank> plan, const std::string& reason, int rank,
+                            const std::string& host) {
+  Generation* ended = nullptr;
+  Generation* stopped = nullptr;  // the membership left behind: nothing more to plan there
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (end_ && !end_->is_ok()) return;
+    if (aborting_) return;
+    Generation* now = generations_.back().get();
+    // Every rank of the current one already left cleanly: nothing to end.
+    const bool left = end_.has_value();
+    if (!now->resetting && !left) {
+      now->resetting = true;
+      ended = now;
+    }
+    next_plan_ = std::move(plan);
+    open_next_locked(*now);
+    stopped = now;
+  }
+  if (ended) reset(*ended, reason, rank, host);
+  ended_cv_.notify_all();
+  stopped->loop.stop();
+}
+
+void Job::add_slots(std::vector<PlannedRank> plan, int added) {
+  Generation* now = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (end_ || aborting_) return;
+    next_plan_ = std::move(plan);
+    now = generations_.back().get();
+    if (now->resetting) return;  // a reset under way takes the plan when it opens
+  }
+  spdlog::info("{} slot(s) added; the ranks reset at their next commit", added);
+  v1::CoordinatorMessage message;
+  message.mutable_hosts_updated()->set_added_slots(added);
+  now->loop.send_to_all(message);
 }
 
 NegotiationLoop::Hooks Job::loop_hooks() {
@@ -227,14 +342,14 @@ bool Job::autopsy(const std::string& trigger, std::function<void()> then) {
   report.set_unix_us(std::chrono::duration_cast<std::chrono::microseconds>(
                          std::chrono::system_clock::now().time_since_epoch())
                          .count());
-  for (int r = 0; r < options_.world_size; ++r) {
+  for (int r = 0; r < generation.world_size; ++r) {
     v1::AutopsyRankEntry* entry = report.add_ranks();
     entry->set_rank(r);
     if (auto info = generation.rendezvous.rank_info(r)) {
       entry->set_host(info->host());
       entry->set_pid(info->pid());
-    } else if (static_cast<size_t>(r) < options_.plan.size()) {
-      entry->set_host(options_.plan[static_cast<size_t>(r)].host);
+    } else if (static_cast<size_t>(r) < generation.plan.size()) {
+      entry->set_host(generation.plan[static_cast<size_t>(r)].host);
     }
   }
   for (const StalledTensor& waiting : generation.loop.waiting_tensors()) {
@@ -303,10 +418,10 @@ void Job::abort(const std::string& reason, int rank, const std::string& host) {
 
 void Job::shutdown() { end(cancelled("the coordinator shut down before the job ended")); }
 
-void Job::worker_lost(int rank) {
+void Job::worker_lost(Generation& generation, int rank) {
   std::string who = "rank " + std::to_string(rank);
   std::string host;
-  if (auto info = rank_info(rank)) {
+  if (auto info = generation.rendezvous.rank_info(rank)) {
     host = info->host();
     who += " on host " + host + " (pid " + std::to_string(info->pid()) + ")";
   }
@@ -315,6 +430,17 @@ void Job::worker_lost(int rank) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (end_ || aborting_) return;
+    if (options_.elastic) {
+      // Streams the reset itself ends, or a membership already left behind, lose nothing.
+      if (&generation != generations_.back().get() || generation.resetting) return;
+      generation.resetting = true;
+    }
+  }
+  if (options_.elastic) {
+    emit({CoordinatorEvent::Kind::kWorkerLost, reason, rank, host});
+    reset(generation, reason, rank, host);
+    ended_cv_.notify_all();
+    return;
   }
   // Abort first: every survivor's JobAbort must carry this reason, not the launcher's answer
   // to the kWorkerLost event (which would otherwise race it).

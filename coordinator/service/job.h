@@ -9,6 +9,14 @@
 // start timeout) until every rank of it has left; after an abort it gets the abort's status.
 // The job's end is the current generation's: OK between generations, until someone registers.
 //
+// Elastic jobs: each membership is a generation too, with its own size and plan. A lost rank
+// ends its generation only (`resetting`): the survivors hear a JobAbort marked
+// membership_changed and register again, waiting (bounded by the elastic timeout) for the
+// owner's next plan (change_membership), which opens the next generation. Added slots
+// (add_slots) wait for every current rank's Goodbye at their next commit, as in init after
+// shutdown, and the next generation takes the plan given. Start-up and every reset are the
+// same rendezvous.
+//
 // Threads: every method may be called from any thread; mutex_ guards the end state and the
 // generations.
 #pragma once
@@ -36,8 +44,12 @@ class Job;
 // One round of registration and negotiation (see above). Kept alive, stopped, until the Job
 // goes: handlers holding a reference to an old generation stay valid.
 struct Generation {
-  Generation(Job& job, int number);
+  Generation(Job& job, int number, std::vector<PlannedRank> plan, int world_size);
   const int number;  // 0 for the first registration, then 1, 2, ...
+  const int world_size;
+  const std::vector<PlannedRank> plan;  // empty, or world_size slots
+  // Elastic: a lost rank ended this membership (guarded by the Job's mutex_).
+  bool resetting = false;
   Rendezvous rendezvous;
   KvStore kv;
   NegotiationLoop loop;
@@ -68,8 +80,12 @@ class Job {
   void abort(const std::string& reason, int rank, const std::string& host);
   // The server stops: ends a running job with CANCELLED (streams hear it), without an event.
   void shutdown();
-  // A stream ended without Goodbye.
-  void worker_lost(int rank);
+  // A stream of `generation` ended without Goodbye.
+  void worker_lost(Generation& generation, int rank);
+  // Elastic jobs (coordinator/server.h).
+  void change_membership(std::vector<PlannedRank> plan, const std::string& reason, int rank,
+                         const std::string& host);
+  void add_slots(std::vector<PlannedRank> plan, int added);
   // Why the job was ended: the first abort, else the rendezvous' own failure; nullopt while
   // neither happened. Recorded before any worker hears of it.
   std::optional<AbortCause> abort_cause() const;
@@ -91,6 +107,13 @@ class Job {
   void end(Status status);  // records the end (first wins) and fails every waiter with it
   void on_rendezvous_end(Generation& generation, const Status& status);
   NegotiationLoop::Hooks loop_hooks();
+  // Elastic: ends `generation` only; every survivor's stream hears `reason` (requires
+  // generation.resetting set under mutex_, so that nothing else ends it).
+  void reset(Generation& generation, const std::string& reason, int rank, const std::string& host);
+  // Requires mutex_: opens the next generation (with next_plan_ when the owner gave one).
+  Generation& open_next_locked(Generation& now);
+  // What a registration in `generation` is told names its resources (shared-memory segments).
+  std::string job_id_of(const Generation& generation) const;
   std::optional<v1::RankInfo> rank_info(int rank);
 
   const CoordinatorOptions options_;
@@ -100,6 +123,8 @@ class Job {
   mutable std::mutex mutex_;
   std::condition_variable ended_cv_;
   std::vector<std::unique_ptr<Generation>> generations_;  // guarded by mutex_; back() = current
+  // Guarded by mutex_: elastic, the next generation's plan (add_slots), taken when it opens.
+  std::optional<std::vector<PlannedRank>> next_plan_;
   std::optional<Status> end_;  // guarded by mutex_: the current generation's end
   bool aborting_ = false;      // guarded by mutex_: the first abort() won
   std::optional<AbortCause> abort_cause_;  // guarded by mutex_: that abort's cause

@@ -92,7 +92,7 @@ void NegotiateReactor::OnReadDone(bool ok) {
       outbox_->finish(Status::ok());
     } else {
       job_.telemetry().on_lost(rank_);
-      job_.worker_lost(rank_);
+      job_.worker_lost(*generation_, rank_);
       outbox_->finish(job_.end_status().value_or(aborted("rank " + std::to_string(rank_) +
                                                          " disconnected")));
     }

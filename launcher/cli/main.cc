@@ -22,6 +22,8 @@
 #include "launcher/autopsy/report_files.h"
 #include "launcher/control/control_plane.h"
 #include "launcher/doctor/doctor_command.h"
+#include "launcher/elastic/elastic_options.h"
+#include "launcher/elastic/elastic_runner.h"
 #include "launcher/plan/env_forwarding.h"
 #include "launcher/estimate/estimate_command.h"
 #include "launcher/plan/gpu_probe.h"
@@ -115,7 +117,53 @@ int run_local_attempt(const LaunchOptions& opts, const JobPlan& plan,
   config.coordinator = coordinator_hooks(&control, &control_mutex, &early_exits);
   // mpirun's exit is not any rank's: the coordinator learns of the ranks' ends from their streams.
   if (mpi) config.coordinator.worker_exited = nullptr;
-  JobRunner runner(std::move(config), out, err, &guard);
+  auto elastic = elastic_options(settings, plan.size);
+  if (!elastic.is_ok()) return fail(elastic.status().message());
+  JobIdentity identity;  // filled once the coordinator's address is known
+  std::vector<Environment> envs;
+  // Elastic jobs: a lost rank ends only the membership (launcher/elastic/).
+  std::unique_ptr<JobRunner> plain;
+  std::unique_ptr<ElasticRunner> elastic_runner;
+  if (elastic->enabled && !mpi) {
+    ElasticRunnerConfig ec;
+    static_cast<SupervisedJobConfig&>(ec) = config;
+    ec.command_path = config.command_path;
+    ec.argv = config.argv;
+    ec.elastic = *elastic;
+    // Membership ranks renumber at each reset: the launch-time rank of an exit means nothing to
+    // a later membership, and the membership change says what was lost.
+    ec.coordinator.worker_exited = nullptr;
+    ec.environment = [&](int id, const ElasticSlot& slot) {
+      JobPlan grown = plan;
+      while (static_cast<int>(grown.ranks.size()) <= id)
+        grown.ranks.push_back(RankSlot{static_cast<int>(grown.ranks.size()), slot.host,
+                                       slot.local_rank, 0, 0});
+      grown.ranks[static_cast<size_t>(id)] = RankSlot{id, slot.host, slot.local_rank, 0, 0};
+      Environment env = rank_environment(grown, id, identity, settings, nccl, inherited);
+      env["HVRUN_ELASTIC"] = "1";
+      env["HVRUN_ELASTIC_TIMEOUT"] =
+          std::to_string(static_cast<double>(elastic->timeout.count()) / 1000.0);
+      return to_envp(env);
+    };
+    auto to_plan = [](const std::vector<ElasticSlot>& slots) {
+      std::vector<coordinator::PlannedRank> ranks;
+      for (const ElasticSlot& s : slots) ranks.push_back({s.host, s.local_rank});
+      return ranks;
+    };
+    ec.hooks.change_membership = [&, to_plan](const std::vector<ElasticSlot>& slots,
+                                              const std::string& reason, const std::string& host) {
+      std::lock_guard<std::mutex> lock(control_mutex);
+      if (control) control->change_membership(to_plan(slots), reason, host);
+    };
+    ec.hooks.add_slots = [&, to_plan](const std::vector<ElasticSlot>& slots, int added) {
+      std::lock_guard<std::mutex> lock(control_mutex);
+      if (control) control->add_slots(to_plan(slots), added);
+    };
+    elastic_runner = std::make_unique<ElasticRunner>(std::move(ec), out, err, &guard);
+  } else {
+    plain = std::make_unique<JobRunner>(std::move(config), out, err, &guard);
+  }
+  SupervisedJob& runner = plain ? static_cast<SupervisedJob&>(*plain) : *elastic_runner;
   // /metrics and the end-of-job summary read this attempt's coordinator (null until it started).
   ScopedTelemetrySource telemetry_source(telemetry, [&control, &control_mutex] {
     std::lock_guard<std::mutex> lock(control_mutex);
@@ -175,11 +223,9 @@ int run_local_attempt(const LaunchOptions& opts, const JobPlan& plan,
     guard.remove_on_exit(socket.parent_path().string());
   }
 
-  JobIdentity identity;
   identity.coordinator_address = address;
   identity.secret = *secret;
   identity.job_id = job_id;
-  std::vector<Environment> envs;
   std::vector<WorkerLaunch> launches;
   if (mpi) {
     // mpirun exports these to every rank by name (MpiHandoff::argv).
@@ -203,7 +249,14 @@ int run_local_attempt(const LaunchOptions& opts, const JobPlan& plan,
   if (settings.get(setting::kVerbose) && !mpi)
     print_verbose_plan(err, plan, nccl, identity.coordinator_address, job_id, envs, session);
 
-  int code = runner.run(launches);
+  int code = 0;
+  if (elastic_runner) {
+    std::vector<ElasticSlot> first;
+    for (const RankSlot& slot : plan.ranks) first.push_back({slot.host, slot.local_rank});
+    code = elastic_runner->run(first);
+  } else {
+    code = plain->run(launches);
+  }
   if (starter.joinable()) starter.join();
   spdlog::debug("job over (exit code {}); stopping the coordinator", code);
   std::optional<Status> final_status;
@@ -299,6 +352,17 @@ int run_job(const LaunchOptions& given) {
     if (!started.is_ok()) return fail(started.status().message());
     metrics = std::move(started).value();
     std::cerr << "hvrun: metrics at " << metrics->url() << "\n";
+  }
+  if (auto elastic = elastic_options(settings, plan->size); !elastic.is_ok()) {
+    return fail(elastic.status().message());
+  } else if (elastic->enabled && (plan->multi_host || mpi)) {
+    return fail(std::string("elastic jobs (--min-np, --max-np, --host-discovery-script) run on "
+                            "the launch host only in this version, not ") +
+                (mpi ? "under --mpi" : "on several hosts (-H names another machine)") +
+                "; leave the elastic flags out, or use --max-restarts to restart a failed job");
+  } else if (elastic->enabled && settings.get(setting::kMaxRestarts) > 0) {
+    return fail("--max-restarts restarts every rank; an elastic job replaces lost ranks instead: "
+                "give one or the other");
   }
   RestartPolicy restarts(static_cast<int>(settings.get(setting::kMaxRestarts)));
   for (int attempt = 0;; ++attempt) {

@@ -14,6 +14,7 @@
 
 #include "common/setting_keys.h"
 #include "coordinator/server.h"
+#include "launcher/elastic/elastic_options.h"
 
 namespace hvrun::launcher {
 namespace {
@@ -93,6 +94,13 @@ class InProcessCoordinator final : public ControlPlane {
   }
   bool request_autopsy(const std::string& trigger) override {
     return server_->request_autopsy(trigger);
+  }
+  void change_membership(std::vector<coordinator::PlannedRank> plan, const std::string& reason,
+                         const std::string& host) override {
+    server_->change_membership(std::move(plan), reason, -1, host);
+  }
+  void add_slots(std::vector<coordinator::PlannedRank> plan, int added) override {
+    server_->add_slots(std::move(plan), added);
   }
   void shutdown() override {
     server_->shutdown();
@@ -174,8 +182,11 @@ Result<std::unique_ptr<ControlPlane>> start_control_plane(const Settings& settin
   options.world_size = plan.size;
   for (const RankSlot& slot : plan.ranks)
     options.plan.push_back(coordinator::PlannedRank{slot.host, slot.local_rank});
+  HVRUN_ASSIGN_OR_RETURN(ElasticOptions elastic, elastic_options(settings, plan.size));
+  options.elastic = elastic.enabled;
+  options.elastic_timeout = elastic.timeout;
 
-  auto on_event = [events = std::move(events)](const CoordinatorEvent& event) {
+  auto on_event = [events = std::move(events), elastic = options.elastic](const CoordinatorEvent& event) {
     switch (event.kind) {
       case CoordinatorEvent::Kind::kRegistrationComplete:
         if (events.on_note) events.on_note("coordinator: " + event.message);
@@ -190,7 +201,15 @@ Result<std::unique_ptr<ControlPlane>> start_control_plane(const Settings& settin
         if (events.on_note) events.on_note("coordinator: " + event.message);
         break;
       case CoordinatorEvent::Kind::kWorkerLost:
-        if (events.on_failure) events.on_failure("worker lost: " + event.message, event.rank);
+        // Elastic jobs go on without it: the launcher decides from the process's exit.
+        if (elastic) {
+          if (events.on_note) events.on_note("coordinator: worker lost: " + event.message);
+        } else if (events.on_failure) {
+          events.on_failure("worker lost: " + event.message, event.rank);
+        }
+        break;
+      case CoordinatorEvent::Kind::kMembershipEnded:
+        if (events.on_note) events.on_note("coordinator: membership ended: " + event.message);
         break;
       case CoordinatorEvent::Kind::kAutopsy:
         if (events.on_autopsy && event.autopsy) events.on_autopsy(event.autopsy);

@@ -13,6 +13,7 @@
 #include "common/settings.h"
 #include "common/status.h"
 #include "coordinator/job_telemetry.h"
+#include "coordinator/server.h"
 #include "hvrun.pb.h"
 #include "launcher/plan/job_plan.h"
 #include "launcher/supervisor/job_verdict.h"
@@ -43,6 +44,17 @@ class ControlPlane {
   }
   // A rank's process ended (coordinator/server.h worker_exited()).
   virtual void worker_exited(int rank, const std::string& how) = 0;
+  // Elastic jobs (coordinator/server.h change_membership(), add_slots()).
+  virtual void change_membership(std::vector<coordinator::PlannedRank> plan,
+                                 const std::string& reason, const std::string& host) {
+    (void)plan;
+    (void)reason;
+    (void)host;
+  }
+  virtual void add_slots(std::vector<coordinator::PlannedRank> plan, int added) {
+    (void)plan;
+    (void)added;
+  }
   virtual void shutdown() = 0;
   // What the ranks are doing (coordinator/server.h telemetry()); readable after shutdown().
   virtual coordinator::telemetry::JobTelemetry telemetry() const { return {}; }

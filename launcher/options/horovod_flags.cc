@@ -12,9 +12,6 @@ namespace {
 
 using Effect = HorovodFlagEffect;
 
-constexpr std::string_view kElastic =
-    "hvrun has no elastic mode (no host discovery, no growing or shrinking); give the hosts with "
-    "-H or --hostfile and -np, and use --max-restarts to restart a failed job on the same hosts";
 constexpr std::string_view kAutotuneOnly =
     "only --autotune reads it, and hvrun has no autotuner";
 
@@ -66,13 +63,10 @@ constexpr std::array kFlags = {
 
     HorovodFlag{"--autotune", Effect::kUnsupported, 0, {}, {},
                 "hvrun has no autotuner; set --fusion-threshold-mb and --cycle-time-ms instead"},
-    HorovodFlag{"--min-np|--min-num-proc", Effect::kUnsupported, 1, {}, {}, kElastic},
-    HorovodFlag{"--max-np|--max-num-proc", Effect::kUnsupported, 1, {}, {}, kElastic},
-    HorovodFlag{"--slots-per-host", Effect::kUnsupported, 1, {}, {}, kElastic},
-    HorovodFlag{"--elastic-timeout", Effect::kUnsupported, 1, {}, {}, kElastic},
-    HorovodFlag{"--reset-limit", Effect::kUnsupported, 1, {}, {}, kElastic},
-    HorovodFlag{"--blacklist-cooldown-range", Effect::kUnsupported, 2, {}, {}, kElastic},
-    HorovodFlag{"--host-discovery-script", Effect::kUnsupported, 1, {}, {}, kElastic},
+    HorovodFlag{"--min-num-proc", Effect::kSetting, 1, "min_np", {}, {},
+                HorovodValue::kNonNegativeInt},
+    HorovodFlag{"--max-num-proc", Effect::kSetting, 1, "max_np", {}, {},
+                HorovodValue::kNonNegativeInt},
     HorovodFlag{"--thread-affinity", Effect::kUnsupported, 1, {}, {},
                 "hvrun does not pin its background thread on its own; use --bind-to block, which "
                 "binds each rank's whole process (every thread) to cores of its own"},

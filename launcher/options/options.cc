@@ -247,6 +247,11 @@ Result<LaunchOptions> parse_command_line(const std::vector<std::string>& args,
         HVRUN_RETURN_IF_ERROR(opts.settings.apply_flag(flag, "", false));
       } else {
         HVRUN_ASSIGN_OR_RETURN(std::string v, take_value(flag, inline_value));
+        // horovodrun's form takes two words: --blacklist-cooldown-range MIN MAX.
+        if (spec->name == "blacklist_cooldown_range" && !inline_value &&
+            v.find(',') == std::string::npos && i + 1 < args.size() && !args[i + 1].empty() &&
+            std::isdigit(static_cast<unsigned char>(args[i + 1][0])))
+          v += "," + args[++i];
         HVRUN_RETURN_IF_ERROR(set_setting(opts, spec->name, v, SettingSource::kFlag, flag));
       }
     } else if (const HorovodFlag* entry = find_horovod_flag(flag)) {

@@ -135,6 +135,11 @@ void JobSupervisor::on_stop_signal(int sig) {
 
 void JobSupervisor::decide(JobEnd seen) {
   if (tearing_down_) return;
+  if (seen.kind == JobEndKind::kWorkerFailed && config_.absorb_failure &&
+      config_.absorb_failure(seen)) {
+    loop_.check_progress();
+    return;
+  }
   // Exits waiting to be read are the better account of a control-plane failure (a crash the
   // coordinator saw as a lost stream, for instance), and a child found lost explains
   // everything (it begins the teardown itself).

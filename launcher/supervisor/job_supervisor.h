@@ -41,10 +41,15 @@ namespace hvrun::launcher {
 // host's agent is seen gone after the coordinator saw that host's workers drop.
 inline constexpr std::chrono::milliseconds kExplainDelay{300};
 
+// Elastic jobs: a rank's failure the job survives. Returns true when it goes on without that
+// rank (the supervisor then neither tears down nor reports it as the job's end).
+using FailureAbsorber = std::function<bool(const JobEnd& failure)>;
+
 struct SupervisorConfig {
   std::chrono::milliseconds grace_period{5000};
   bool verbose = false;
   CoordinatorHooks coordinator;  // the job's coordinator (empty members: none)
+  FailureAbsorber absorb_failure;  // empty: every rank's failure ends the job
 };
 
 class JobSupervisor final : public ChildrenEvents {

@@ -9,7 +9,8 @@ namespace hvrun::launcher {
 
 struct SupervisedJob::Parts {
   Parts(const SupervisedJobConfig& config, OutputSink& out, OutputSink& err)
-      : supervisor({config.grace_period, config.verbose, config.coordinator}, err),
+      : supervisor({config.grace_period, config.verbose, config.coordinator, config.absorb_failure},
+                   err),
         streams({config.output_dir, config.tag_output, config.output_timestamps}, out, err,
                 [this](const std::string& text) { supervisor.say(text); }) {}
 

@@ -25,6 +25,7 @@ struct SupervisedJobConfig {
   bool output_timestamps = false;  // --output-timestamps
   bool verbose = false;
   CoordinatorHooks coordinator;  // the job's coordinator (empty members: none)
+  std::function<bool(const JobEnd&)> absorb_failure;  // job_supervisor.h FailureAbsorber
 };
 
 class SupervisedJob {

@@ -40,7 +40,10 @@ class TensorNameError(HvrunError, ValueError):
 
 
 class HostsUpdatedInterrupt(RuntimeError):
-    """Horovod's elastic-mode interrupt; hvrun has no elastic mode and never raises it."""
+    """Hosts were added to an elastic job: raised by State.commit() / check_host_updates() on
+    every rank at the same commit, so that hvrun.elastic.run / hvrun.torch.elastic.run re-form
+    the job with the new workers. The state is kept (no restore); `skip_sync` True would skip
+    the sync that follows the reset (hvrun raises it with False: newcomers need the state)."""
 
     def __init__(self, skip_sync=False):
         super().__init__("hosts updated")

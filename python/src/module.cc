@@ -462,7 +462,9 @@ PYBIND11_MODULE(_core, m) {
       .def("stop_timeline", [](Worker& w) {
         py::gil_scoped_release release;
         return to_tuple(w.stop_timeline());
-      });
+      })
+      // Elastic jobs (docs/elastic.md): slots were added; reset at the next commit.
+      .def("hosts_updated", &Worker::hosts_updated);
 
   // Checkpoints (hvrun/checkpoint.h); None arguments come from hvrun's --checkpoint-* settings.
   py::class_<Checkpointer>(m, "Checkpointer")

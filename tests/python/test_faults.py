@@ -16,10 +16,10 @@ def hvrun_binary():
     return os.path.join(os.environ["HVRUN_BIN_DIR"], "hvrun")
 
 
-def run_job(args, timeout):
+def run_job(args, timeout, env=None):
     """Runs hvrun in its own session; kills the whole group when it overstays."""
     proc = subprocess.Popen([hvrun_binary()] + args, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True, env=env)
     try:
         out, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:

@@ -205,6 +205,9 @@ hvrun_status_t hvrun_stop_timeline(hvrun_worker_t* w) {
 int hvrun_rank(const hvrun_worker_t* w) {
   return !w ? -1 : w->is_view() ? w->set_rank : w->worker->rank();
 }
+int hvrun_hosts_updated(const hvrun_worker_t* w) {
+  return w && w->worker && w->worker->hosts_updated() ? 1 : 0;
+}
 int hvrun_size(const hvrun_worker_t* w) {
   return !w ? -1 : w->is_view() ? w->set_size : w->worker->size();
 }

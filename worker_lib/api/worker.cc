@@ -152,6 +152,8 @@ Status Worker::shutdown_with_failure(const std::string& reason) {
 void Worker::abort(const std::string& reason) { runtime_->abort(reason); }
 void Worker::mark_step() { runtime_->mark_step(); }
 void Worker::mark_phase(std::string_view name) { runtime_->mark_phase(name); }
+
+bool Worker::hosts_updated() const { return runtime_->hosts_updated(); }
 Status Worker::start_timeline(const std::string& path) { return runtime_->start_timeline(path); }
 Status Worker::stop_timeline() { return runtime_->stop_timeline(); }
 void mark_step() { detail::telemetry::mark_step_everywhere(); }

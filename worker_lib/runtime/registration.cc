@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+
 namespace hvrun::detail {
 namespace {
 
@@ -20,11 +22,14 @@ Result<Registration> register_worker(const Config& config, CoordinatorClient& cl
   info->set_device_kind(v1::DEVICE_KIND_CPU);
   info->set_requested_rank(config.requested_rank);
   info->set_hvrun_version(hvrun::version());
+  // An elastic job's survivor may wait for the next membership as long as the launcher may take
+  // to form it.
+  const std::chrono::milliseconds wait =
+      config.elastic ? std::max(config.start_timeout, config.elastic_timeout) : config.start_timeout;
   HVRUN_ASSIGN_OR_RETURN(
       v1::RegisterResponse registered,
       client.register_worker(
-          request, config.start_timeout +
-                       std::chrono::duration_cast<std::chrono::milliseconds>(kRegisterSlack)));
+          request, wait + std::chrono::duration_cast<std::chrono::milliseconds>(kRegisterSlack)));
   if (registered.protocol_version() != 0 && registered.protocol_version() != kProtocolVersion)
     return failed_precondition("coordinator speaks protocol version " +
                                std::to_string(registered.protocol_version()) +

@@ -129,6 +129,11 @@ class Runtime {
                                                const std::string& op_text) const;
 
   const Topology& topology() const { return topology_; }
+  // Elastic jobs: the coordinator said slots were added since this init (Worker::hosts_updated).
+  bool hosts_updated() {
+    std::lock_guard<std::mutex> lock(state_.mutex);
+    return state_.hosts_updated;
+  }
   const std::string& job_id() const { return job_id_; }
   const Config& config() const { return config_; }
   // Any thread: allocator for library-allocated CUDA outputs (see hvrun::DeviceAllocator).

@@ -9,6 +9,8 @@ Status job_abort_status(const v1::JobAbort& a) {
   std::string rank = "rank " + std::to_string(a.rank());
   bool named = a.rank() < 0 || a.reason().find(rank) != std::string::npos;
   std::string who = named ? "" : " (" + rank + (a.host().empty() ? "" : " on host " + a.host()) + ")";
+  // Elastic: only this membership ended; UNAVAILABLE says "reset and try again".
+  if (a.membership_changed()) return unavailable("the job's membership changed: " + a.reason() + who);
   return aborted("job aborted: " + a.reason() + who);
 }
 
@@ -23,6 +25,12 @@ void StreamReader::read() {
   while (c_.stream.read(&message)) {
     if (message.kind_case() == v1::CoordinatorMessage::kAutopsy) {
       if (c_.on_autopsy) c_.on_autopsy(message.autopsy());
+      message.Clear();
+      continue;
+    }
+    if (message.kind_case() == v1::CoordinatorMessage::kHostsUpdated) {
+      std::lock_guard<std::mutex> lock(state.mutex);
+      state.hosts_updated = true;  // read by the trainer at its next commit
       message.Clear();
       continue;
     }

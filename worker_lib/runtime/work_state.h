@@ -38,6 +38,7 @@ struct WorkState {
   bool stop_requested = false;
   bool stream_ended = false;
   bool shut_down = false;
+  bool hosts_updated = false;  // elastic: the coordinator said slots were added (HostsUpdated)
   // Per process set: only a set's members count its barriers and groups.
   std::map<uint32_t, uint64_t> barrier_counter;
   std::map<uint32_t, uint64_t> group_counter;

@@ -19,6 +19,7 @@ from hvrun.torch.mpi_ops import *  # noqa: F401,F403  (Horovod's names, listed i
 from hvrun.torch.mpi_ops import __all__ as _ops_all
 from hvrun.torch.optimizer import DistributedOptimizer
 from hvrun.torch.sync_batch_norm import SyncBatchNorm
+from hvrun.torch import elastic  # hvd.elastic.run, TorchState, ElasticSampler (Horovod's names)
 
 __all__ = list(_basics_all) + list(_ops_all) + [
     "Checkpoint", "Compression", "DistributedOptimizer", "SyncBatchNorm", "HostsUpdatedInterrupt",

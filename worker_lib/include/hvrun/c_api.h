@@ -120,6 +120,8 @@ hvrun_status_t hvrun_start_timeline(hvrun_worker_t* worker, const char* path);
 hvrun_status_t hvrun_stop_timeline(hvrun_worker_t* worker);
 
 int hvrun_rank(const hvrun_worker_t* worker);
+/* Elastic jobs (hvrun::Worker::hosts_updated): 1 once slots were added since this init, else 0. */
+int hvrun_hosts_updated(const hvrun_worker_t* worker);
 int hvrun_size(const hvrun_worker_t* worker);
 int hvrun_local_rank(const hvrun_worker_t* worker);
 int hvrun_local_size(const hvrun_worker_t* worker);

@@ -95,6 +95,10 @@ struct Config {
   std::string host;                 // as the launcher named it; empty: gethostname()
   std::string data_address = "127.0.0.1";  // where this worker's Gloo endpoint binds
   std::chrono::milliseconds start_timeout{30000};  // registration waits this long (+10 s)
+  // Elastic jobs (HVRUN_ELASTIC=1, set by hvrun): registration may also wait for the next
+  // membership, up to elastic_timeout (HVRUN_ELASTIC_TIMEOUT).
+  bool elastic = false;
+  std::chrono::milliseconds elastic_timeout{600000};
   // Bounds every data-plane operation and every wait() without an explicit timeout.
   std::chrono::milliseconds op_timeout{300000};
   std::string log_level = "info";
@@ -292,6 +296,13 @@ class Worker {
   void mark_phase(std::string_view name);
   Status start_timeline(const std::string& path);
   Status stop_timeline();
+
+  // ---- Elastic jobs (hvrun --min-np/--max-np/--host-discovery-script; docs/elastic.md).
+  // True once the coordinator said slots were added since this init: the trainer should
+  // reset (shutdown, init) at a point where every rank agrees, its next commit
+  // (hvrun::elastic::State::commit does so). A lost rank needs no query: every pending and
+  // later collective fails with UNAVAILABLE ("the job's membership changed: ...").
+  bool hosts_updated() const;
 
  private:
   explicit Worker(std::unique_ptr<detail::Runtime> runtime);

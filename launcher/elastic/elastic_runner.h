@@ -1,0 +1,84 @@
+// Runs an elastic job's workers on this host (docs/elastic.md) under hvrun's supervisor: the
+// same processes, output and teardown as a single-host job (supervisor/job_runner.h), except
+// that a rank's failure ends only the membership (membership.h decides the next one, the
+// coordinator is told through `hooks`), and --host-discovery-script's slots get new workers
+// that join at the trainer's next commit. Short of --min-np slots the job waits for hosts up
+// to --elastic-timeout, then fails naming what was lost.
+//
+// Threads: run() on the thread that lives as long as the job; the discovery thread only runs
+// the script and posts what it printed to the supervisor's loop, where everything else runs.
+#pragma once
+
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <boost/asio/steady_timer.hpp>
+
+#include "launcher/elastic/membership.h"
+#include "launcher/process/orphan_guard.h"
+#include "launcher/supervisor/supervised_job.h"
+
+namespace hvrun::launcher {
+
+class LocalWorkers;
+
+// The coordinator's side of a membership change (coordinator/server.h change_membership and
+// add_slots), in slots.
+struct ElasticHooks {
+  std::function<void(const std::vector<ElasticSlot>& plan, const std::string& reason,
+                     const std::string& host)>
+      change_membership;
+  std::function<void(const std::vector<ElasticSlot>& plan, int added)> add_slots;
+};
+
+struct ElasticRunnerConfig : SupervisedJobConfig {
+  std::string command_path;       // resolved executable
+  std::vector<std::string> argv;  // argv[0] as the user typed it
+  ElasticOptions elastic;
+  // The environment of process `id` started in `slot` ("KEY=VALUE").
+  std::function<std::vector<std::string>(int id, const ElasticSlot& slot)> environment;
+  ElasticHooks hooks;
+};
+
+class ElasticRunner : public SupervisedJob {
+ public:
+  ElasticRunner(ElasticRunnerConfig config, OutputSink& out, OutputSink& err, OrphanGuard* guard);
+  ~ElasticRunner();
+
+  // Starts the first membership (`first`: -np slots, ids 0..n-1) and runs until the job is
+  // over; returns hvrun's exit code.
+  int run(const std::vector<ElasticSlot>& first);
+
+ private:
+  class HeldChildren;
+
+  bool absorb(const JobEnd& failure);
+  void on_discovered(const Result<std::vector<HostSlots>>& hosts);
+  bool start_member(const ElasticSlot& slot);
+  void wait_for_hosts(const std::string& lost);
+  void stop_waiting();
+  void discover_until_stopped();
+  std::string describe(const WorkerRecord& record) const;
+
+  ElasticRunnerConfig config_;
+  OrphanGuard* guard_;
+  ElasticMembership membership_;
+  LocalWorkers* local_ = nullptr;
+  HeldChildren* children_ = nullptr;
+  std::vector<bool> handled_;  // by record: its exit was taken into the membership
+  std::unique_ptr<boost::asio::steady_timer> hosts_timer_;  // short of --min-np
+  bool waiting_for_hosts_ = false;
+  std::string discovery_error_;  // the last one said (each is said once)
+
+  std::mutex stop_mutex_;
+  std::condition_variable stop_cv_;
+  bool stop_ = false;
+  std::thread discovery_;
+};
+
+}  // namespace hvrun::launcher

@@ -1,0 +1,111 @@
+#include "launcher/elastic/host_discovery.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <sstream>
+
+#include "launcher/supervisor/job_summary.h"
+
+namespace hvrun::launcher {
+
+Result<std::vector<HostSlots>> parse_discovered_hosts(const std::string& output,
+                                                      int slots_per_host) {
+  std::vector<HostSlots> hosts;
+  std::istringstream in(output);
+  std::string line;
+  int number = 0;
+  while (std::getline(in, line)) {
+    ++number;
+    if (const size_t hash = line.find('#'); hash != std::string::npos) line.resize(hash);
+    const size_t first = line.find_first_not_of(" \t\r");
+    if (first == std::string::npos) continue;
+    line = line.substr(first, line.find_last_not_of(" \t\r") - first + 1);
+    HostSlots entry;
+    const size_t colon = line.rfind(':');
+    if (colon == std::string::npos) {
+      if (slots_per_host <= 0)
+        return invalid_argument("host discovery line " + std::to_string(number) + " '" + line +
+                                "' gives no slots: print host:slots, or set --slots-per-host");
+      entry = {line, slots_per_host};
+    } else {
+      const std::string count = line.substr(colon + 1);
+      char* end = nullptr;
+      const long slots = std::strtol(count.c_str(), &end, 10);
+      if (count.empty() || *end != '\0' || slots < 0 || slots > 4096 || colon == 0)
+        return invalid_argument("host discovery line " + std::to_string(number) + " '" + line +
+                                "' is not host:slots (slots from 0 to 4096)");
+      entry = {line.substr(0, colon), static_cast<int>(slots)};
+    }
+    bool replaced = false;
+    for (HostSlots& known : hosts)
+      if (known.host == entry.host) {
+        known.slots = entry.slots;
+        replaced = true;
+      }
+    if (!replaced) hosts.push_back(entry);
+  }
+  return hosts;
+}
+
+Result<std::string> run_discovery_script(const std::string& script,
+                                         std::chrono::milliseconds deadline) {
+  int out[2];
+  if (::pipe2(out, O_CLOEXEC) != 0)
+    return internal_error(std::string("host discovery: pipe: ") + std::strerror(errno));
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(out[0]);
+    ::close(out[1]);
+    return internal_error(std::string("host discovery: fork: ") + std::strerror(errno));
+  }
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    ::dup2(out[1], 1);
+    const int null = ::open("/dev/null", O_RDONLY);
+    if (null >= 0) ::dup2(null, 0);
+    ::execl("/bin/sh", "sh", "-c", script.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::close(out[1]);
+  std::string text;
+  const auto until = std::chrono::steady_clock::now() + deadline;
+  bool timed_out = false;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        until - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      timed_out = true;
+      break;
+    }
+    pollfd p{out[0], POLLIN, 0};
+    const int ready = ::poll(&p, 1, static_cast<int>(left.count()));
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) continue;
+    char buffer[4096];
+    const ssize_t n = ::read(out[0], buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    text.append(buffer, static_cast<size_t>(n));
+    if (text.size() > (1u << 20)) break;  // a runaway script: enough to judge it by
+  }
+  ::close(out[0]);
+  if (timed_out) ::kill(-pid, SIGKILL);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (timed_out)
+    return deadline_exceeded("host discovery script '" + script + "' did not finish within " +
+                             std::to_string(deadline.count() / 1000) + " s (killed)");
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    return failed_precondition("host discovery script '" + script + "' " +
+                               describe_wait_status(status));
+  return text;
+}
+
+}  // namespace hvrun::launcher

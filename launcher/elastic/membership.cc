@@ -1,0 +1,98 @@
+#include "launcher/elastic/membership.h"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+namespace hvrun::launcher {
+
+ElasticMembership::ElasticMembership(ElasticOptions options, std::function<double()> uniform)
+    : options_(std::move(options)), uniform_(std::move(uniform)) {
+  if (!uniform_) {
+    uniform_ = [engine = std::mt19937_64(std::random_device{}())]() mutable {
+      return std::uniform_real_distribution<double>(0.0, 1.0)(engine);
+    };
+  }
+}
+
+void ElasticMembership::add(Member member) { members_.push_back(std::move(member)); }
+
+bool ElasticMembership::remove_failed(int id, Clock::time_point now) {
+  auto it = std::find_if(members_.begin(), members_.end(), [&](const Member& m) { return m.id == id; });
+  if (it == members_.end()) return false;
+  HostState& host = failed_[it->slot.host];
+  ++host.failures;
+  if (options_.cooldown) {
+    const double span = options_.cooldown->max_seconds - options_.cooldown->min_seconds;
+    const double seconds = (options_.cooldown->min_seconds + span * uniform_()) *
+                           std::pow(2.0, std::min(host.failures - 1, 20));
+    host.usable_from = now + std::chrono::duration_cast<Clock::duration>(
+                                 std::chrono::duration<double>(seconds));
+  } else {
+    host.usable_from.reset();
+  }
+  members_.erase(it);
+  return true;
+}
+
+bool ElasticMembership::remove_finished(int id) {
+  auto it = std::find_if(members_.begin(), members_.end(), [&](const Member& m) { return m.id == id; });
+  if (it == members_.end()) return false;
+  members_.erase(it);
+  return true;
+}
+
+std::vector<ElasticSlot> ElasticMembership::plan() const {
+  std::vector<ElasticSlot> slots;
+  for (const Member& m : members_) slots.push_back(m.slot);
+  return slots;
+}
+
+bool ElasticMembership::blacklisted(const std::string& host, Clock::time_point now) const {
+  auto it = failed_.find(host);
+  if (it == failed_.end()) return false;
+  return !it->second.usable_from || now < *it->second.usable_from;
+}
+
+std::vector<ElasticSlot> ElasticMembership::free_slots(const std::vector<HostSlots>& hosts,
+                                                       Clock::time_point now) const {
+  std::vector<ElasticSlot> slots;
+  int room = options_.max_np > 0 ? options_.max_np - size() : 1 << 30;
+  for (const HostSlots& host : hosts) {
+    if (blacklisted(host.host, now)) continue;
+    for (int k = 0; k < host.slots && room > 0; ++k) {
+      const ElasticSlot slot{host.host, k};
+      const bool held = std::any_of(members_.begin(), members_.end(),
+                                    [&](const Member& m) { return m.slot == slot; });
+      if (held) continue;
+      slots.push_back(slot);
+      --room;
+    }
+  }
+  return slots;
+}
+
+std::vector<std::string> ElasticMembership::failed_hosts(Clock::time_point now) const {
+  std::vector<std::string> text;
+  for (const auto& [host, state] : failed_) {
+    std::string line = host + " (" + std::to_string(state.failures) + " failure" +
+                       (state.failures == 1 ? "" : "s") + ", ";
+    if (!state.usable_from) {
+      line += "blacklisted for the rest of the job)";
+    } else if (now < *state.usable_from) {
+      const auto left = std::chrono::duration<double>(*state.usable_from - now).count();
+      line += "blacklisted for " + std::to_string(static_cast<int>(std::ceil(left))) + " s more)";
+    } else {
+      line += "cool-down over)";
+    }
+    text.push_back(line);
+  }
+  return text;
+}
+
+bool ElasticMembership::count_reset() {
+  ++resets_;
+  return options_.reset_limit == 0 || resets_ <= options_.reset_limit;
+}
+
+}  // namespace hvrun::launcher

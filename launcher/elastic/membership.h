@@ -1,0 +1,75 @@
+// An elastic job's membership as the launcher decides it (pure: no processes, no clock of its
+// own). The ranks in order, each a process (`id`: the launcher's record of it) in a slot (host,
+// local rank); survivors keep their order across resets and added processes go last, so rank
+// 0 after a reset is the oldest surviving rank (the one state is broadcast from). A host where a
+// rank failed is blacklisted: it gets no new rank until its cool-down ends (never, without
+// --blacklist-cooldown-range), and each further failure there doubles the cool-down; its
+// other ranks go on.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "launcher/elastic/elastic_options.h"
+#include "launcher/options/options.h"
+
+namespace hvrun::launcher {
+
+struct ElasticSlot {
+  std::string host;
+  int local_rank = 0;
+  bool operator==(const ElasticSlot&) const = default;
+};
+
+class ElasticMembership {
+ public:
+  using Clock = std::chrono::steady_clock;
+  struct Member {
+    int id = 0;
+    ElasticSlot slot;
+  };
+
+  // `uniform`: a number in [0, 1) for the cool-down's place in its range.
+  explicit ElasticMembership(ElasticOptions options, std::function<double()> uniform = nullptr);
+
+  void add(Member member);
+  // `id` failed: it leaves and its host is blacklisted. False when it was no member.
+  bool remove_failed(int id, Clock::time_point now);
+  // `id` exited 0: it leaves (its host stays usable).
+  bool remove_finished(int id);
+
+  const std::vector<Member>& members() const { return members_; }
+  std::vector<ElasticSlot> plan() const;
+  int size() const { return static_cast<int>(members_.size()); }
+  bool short_of_min() const { return size() < options_.min_np; }
+  const ElasticOptions& options() const { return options_; }
+
+  // Slots of `hosts` that no member holds, on hosts not cooling down, in the hosts' order, as
+  // many as --max-np leaves room for.
+  std::vector<ElasticSlot> free_slots(const std::vector<HostSlots>& hosts, Clock::time_point now) const;
+  bool blacklisted(const std::string& host, Clock::time_point now) const;
+  // "localhost (2 failures, blacklisted for the rest of the job)" for each failed host.
+  std::vector<std::string> failed_hosts(Clock::time_point now) const;
+
+  // Counts a reset (a lost rank or added slots); false once --reset-limit is passed.
+  bool count_reset();
+  int resets() const { return resets_; }
+
+ private:
+  struct HostState {
+    int failures = 0;
+    std::optional<Clock::time_point> usable_from;  // none: never again
+  };
+
+  ElasticOptions options_;
+  std::function<double()> uniform_;
+  std::vector<Member> members_;
+  std::map<std::string, HostState> failed_;
+  int resets_ = 0;
+};
+
+}  // namespace hvrun::launcher

@@ -1,0 +1,113 @@
+"""Elastic jobs end to end (label `elastic`): hvrun jobs of elastic_train.py that lose ranks,
+wait for and regain slots through a discovery script, and grow, each checked against a replay
+of the steps the job says counted (same samples, same order): the final weights must equal the
+replay's, every sample of every epoch must have been seen, and the membership sizes must be the
+ones the faults imply.
+
+Each job runs in its own session with a bounded wait; its whole process group is killed by pid
+if it overstays (run_job)."""
+import json
+import os
+import re
+import sys
+
+import pytest
+import torch
+
+from test_faults import run_job
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TRAINER = os.path.join(HERE, "elastic_train.py")
+sys.path.insert(0, HERE)
+import elastic_train  # noqa: E402  (the dataset and hyper-parameters the replay needs)
+
+
+def result_of(out):
+    found = re.search(r"^\[\d+\]<stdout>:RESULT (.*)$", out, re.M)
+    assert found, out
+    return json.loads(found.group(1))
+
+
+def replay(log):
+    """The weights a single process reaches taking the logged global batches in order."""
+    x, y = elastic_train.dataset()
+    w = torch.zeros(elastic_train.D, dtype=torch.float64)
+    for _epoch, _size, batch in log:
+        xb, yb = x[batch], y[batch]
+        grad = ((xb @ w - yb)[:, None] * xb).sum(0) / len(batch)
+        w = w - elastic_train.LR * grad
+    return w
+
+
+def check_job(out, code, final_size, sizes_seen):
+    assert code == 0, out
+    result = result_of(out)
+    log = result["log"]
+    assert result["size"] == final_size, out
+    assert [s for s in dict.fromkeys(size for _, size, _ in log)] == sizes_seen, (
+        [size for _, size, _ in log], out)
+    for epoch in range(elastic_train.EPOCHS):
+        seen = [i for e, _, batch in log if e == epoch for i in batch]
+        # Every sample once; padding repeats at most size - 1 per partition (one per reset).
+        assert set(seen) == set(range(elastic_train.N)), (epoch, sorted(seen))
+        assert len(seen) - elastic_train.N <= 8, (epoch, len(seen))
+    expected = replay(log)
+    got = torch.tensor(result["weights"], dtype=torch.float64)
+    assert torch.allclose(got, expected, rtol=1e-9, atol=1e-12), (got, expected)
+    return result
+
+
+def elastic_job(args, env, timeout=150):
+    full_env = dict(os.environ)
+    full_env.update(env)
+    return run_job(args + [sys.executable, TRAINER], timeout=timeout, env=full_env)
+
+
+@pytest.mark.parametrize("backend", ["shm", "gloo"])
+def test_lost_rank_job_goes_on_with_survivors(backend):
+    code, out = elastic_job(["-np", "3", "--min-np", "2", "--cpu-backend", backend,
+                             "--elastic-timeout", "60"], {"ELASTIC_KILL": "2:5"})
+    assert "KILLING myself (launched as rank 2) at step 5" in out, out
+    assert re.search(r"elastic: the worker started as rank 2 on host \S+ \(pid \d+\) was killed "
+                     r"by SIGKILL; blacklisted: \S+ \(1 failure, blacklisted for the rest of the "
+                     r"job\); 2 ranks left", out), out
+    check_job(out, code, final_size=2, sizes_seen=[3, 2])
+
+
+def test_second_failure_during_the_reset():
+    code, out = elastic_job(["-np", "4", "--min-np", "2", "--elastic-timeout", "60"],
+                            {"ELASTIC_KILL": "3:5", "ELASTIC_KILL_IN_RESTORE": "2"})
+    assert "KILLING myself (launched as rank 2) in restore" in out, out
+    check_job(out, code, final_size=2, sizes_seen=[4, 2])
+
+
+def test_below_min_np_waits_for_the_host_to_come_back(tmp_path):
+    hosts = tmp_path / "hosts"
+    hosts.write_text("localhost:2\n")
+    code, out = elastic_job(["-np", "2", "--min-np", "2", "--elastic-timeout", "60",
+                             "--host-discovery-script", "cat " + str(hosts),
+                             "--blacklist-cooldown-range", "1", "2"],
+                            {"ELASTIC_KILL": "1:5"})
+    assert "fewer than --min-np 2; waiting up to 60 s" in out, out
+    assert "1 rank(s) added (localhost slot 1)" in out, out
+    check_job(out, code, final_size=2, sizes_seen=[2])
+
+
+def test_below_min_np_fails_naming_what_was_lost():
+    code, out = elastic_job(["-np", "2", "--min-np", "2", "--elastic-timeout", "3"],
+                            {"ELASTIC_KILL": "1:5"}, timeout=90)
+    assert code != 0, out
+    assert re.search(r"elastic: 1 ranks, fewer than --min-np 2, and no host came back within "
+                     r"3 s \(--elastic-timeout\); lost: the worker started as rank 1 on host "
+                     r"\S+ \(pid \d+\) was killed by SIGKILL", out), out
+
+
+def test_discovered_slots_join_at_the_next_commit(tmp_path):
+    hosts = tmp_path / "hosts"
+    hosts.write_text("localhost:2\n")
+    code, out = elastic_job(["-np", "2", "--max-np", "3", "--elastic-timeout", "60",
+                             "--host-discovery-script", "cat " + str(hosts)],
+                            {"ELASTIC_GROW": "%s:3:localhost:3" % hosts, "ELASTIC_EPOCHS": "3",
+                             "ELASTIC_STEP_SLEEP": "0.15"})
+    assert "1 rank(s) added (localhost slot 2)" in out, out
+    check_job(out, code, final_size=3, sizes_seen=[2, 3])
