@@ -355,11 +355,13 @@ int run_job(const LaunchOptions& given) {
   }
   if (auto elastic = elastic_options(settings, plan->size); !elastic.is_ok()) {
     return fail(elastic.status().message());
-  } else if (elastic->enabled && (plan->multi_host || mpi)) {
-    return fail(std::string("elastic jobs (--min-np, --max-np, --host-discovery-script) run on "
-                            "the launch host only in this version, not ") +
-                (mpi ? "under --mpi" : "on several hosts (-H names another machine)") +
-                "; leave the elastic flags out, or use --max-restarts to restart a failed job");
+  } else if (elastic->enabled && mpi) {
+    return fail("elastic jobs (--min-np, --max-np, --host-discovery-script) cannot run under "
+                "--mpi: mpirun ends every rank when one fails; leave one or the other out");
+  } else if (elastic->enabled && plan->multi_host && !elastic->discovery_script.empty()) {
+    return fail("--host-discovery-script adds ranks on the launch host only in this version; a "
+                "job on several hosts (-H names another machine) can lose ranks and hosts "
+                "(--min-np, --max-np) but not yet take in new ones");
   } else if (elastic->enabled && settings.get(setting::kMaxRestarts) > 0) {
     return fail("--max-restarts restarts every rank; an elastic job replaces lost ranks instead: "
                 "give one or the other");

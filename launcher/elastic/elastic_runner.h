@@ -17,24 +17,13 @@
 #include <thread>
 #include <vector>
 
-#include <boost/asio/steady_timer.hpp>
-
-#include "launcher/elastic/membership.h"
+#include "launcher/elastic/elastic_controller.h"
 #include "launcher/process/orphan_guard.h"
 #include "launcher/supervisor/supervised_job.h"
 
 namespace hvrun::launcher {
 
 class LocalWorkers;
-
-// The coordinator's side of a membership change (coordinator/server.h change_membership and
-// add_slots), in slots.
-struct ElasticHooks {
-  std::function<void(const std::vector<ElasticSlot>& plan, const std::string& reason,
-                     const std::string& host)>
-      change_membership;
-  std::function<void(const std::vector<ElasticSlot>& plan, int added)> add_slots;
-};
 
 struct ElasticRunnerConfig : SupervisedJobConfig {
   std::string command_path;       // resolved executable
@@ -57,23 +46,15 @@ class ElasticRunner : public SupervisedJob {
  private:
   class HeldChildren;
 
-  bool absorb(const JobEnd& failure);
-  void on_discovered(const Result<std::vector<HostSlots>>& hosts);
-  bool start_member(const ElasticSlot& slot);
-  void wait_for_hosts(const std::string& lost);
-  void stop_waiting();
+  // A new process in `slot`: its id, or -1 (said why).
+  int start_member(const ElasticSlot& slot);
   void discover_until_stopped();
-  std::string describe(const WorkerRecord& record) const;
 
   ElasticRunnerConfig config_;
   OrphanGuard* guard_;
-  ElasticMembership membership_;
   LocalWorkers* local_ = nullptr;
   HeldChildren* children_ = nullptr;
-  std::vector<bool> handled_;  // by record: its exit was taken into the membership
-  std::unique_ptr<boost::asio::steady_timer> hosts_timer_;  // short of --min-np
-  bool waiting_for_hosts_ = false;
-  std::string discovery_error_;  // the last one said (each is said once)
+  std::unique_ptr<ElasticController> controller_;  // while run() runs
 
   std::mutex stop_mutex_;
   std::condition_variable stop_cv_;

@@ -21,6 +21,11 @@ bool ElasticMembership::remove_failed(int id, Clock::time_point now) {
   auto it = std::find_if(members_.begin(), members_.end(), [&](const Member& m) { return m.id == id; });
   if (it == members_.end()) return false;
   HostState& host = failed_[it->slot.host];
+  if (host.failed_at == now) {
+    members_.erase(it);
+    return true;
+  }
+  host.failed_at = now;
   ++host.failures;
   if (options_.cooldown) {
     const double span = options_.cooldown->max_seconds - options_.cooldown->min_seconds;

@@ -37,7 +37,8 @@ class ElasticMembership {
   explicit ElasticMembership(ElasticOptions options, std::function<double()> uniform = nullptr);
 
   void add(Member member);
-  // `id` failed: it leaves and its host is blacklisted. False when it was no member.
+  // `id` failed: it leaves and its host is blacklisted. False when it was no member. Ranks of
+  // one host that fail at the same `now` (its agent was lost) count as one failure of it.
   bool remove_failed(int id, Clock::time_point now);
   // `id` exited 0: it leaves (its host stays usable).
   bool remove_finished(int id);
@@ -63,6 +64,7 @@ class ElasticMembership {
   struct HostState {
     int failures = 0;
     std::optional<Clock::time_point> usable_from;  // none: never again
+    std::optional<Clock::time_point> failed_at;    // the latest failure
   };
 
   ElasticOptions options_;

@@ -19,6 +19,7 @@
 #include "launcher/autopsy/autopsy_reporter.h"
 #include "launcher/autopsy/report_files.h"
 #include "launcher/control/control_plane.h"
+#include "launcher/elastic/elastic_controller.h"
 #include "launcher/plan/env_forwarding.h"
 #include "launcher/plan/network_choice.h"
 #include "launcher/plan/rank_environment.h"
@@ -155,6 +156,9 @@ class MultiHostLaunch final : public MultiHostRunner::Starter {
   std::optional<ScopedTelemetrySource> telemetry_source_;
 
   std::optional<JobEnd> end_;  // how the job ended, when it failed
+  // Elastic jobs (--min-np / --max-np): lost ranks and hosts end only the membership.
+  std::optional<ElasticOptions> elastic_;
+  std::unique_ptr<ElasticController> controller_;
 };
 
 bool MultiHostLaunch::start_agents() {
@@ -371,6 +375,11 @@ void MultiHostLaunch::send_job(const JobIdentity& job, const NcclTuning& nccl,
       if (slot.host != link.host) continue;
       Environment env =
           rank_environment(plan_, slot.rank, identity, settings_, host_tuning, forwarded);
+      if (elastic_) {
+        env["HVRUN_ELASTIC"] = "1";
+        env["HVRUN_ELASTIC_TIMEOUT"] =
+            std::to_string(static_cast<double>(elastic_->timeout.count()) / 1000.0);
+      }
       if (verbose_) {
         std::string line = "hvrun: rank " + std::to_string(slot.rank) + " environment:";
         for (const auto& [k, v] : describe_additions(env, forwarded)) line += " " + k + "=" + v;
@@ -428,6 +437,8 @@ void MultiHostLaunch::start_job() {
     err_->write_message(text);
   }
   runner_->job_starting(ranks_by_link());
+  if (controller_)
+    for (const RankSlot& slot : plan_.ranks) controller_->started(slot.rank, {slot.host, slot.local_rank});
   send_job(JobIdentity{control_->address(), secret_, job_id_, ""}, nccl, launch_env, forwarded);
 }
 
@@ -454,13 +465,45 @@ int MultiHostLaunch::run() {
   config.tag_output = settings_.get(setting::kTagOutput);
   config.output_timestamps = settings_.get(setting::kOutputTimestamps);
   config.coordinator = coordinator_hooks(&control_, nullptr);
+  if (auto elastic = elastic_options(settings_, plan_.size); elastic.is_ok() && elastic->enabled) {
+    elastic_ = *elastic;
+    // Ranks renumber at each reset: a launch-time rank's exit means nothing to a later
+    // membership, and the membership change says what was lost.
+    config.coordinator.worker_exited = nullptr;
+    config.absorb_failure = [this](const JobEnd&) { return controller_ && controller_->absorb(); };
+  }
   MultiHostRunner runner(std::move(config), out, err);
   runner_ = &runner;
   err_ = &err;
   deadline_timer_.emplace(runner.io());
+  if (elastic_) {
+    ElasticHooks hooks;
+    auto to_plan = [](const std::vector<ElasticSlot>& slots) {
+      std::vector<coordinator::PlannedRank> ranks;
+      for (const ElasticSlot& s : slots) ranks.push_back({s.host, s.local_rank});
+      return ranks;
+    };
+    hooks.change_membership = [this, to_plan](const std::vector<ElasticSlot>& slots,
+                                              const std::string& reason, const std::string& host) {
+      if (control_) control_->change_membership(to_plan(slots), reason, host);
+    };
+    hooks.add_slots = [this, to_plan](const std::vector<ElasticSlot>& slots, int added) {
+      if (control_) control_->add_slots(to_plan(slots), added);
+    };
+    ElasticRunnerSide side;
+    side.records = [&runner]() -> std::vector<WorkerRecord>& { return runner.records(); };
+    side.ending = [&runner] { return runner.tearing_down(); };
+    side.say = [&runner](const std::string& text) { runner.say(text); };
+    side.fail = [&runner](const std::string& text) { runner.post_control_plane_failure(text, -1); };
+    // No side.start: this version adds no ranks on other hosts (hvrun refuses the discovery
+    // script there), so short of --min-np the job fails at once.
+    controller_ = std::make_unique<ElasticController>(*elastic_, std::move(hooks), std::move(side),
+                                                      runner.io());
+  }
 
   int code = runner.run(std::move(links_), *this);
   if (auto e = runner.end()) end_ = *e;
+  controller_.reset();
   links_.clear();
   deadline_timer_.reset();
   telemetry_source_.reset();

@@ -116,7 +116,14 @@ void JobSupervisor::rank_failed(const WorkerRecord& record) { decide(worker_fail
 
 void JobSupervisor::start_failed(JobEnd end) { begin_teardown(std::move(end), SIGTERM); }
 
-void JobSupervisor::child_lost(JobEnd end) { begin_teardown(std::move(end), SIGTERM); }
+void JobSupervisor::child_lost(JobEnd end) {
+  // Elastic jobs go on without a lost host's ranks (their records say they were lost).
+  if (!tearing_down_ && config_.absorb_failure && config_.absorb_failure(end)) {
+    loop_.check_progress();
+    return;
+  }
+  begin_teardown(std::move(end), SIGTERM);
+}
 
 void JobSupervisor::say(const std::string& text) { err_.write_message("hvrun: " + text + "\n"); }
 

@@ -32,6 +32,9 @@ void SupervisedJob::post_note(std::string message) {
 void SupervisedJob::post_task(std::function<void()> task) {
   parts_->supervisor.post_task(std::move(task));
 }
+std::vector<WorkerRecord>& SupervisedJob::records() { return parts_->supervisor.workers(); }
+bool SupervisedJob::tearing_down() const { return parts_->supervisor.ending(); }
+void SupervisedJob::say(const std::string& text) { parts_->supervisor.say(text); }
 JobSupervisor& SupervisedJob::supervisor() { return parts_->supervisor; }
 const JobSupervisor& SupervisedJob::supervisor() const { return parts_->supervisor; }
 RankStreams& SupervisedJob::streams() { return parts_->streams; }

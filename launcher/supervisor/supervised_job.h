@@ -45,6 +45,12 @@ class SupervisedJob {
   // Thread-safe: runs `task` on the supervisor's loop (a finished autopsy's report).
   void post_task(std::function<void()> task);
 
+  // On the supervisor's loop: the ranks' records (indexed by the rank each was started as),
+  // whether the job is being torn down, and a line for the user ("hvrun: " is added).
+  std::vector<WorkerRecord>& records();
+  bool tearing_down() const;
+  void say(const std::string& text);
+
  protected:
   JobSupervisor& supervisor();
   const JobSupervisor& supervisor() const;

@@ -55,12 +55,17 @@ TEST(ElasticMembership, TheCooldownIsDrawnFromItsRangeAndDoublesPerFailure) {
   m.add({0, {"a", 0}});
   m.add({1, {"a", 1}});
   const auto t0 = Clock::now();
+  m.add({2, {"a", 2}});
   m.remove_failed(0, t0);
   EXPECT_TRUE(m.blacklisted("a", t0 + std::chrono::seconds(14)));
   EXPECT_FALSE(m.blacklisted("a", t0 + std::chrono::seconds(16)));
-  m.remove_failed(1, t0);  // the second failure: twice as long
-  EXPECT_TRUE(m.blacklisted("a", t0 + std::chrono::seconds(29)));
-  EXPECT_FALSE(m.blacklisted("a", t0 + std::chrono::seconds(31)));
+  m.remove_failed(1, t0);  // the same loss (one host, one moment): still one failure
+  EXPECT_FALSE(m.blacklisted("a", t0 + std::chrono::seconds(16)));
+  const auto t1 = t0 + std::chrono::seconds(1);
+  m.remove_failed(2, t1);  // the second failure: twice as long
+  EXPECT_TRUE(m.blacklisted("a", t1 + std::chrono::seconds(29)));
+  EXPECT_FALSE(m.blacklisted("a", t1 + std::chrono::seconds(31)));
+  EXPECT_EQ(m.failed_hosts(t1)[0].rfind("a (2 failures, ", 0), 0u);
 }
 
 TEST(ElasticMembership, FreeSlotsStopAtMaxNp) {

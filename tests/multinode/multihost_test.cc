@@ -271,6 +271,57 @@ TEST_F(MultiHostTest, KillingAHostsSshSessionEndsTheJobNamingTheHost) {
       "sshd-session");
 }
 
+// Elastic: hostB's agent is killed mid-run (its workers die with it). The job goes on with
+// hostA's two ranks, blacklists hostB, finishes, and its weights equal the replay of the steps it
+// logged (tests/python/elastic_check.py: same samples, in the same order, each epoch complete).
+TEST_F(MultiHostTest, ElasticJobGoesOnWithoutALostHost) {
+  const std::string python = HVRUN_TEST_PYTHON;
+  RunOptions probe;
+  probe.timeout = seconds(60);
+  if (run_process({python, "-c", "import torch, pytest"}, probe).exit_code != 0)
+    GTEST_SKIP() << python << " lacks torch or pytest (scripts/install-deps)";
+  const std::string here = source_dir() + "/tests/python";
+  std::vector<std::string> argv = {ip_command(), "netns", "exec", env_["NS_A"], bin_path("hvrun"),
+                                   "-np", "4", "-H", "hostA:2,hostB:2", "-p", env_["SSH_PORT"],
+                                   "-i", env_["KEY"], "--rsh", kRsh, "--start-timeout", "60",
+                                   "--min-np", "2", "--elastic-timeout", "60",
+                                   "-x", std::string("PYTHONPATH=") + HVRUN_TEST_PYTHONPATH,
+                                   "-x", "OMP_NUM_THREADS=1", "-x", "ELASTIC_EPOCHS=3",
+                                   "-x", "ELASTIC_STEP_SLEEP=0.3", "-x", "ELASTIC_PRINT_STEPS=1",
+                                   python, here + "/elastic_train.py"};
+  auto job = start_logged(argv, dir_, "elastic");
+  auto deadline = Clock::now() + seconds(90);
+  while (Clock::now() < deadline &&
+         read_file(job->out_path).find("STEP 3 SIZE 4") == std::string::npos)
+    ::usleep(50000);
+  ASSERT_NE(read_file(job->out_path).find("STEP 3 SIZE 4"), std::string::npos)
+      << "no third step within 90 s\n" << read_file(job->out_path) << read_file(job->err_path);
+  const pid_t agent = agent_in(env_["NS_B"]);
+  ASSERT_GT(agent, 0) << "no hvrun agent found in hostB's namespace";
+  ASSERT_EQ(::kill(agent, SIGKILL), 0);
+  const auto killed_at = Clock::now();
+  std::optional<int> code = job->wait(seconds(120));
+  const std::string out = read_file(job->out_path), err = read_file(job->err_path);
+  std::cerr << "[multinode] elastic, hostB's agent killed: hvrun exited " << (code ? *code : -1)
+            << " after " << std::chrono::duration_cast<milliseconds>(Clock::now() - killed_at).count()
+            << " ms\n";
+  ASSERT_TRUE(code.has_value()) << "hvrun still running 120 s after the kill\n" << out << err;
+  EXPECT_EQ(*code, 0) << out << err;
+  EXPECT_NE(err.find("was lost with the agent on hostB"), std::string::npos) << err;
+  EXPECT_NE(err.find("blacklisted: hostB (1 failure, blacklisted for the rest of the job); 2 ranks "
+                     "left"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(out.find("SIZE 2"), std::string::npos) << out;
+  RunOptions check;
+  check.timeout = seconds(60);
+  check.env["PYTHONPATH"] = HVRUN_TEST_PYTHONPATH;
+  RunResult checked = run_process({python, here + "/elastic_check.py", job->out_path, "2", "4,2"},
+                                  check);
+  EXPECT_EQ(checked.exit_code, 0) << checked.out << checked.err;
+  expect_nothing_left(err);
+}
+
 TEST_F(MultiHostTest, SigintToHvrunStopsEveryHostsWorkers) {
   auto job = start_training("sigint");
   ASSERT_FALSE(HasFailure());

@@ -13,7 +13,8 @@ change): ELASTIC_KILL="ID:STEP" SIGKILLs process ID at the start of global step 
 ranks are then inside that step's collectives); ELASTIC_KILL_IN_RESTORE=ID SIGKILLs process ID
 as it restores the last commit (a second failure during the reset of the first).
 ELASTIC_GROW="FILE:STEP:TEXT" makes rank 0 write TEXT into FILE (the discovery script's input)
-at step STEP.
+at step STEP. ELASTIC_EPOCHS, ELASTIC_STEP_SLEEP (seconds per step) and ELASTIC_PRINT_STEPS
+make room and a progress line for tests that act from outside.
 """
 import json
 import os
@@ -29,6 +30,7 @@ N, D, BATCH, LR = 96, 4, 4, 0.05
 EPOCHS = int(os.environ.get("ELASTIC_EPOCHS", "2"))
 COMMIT_EVERY = 2
 STEP_SLEEP = float(os.environ.get("ELASTIC_STEP_SLEEP", "0"))
+PRINT_STEPS = os.environ.get("ELASTIC_PRINT_STEPS") == "1"  # rank 0: "STEP n SIZE s" per step
 LAUNCH_ID = int(os.environ.get("HVRUN_RANK", "-1"))
 
 
@@ -94,6 +96,8 @@ def main():
                 state.log.append([state.epoch, hvd.size(), everyone])
                 state.sampler.record_indices(everyone)
                 state.step += 1
+                if PRINT_STEPS and hvd.rank() == 0:
+                    print("STEP %d SIZE %d" % (state.step, hvd.size()), flush=True)
                 if STEP_SLEEP:
                     time.sleep(STEP_SLEEP)
                 if state.step % COMMIT_EVERY == 0:

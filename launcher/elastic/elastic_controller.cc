@@ -1,0 +1,141 @@
+#include "launcher/elastic/elastic_controller.h"
+
+#include "launcher/supervisor/job_verdict.h"
+
+namespace hvrun::launcher {
+
+namespace {
+std::string seconds_text(std::chrono::milliseconds ms) {
+  return std::to_string(static_cast<int>(ms.count() / 1000));
+}
+}  // namespace
+
+ElasticController::ElasticController(ElasticOptions options, ElasticHooks hooks,
+                                     ElasticRunnerSide runner, boost::asio::io_context& io)
+    : hooks_(std::move(hooks)),
+      runner_(std::move(runner)),
+      membership_(std::move(options)),
+      hosts_timer_(io) {}
+
+std::string ElasticController::describe(const WorkerRecord& record) {
+  return "the worker started as rank " + std::to_string(record.rank) + " on host " + record.host +
+         (record.pid > 0 ? " (pid " + std::to_string(record.pid) + ")" : std::string()) + " " +
+         (record.lost.empty() ? describe_wait_status(record.wait_status) : "was " + record.lost);
+}
+
+bool ElasticController::absorb() {
+  if (runner_.ending()) return false;
+  std::vector<WorkerRecord>& records = runner_.records();
+  if (handled_.size() < records.size()) handled_.resize(records.size(), false);
+  const auto now = ElasticMembership::Clock::now();
+  std::string lost;
+  std::string lost_host;
+  for (size_t i = 0; i < records.size(); ++i) {
+    const WorkerRecord& r = records[i];
+    if (handled_[i] || (!r.exited && r.lost.empty())) continue;
+    handled_[i] = true;
+    if (r.lost.empty() && !is_failure(r.wait_status)) {
+      membership_.remove_finished(static_cast<int>(i));
+      continue;
+    }
+    if (!membership_.remove_failed(static_cast<int>(i), now)) continue;
+    if (!lost.empty()) lost += "; ";
+    lost += describe(r);
+    lost_host = r.host;
+  }
+  if (lost.empty()) return true;
+  const ElasticOptions& o = membership_.options();
+  if (!membership_.count_reset()) {
+    runner_.say("elastic: " + lost + "; --reset-limit " + std::to_string(o.reset_limit) +
+                " reached");
+    return false;
+  }
+  std::string blacklist;
+  for (const std::string& host : membership_.failed_hosts(now)) blacklist += " " + host + ";";
+  runner_.say("elastic: " + lost + "; blacklisted:" + blacklist + " " +
+              std::to_string(membership_.size()) + " ranks left");
+  if (membership_.short_of_min()) {
+    wait_for_hosts(lost);
+    return true;
+  }
+  hooks_.change_membership(membership_.plan(), lost, lost_host);
+  return true;
+}
+
+void ElasticController::wait_for_hosts(const std::string& lost) {
+  if (waiting_for_hosts_) return;
+  const ElasticOptions& o = membership_.options();
+  if (!runner_.start) {
+    // Nothing can add ranks to this job: waiting would only delay the failure.
+    runner_.fail("elastic: " + std::to_string(membership_.size()) +
+                 " ranks, fewer than --min-np " + std::to_string(o.min_np) +
+                 ", and this job cannot add ranks; lost: " + lost);
+    return;
+  }
+  waiting_for_hosts_ = true;
+  if (runner_.hold) runner_.hold(true);
+  runner_.say("elastic: " + std::to_string(membership_.size()) + " ranks, fewer than --min-np " +
+              std::to_string(o.min_np) + "; waiting up to " + seconds_text(o.timeout) +
+              " s (--elastic-timeout) for hosts");
+  hosts_timer_.expires_after(o.timeout);
+  hosts_timer_.async_wait([this, lost](boost::system::error_code ec) {
+    if (ec || !waiting_for_hosts_) return;
+    waiting_for_hosts_ = false;
+    const ElasticOptions& o = membership_.options();
+    std::string hosts;
+    for (const std::string& host : membership_.failed_hosts(ElasticMembership::Clock::now()))
+      hosts += (hosts.empty() ? "" : "; ") + host;
+    runner_.fail("elastic: " + std::to_string(membership_.size()) +
+                 " ranks, fewer than --min-np " + std::to_string(o.min_np) +
+                 ", and no host came back within " + seconds_text(o.timeout) +
+                 " s (--elastic-timeout); lost: " + lost + "; failed hosts: " + hosts);
+    if (runner_.hold) runner_.hold(false);
+  });
+}
+
+void ElasticController::stop_waiting() {
+  waiting_for_hosts_ = false;
+  if (runner_.hold) runner_.hold(false);
+  hosts_timer_.cancel();
+}
+
+void ElasticController::on_discovered(const Result<std::vector<HostSlots>>& hosts) {
+  if (runner_.ending() || !runner_.start) return;
+  if (!hosts.is_ok()) {
+    if (hosts.status().message() != discovery_error_) {
+      discovery_error_ = hosts.status().message();
+      runner_.say("elastic: " + discovery_error_ + "; the hosts known stay");
+    }
+    return;
+  }
+  discovery_error_.clear();
+  const std::vector<ElasticSlot> slots =
+      membership_.free_slots(*hosts, ElasticMembership::Clock::now());
+  if (slots.empty()) return;
+  if (!membership_.count_reset()) {
+    runner_.fail("elastic: --reset-limit " + std::to_string(membership_.options().reset_limit) +
+                 " reached (hosts were added)");
+    return;
+  }
+  int added = 0;
+  std::string where;
+  for (const ElasticSlot& slot : slots) {
+    const int id = runner_.start(slot);
+    if (id < 0) break;
+    membership_.add({id, slot});
+    ++added;
+    where += (where.empty() ? "" : ", ") + slot.host + " slot " + std::to_string(slot.local_rank);
+  }
+  if (added == 0) return;
+  runner_.say("elastic: " + std::to_string(added) + " rank(s) added (" + where + "); " +
+              std::to_string(membership_.size()) + " ranks at the next reset");
+  if (waiting_for_hosts_) {
+    if (membership_.short_of_min()) return;
+    stop_waiting();
+    hooks_.change_membership(membership_.plan(), "slots were added", "");
+    return;
+  }
+  hooks_.add_slots(membership_.plan(), added);
+}
+
+}  // namespace hvrun::launcher

@@ -1,0 +1,77 @@
+// What an elastic job's launcher decides when ranks are lost or slots appear, on the
+// supervisor's loop, whatever runs the ranks (this host's workers: elastic_runner.h; other
+// hosts' agents: remote/multi_host_job.cc). It keeps the membership (membership.h), tells the
+// coordinator the next one, waits for hosts when short of --min-np (up to --elastic-timeout,
+// then fails naming what was lost) and starts workers on discovered slots where the runner can.
+//
+// Threads: the supervisor's loop only.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "common/status.h"
+#include "launcher/elastic/membership.h"
+#include "launcher/options/options.h"
+#include "launcher/supervisor/job_summary.h"
+
+namespace hvrun::launcher {
+
+// The coordinator's side of a membership change (coordinator/server.h change_membership and
+// add_slots), in slots.
+struct ElasticHooks {
+  std::function<void(const std::vector<ElasticSlot>& plan, const std::string& reason,
+                     const std::string& host)>
+      change_membership;
+  std::function<void(const std::vector<ElasticSlot>& plan, int added)> add_slots;
+};
+
+// What the controller needs of the runner.
+struct ElasticRunnerSide {
+  std::function<std::vector<WorkerRecord>&()> records;  // the ranks' records (id = index)
+  std::function<bool()> ending;                         // the job is being torn down
+  std::function<void(const std::string&)> say;          // "hvrun: " is added
+  std::function<void(const std::string&)> fail;         // ends the job with this message
+  // Keeps the job alive with no rank running (waiting for hosts); may be empty.
+  std::function<void(bool)> hold;
+  // Starts a new process in `slot`, adds its record; its id, or -1 (said why). Empty: this
+  // runner cannot add ranks.
+  std::function<int(const ElasticSlot&)> start;
+};
+
+class ElasticController {
+ public:
+  ElasticController(ElasticOptions options, ElasticHooks hooks, ElasticRunnerSide runner,
+                    boost::asio::io_context& io);
+
+  ElasticMembership& membership() { return membership_; }
+  // A rank of the first membership started (ids in rank order).
+  void started(int id, const ElasticSlot& slot) { membership_.add({id, slot}); }
+
+  // The supervisor's FailureAbsorber: takes every exit and lost rank not yet seen into the
+  // membership; true when the job goes on.
+  bool absorb();
+  // What the discovery script printed (or why it failed).
+  void on_discovered(const Result<std::vector<HostSlots>>& hosts);
+  // "the worker started as rank 2 on host b (pid 7) was killed by SIGKILL".
+  static std::string describe(const WorkerRecord& record);
+
+ private:
+  void wait_for_hosts(const std::string& lost);
+  void stop_waiting();
+
+  ElasticHooks hooks_;
+  ElasticRunnerSide runner_;
+  ElasticMembership membership_;
+  boost::asio::steady_timer hosts_timer_;  // short of --min-np
+  std::vector<bool> handled_;              // by record: taken into the membership
+  bool waiting_for_hosts_ = false;
+  std::string discovery_error_;            // the last one said (each is said once)
+};
+
+}  // namespace hvrun::launcher
