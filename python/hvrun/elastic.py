@@ -179,6 +179,12 @@ class ObjectState(State):
         self.save()
 
 
+# Errors of the program itself (tensors whose shapes differ between ranks, a call hvrun refuses):
+# a reset would meet them again, so run() lets them through instead of resetting for ever.
+_NOT_RESET_FOR = frozenset({"INVALID_ARGUMENT", "FAILED_PRECONDITION", "UNIMPLEMENTED",
+                            "NOT_FOUND", "ALREADY_EXISTS"})
+
+
 def _default_reset():
     _state.shutdown()
     _state.init()
@@ -201,7 +207,9 @@ def run_fn(func, reset=_default_reset):
                 if not skip_sync:
                     state.sync()
                 return func(state, *args, **kwargs)
-            except HorovodInternalError:
+            except HorovodInternalError as e:
+                if getattr(e, "code", None) in _NOT_RESET_FOR:
+                    raise
                 # Some collective failed part-way: what this rank holds may be half-updated.
                 state.restore()
                 skip_sync = False
@@ -217,7 +225,9 @@ def run_fn(func, reset=_default_reset):
 
 def run(func):
     """Decorator: runs `func(state, ...)` and, in an elastic job (HVRUN_ELASTIC=1), again after
-    every membership change: on HorovodInternalError the state is restored to its last commit,
+    every membership change: on HorovodInternalError (a lost peer, a changed membership; not an
+    error of the program itself such as tensors whose shapes differ between ranks, which is
+    raised) the state is restored to its last commit,
     on HostsUpdatedInterrupt it is kept; then hvrun.shutdown(), hvrun.init() (blocks until the
     new membership has met; rank and size may change), state.on_reset(), state.sync() and
     `func` again. Outside an elastic job `func` runs once after state.sync() and its errors

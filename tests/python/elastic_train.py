@@ -12,7 +12,8 @@ Faults, by the rank each process was started as (HVRUN_RANK at launch, which a r
 change): ELASTIC_KILL="ID:STEP" SIGKILLs process ID at the start of global step STEP (the other
 ranks are then inside that step's collectives); ELASTIC_KILL_IN_RESTORE=ID SIGKILLs process ID
 as it restores the last commit (a second failure during the reset of the first).
-ELASTIC_GROW="FILE:STEP:TEXT" makes rank 0 write TEXT into FILE (the discovery script's input)
+ELASTIC_MISMATCH=STEP makes every rank allreduce a tensor of its own shape at step STEP (an error
+of the program, which a reset cannot mend). ELASTIC_GROW="FILE:STEP:TEXT" makes rank 0 write TEXT into FILE (the discovery script's input)
 at step STEP. ELASTIC_EPOCHS, ELASTIC_STEP_SLEEP (seconds per step) and ELASTIC_PRINT_STEPS
 make room and a progress line for tests that act from outside.
 """
@@ -81,6 +82,8 @@ def main():
                 if grow and hvd.rank() == 0 and state.step == int(grow[1]):
                     with open(grow[0], "w") as f:
                         f.write(grow[2].replace(",", "\n") + "\n")
+                if os.environ.get("ELASTIC_MISMATCH") == str(state.step):
+                    hvd.allreduce(torch.zeros(hvd.rank() + 1), name="mismatch")
                 batch = mine[start:start + BATCH]
                 xb, yb = x[batch], y[batch]
                 optimizer.zero_grad()

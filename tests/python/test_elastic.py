@@ -111,3 +111,11 @@ def test_discovered_slots_join_at_the_next_commit(tmp_path):
                              "ELASTIC_STEP_SLEEP": "0.15"})
     assert "1 rank(s) added (localhost slot 2)" in out, out
     check_job(out, code, final_size=3, sizes_seen=[2, 3])
+
+
+def test_an_error_of_the_program_is_raised_not_reset_for_ever():
+    code, out = elastic_job(["-np", "2", "--min-np", "1", "--elastic-timeout", "20"],
+                            {"ELASTIC_MISMATCH": "3"}, timeout=90)
+    assert code != 0, out
+    assert "HorovodInternalError" in out and "mismatch" in out, out
+    assert "membership" not in out, out  # nobody reset: the error went to the trainer

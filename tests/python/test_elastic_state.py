@@ -2,12 +2,11 @@
 ObjectState commit/restore/sync, ElasticSampler's partitions (including a simulated change of
 size), the agreement on added hosts, and run()'s loop (outside an elastic job, with a fake
 reset, and with real resets: every rank leaving and rejoining the job)."""
-import hvrun
-import hvrun.elastic
-import numpy as np
 import pytest
 import torch
 
+import hvrun
+import hvrun.elastic
 import hvrun.torch as hvd
 from hvrun.exceptions import HorovodInternalError, HostsUpdatedInterrupt
 

@@ -13,6 +13,7 @@ import warnings
 
 import torch
 
+from hvrun.elastic import is_elastic
 from hvrun.torch.compression import Compression
 from hvrun.torch.basics import size
 from hvrun.torch.functions import broadcast_object
@@ -87,7 +88,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._requires_update = set()
         self._synchronized = False
         self._should_synchronize = True
-        if size() > 1:
+        # An elastic job that starts on one rank may grow: its hooks must be there already.
+        if size() > 1 or is_elastic():
             self._register_hooks()
 
     def load_state_dict(self, *args, **kwargs):
