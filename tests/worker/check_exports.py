@@ -28,8 +28,11 @@ def main():
     library, headers = sys.argv[1], sys.argv[2:]
     text = "\n".join(open(h, encoding="utf-8").read() for h in headers)
     types = set(re.findall(r"\b(?:class|struct)\s+(?:\[\[\w+\]\]\s+)?(\w+)\s*[{:]", text))
+    # Namespaces nested in hvrun that a header opens (hvrun::elastic) hold API as classes do.
+    types |= set(re.findall(r"\bnamespace\s+hvrun::(\w+)", text))
     functions = set(re.findall(r"\b(\w+)\s*\(", text))
-    c_declared = {f for f in functions if f.startswith("hvrun_")}
+    # Type names (hvrun_status_t) stand before "(" in a function-pointer typedef.
+    c_declared = {f for f in functions if f.startswith("hvrun_") and not f.endswith("_t")}
 
     wrong, c_exported = [], set()
     for symbol in exported(library):

@@ -1,5 +1,6 @@
 // The C API (hvrun/c_api.h) over hvrun::Worker. Nothing here may throw across the boundary.
 #include "hvrun/c_api.h"
+#include "hvrun/elastic.h"
 
 #include <algorithm>
 #include <exception>
@@ -16,16 +17,21 @@
 // The job's worker, or a view of it whose collectives run on one process set (rank and size
 // are then the set's; finalizing a view frees only the view).
 struct hvrun_worker {
-  std::unique_ptr<hvrun::Worker> owned;  // null in a view
+  std::unique_ptr<hvrun::Worker> owned;  // null in a view, and in hvrun_elastic_run's worker
   hvrun::Worker* worker = nullptr;
+  bool borrowed = false;  // hvrun_elastic_run's: the job's worker, owned by the loop
   hvrun::ProcessSet set;
   int set_rank = -1;
   int set_size = -1;
-  bool is_view() const { return owned == nullptr; }
+  bool is_view() const { return owned == nullptr && !borrowed; }
 };
 
 struct hvrun_checkpointer {
   hvrun::Checkpointer checkpointer;
+};
+
+struct hvrun_elastic_state {
+  hvrun::elastic::State state;
 };
 
 struct hvrun_handle {
@@ -504,3 +510,51 @@ hvrun_status_t hvrun_checkpointer_restore(hvrun_checkpointer_t* c, int64_t* step
 }
 
 }  // extern "C"
+
+hvrun_elastic_state_t* hvrun_elastic_state_new(void) { return new hvrun_elastic_state; }
+
+void hvrun_elastic_state_free(hvrun_elastic_state_t* s) { delete s; }
+
+hvrun_status_t hvrun_elastic_state_add(hvrun_elastic_state_t* s, const char* name, void* data,
+                                       size_t bytes) {
+  if (!s || !name) return bad("null elastic state or name");
+  return guarded([&] { return record(s->state.add(name, data, bytes)); });
+}
+
+hvrun_status_t hvrun_elastic_commit(hvrun_elastic_state_t* s, hvrun_worker_t* w) {
+  if (!s || !w) return bad("null elastic state or worker");
+  if (w->is_view()) return bad("commit on the job's worker, not a process set's view");
+  return guarded([&] { return record(s->state.commit(*w->worker)); });
+}
+
+hvrun_status_t hvrun_elastic_run(int abi_version, hvrun_elastic_state_t* s,
+                                 hvrun_elastic_train_fn train, hvrun_elastic_reset_fn on_reset,
+                                 void* user_data) {
+  if (abi_version != HVRUN_C_ABI_VERSION)
+    return record(hvrun::failed_precondition(
+        "hvrun_elastic_run: the caller was built for C ABI version " +
+        std::to_string(abi_version) + ", this library is version " +
+        std::to_string(HVRUN_C_ABI_VERSION)));
+  if (!s || !train) return bad("null elastic state or train function");
+  return guarded([&] {
+    if (on_reset) {
+      s->state.on_reset([on_reset, user_data](hvrun::Worker& worker) {
+        hvrun_worker borrowed;
+        borrowed.worker = &worker;
+        borrowed.borrowed = true;
+        on_reset(&borrowed, user_data);
+      });
+    }
+    const hvrun::Status status = hvrun::elastic::run(
+        s->state, [&](hvrun::Worker& worker, hvrun::elastic::State&) -> hvrun::Status {
+          hvrun_worker borrowed;
+          borrowed.worker = &worker;
+          borrowed.borrowed = true;
+          const hvrun_status_t code = train(&borrowed, s, user_data);
+          if (code == HVRUN_OK) return hvrun::Status::ok();
+          return hvrun::Status(static_cast<hvrun::StatusCode>(static_cast<int>(code)),
+                               t_last_error.empty() ? "the train function failed" : t_last_error);
+        });
+    return record(status);
+  });
+}

@@ -243,6 +243,25 @@ hvrun_status_t hvrun_checkpointer_save_if_due(hvrun_checkpointer_t* checkpointer
 /* Collective: *step = the step of the checkpoint loaded into every rank's buffers, or -1. */
 hvrun_status_t hvrun_checkpointer_restore(hvrun_checkpointer_t* checkpointer, int64_t* step);
 
+/* Elastic trainers (hvrun/elastic.h, docs/elastic.md): buffers committed, restored and synced
+ * as bytes, and the loop that resets after a membership change. hvrun_elastic_run initialises
+ * the worker itself and calls `train` with it (valid during that call only: never finalize it),
+ * again after every reset; `on_reset` (may be NULL) runs after each reset with the new worker.
+ * `train` returns HVRUN_OK when training is done, or the status of what failed (return
+ * hvrun_elastic_commit's HVRUN_ERR_UNAVAILABLE as it is: slots were added). */
+typedef struct hvrun_elastic_state hvrun_elastic_state_t;
+typedef hvrun_status_t (*hvrun_elastic_train_fn)(hvrun_worker_t* worker,
+                                                 hvrun_elastic_state_t* state, void* user_data);
+typedef void (*hvrun_elastic_reset_fn)(hvrun_worker_t* worker, void* user_data);
+hvrun_elastic_state_t* hvrun_elastic_state_new(void);
+void hvrun_elastic_state_free(hvrun_elastic_state_t* state);
+hvrun_status_t hvrun_elastic_state_add(hvrun_elastic_state_t* state, const char* name, void* data,
+                                       size_t bytes);
+hvrun_status_t hvrun_elastic_commit(hvrun_elastic_state_t* state, hvrun_worker_t* worker);
+hvrun_status_t hvrun_elastic_run(int abi_version, hvrun_elastic_state_t* state,
+                                 hvrun_elastic_train_fn train, hvrun_elastic_reset_fn on_reset,
+                                 void* user_data);
+
 #ifdef __cplusplus
 }
 #endif
