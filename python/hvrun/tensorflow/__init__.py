@@ -13,6 +13,7 @@ script.
     grads = tape.gradient(loss, model.trainable_variables)
 
 Run it with `hvrun -np N python3 train.py`. Keras: hvrun.tensorflow.keras (or hvrun.keras).
+Elastic jobs: hvd.elastic (run, ObjectState, TensorFlowKerasState; docs/elastic.md).
 """
 from hvrun.exceptions import HorovodInternalError, HostsUpdatedInterrupt  # noqa: F401
 from hvrun.tensorflow.collectives import (allreduce, grouped_allreduce,  # noqa: F401
@@ -33,6 +34,7 @@ from hvrun.tensorflow.mpi_ops import (Adasum, Average, Max, Min, Product, Proces
                                       rocm_built, shutdown, size, size_op, start_timeline,
                                       stop_timeline)
 from hvrun.tensorflow.optimizer import DistributedGradientTape, DistributedOptimizer  # noqa: F401
+from hvrun.tensorflow import elastic  # noqa: F401,E402  (hvd.elastic.run, TensorFlowKerasState)
 
 
 def broadcast_global_variables(root_rank):

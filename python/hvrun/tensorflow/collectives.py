@@ -2,11 +2,13 @@
 tf.IndexedSlices, the deprecated `average` argument, over the raw ops of mpi_ops."""
 import tensorflow as tf
 
-from hvrun.process_sets import global_process_set, process_set_size
+from hvrun.elastic import is_elastic
+from hvrun.process_sets import global_process_set, process_set_id, process_set_size
 from hvrun.tensorflow.compression import Compression
 from hvrun.tensorflow.mpi_ops import (Adasum, Average, Sum, _allreduce, _grouped_allreduce,
                                       _grouped_reducescatter, _reducescatter, allgather,
-                                      grouped_allgather, handle_average_backwards_compatibility)
+                                      grouped_allgather, handle_average_backwards_compatibility,
+                                      size_op)
 
 
 def _check_op(op):
@@ -23,7 +25,13 @@ def _check_sparse(op, prescale_factor, postscale_factor):
 
 def _sparse_result(values, indices, like, op, process_set):
     if op == Average:
-        values = values / tf.cast(process_set_size(process_set), values.dtype)
+        if is_elastic():
+            # The size when the graph runs: a traced step outlives the membership it was
+            # traced in.
+            size = size_op(process_set_id(process_set))
+        else:
+            size = process_set_size(process_set)
+        values = values / tf.cast(size, values.dtype)
     return tf.IndexedSlices(values, indices, dense_shape=like.dense_shape)
 
 

@@ -2,6 +2,7 @@
 DistributedGradientTape and DistributedOptimizer (Keras 3 optimizers: hvrun.tensorflow.keras)."""
 import tensorflow as tf
 
+from hvrun.elastic import is_elastic
 from hvrun.process_sets import global_process_set, process_set_size
 from hvrun.tensorflow.collectives import allreduce, grouped_allreduce
 from hvrun.tensorflow.compression import Compression
@@ -37,7 +38,9 @@ def make_allreduce_grads_fn(name, device_dense, device_sparse, compression, spar
     prescale, postscale = _scale_factors(op, gradient_predivide_factor)
 
     def allreduce_grads(grads):
-        if process_set_size(process_set) == 1:
+        # Alone, nothing to average; but a traced step keeps what it was traced with, and an
+        # elastic job that starts alone may grow: there the allreduce stays in.
+        if process_set_size(process_set) == 1 and not is_elastic():
             return list(grads)
         with tf.name_scope(name + "_Allreduce"):
             if sparse_as_dense:
