@@ -14,7 +14,7 @@ namespace {
 
 using testing::EventLog;
 using testing::TestClient;
-using testing::TestStream;
+using testing::open_streams;
 
 CoordinatorOptions elastic_options(int n) {
   CoordinatorOptions options = testing::options_for(n);
@@ -41,18 +41,6 @@ std::future<std::pair<grpc::Status, v1::RegisterResponse>> register_slot(TestCli
     grpc::Status status = client.stub().Register(context.get(), request, &response);
     return std::make_pair(status, response);
   });
-}
-
-std::vector<std::unique_ptr<TestStream>> open_streams(TestClient& client, int n) {
-  std::vector<std::unique_ptr<TestStream>> streams;
-  for (int r = 0; r < n; ++r) {
-    streams.push_back(std::make_unique<TestStream>(client));
-    EXPECT_TRUE(streams.back()->hello(r));
-    v1::CoordinatorMessage welcome;
-    EXPECT_TRUE(streams.back()->read(&welcome));
-    EXPECT_TRUE(welcome.has_welcome()) << welcome.DebugString();
-  }
-  return streams;
 }
 
 TEST(CoordinatorElastic, ALostRankEndsItsMembershipAndTheSurvivorsRenumber) {

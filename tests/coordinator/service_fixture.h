@@ -71,18 +71,25 @@ struct EventLog {
   }
 };
 
+// Hello + Welcome for ranks 0..n-1 of the current generation.
+inline std::vector<std::unique_ptr<TestStream>> open_streams(TestClient& client, int n) {
+  std::vector<std::unique_ptr<TestStream>> streams;
+  for (int r = 0; r < n; ++r) {
+    streams.push_back(std::make_unique<TestStream>(client));
+    EXPECT_TRUE(streams.back()->hello(r));
+    v1::CoordinatorMessage welcome;
+    EXPECT_TRUE(streams.back()->read(&welcome));
+    EXPECT_TRUE(welcome.has_welcome()) << welcome.DebugString();
+  }
+  return streams;
+}
+
 // A job of `n` registered ranks with a welcomed stream each.
 struct RunningJob {
   explicit RunningJob(int n, CoordinatorServer::EventCallback on_event = nullptr)
       : server(start_server(options_for(n), std::move(on_event))), client(server->address()) {
     register_all(client, n);
-    for (int r = 0; r < n; ++r) {
-      streams.push_back(std::make_unique<TestStream>(client));
-      EXPECT_TRUE(streams.back()->hello(r));
-      v1::CoordinatorMessage welcome;
-      EXPECT_TRUE(streams.back()->read(&welcome));
-      EXPECT_TRUE(welcome.has_welcome());
-    }
+    streams = open_streams(client, n);
   }
   std::unique_ptr<CoordinatorServer> server;
   TestClient client;

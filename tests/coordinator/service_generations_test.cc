@@ -12,6 +12,7 @@ namespace {
 using testing::RunningJob;
 using testing::TestClient;
 using testing::TestStream;
+using testing::open_streams;
 
 // Every stream says Goodbye and closes; the generation ends cleanly.
 void leave_all(RunningJob& job) {
@@ -20,19 +21,6 @@ void leave_all(RunningJob& job) {
     EXPECT_TRUE(stream->close().ok());
   }
   job.streams.clear();
-}
-
-// Hello + Welcome for ranks 0..n-1 of the current generation.
-std::vector<std::unique_ptr<TestStream>> open_streams(TestClient& client, int n) {
-  std::vector<std::unique_ptr<TestStream>> streams;
-  for (int r = 0; r < n; ++r) {
-    streams.push_back(std::make_unique<TestStream>(client));
-    EXPECT_TRUE(streams.back()->hello(r));
-    v1::CoordinatorMessage welcome;
-    EXPECT_TRUE(streams.back()->read(&welcome));
-    EXPECT_TRUE(welcome.has_welcome()) << welcome.DebugString();
-  }
-  return streams;
 }
 
 TEST(CoordinatorGenerations, EveryRankRegistersAgainAfterLeavingAndNegotiatesAfresh) {
