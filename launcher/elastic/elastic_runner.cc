@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "launcher/elastic/host_discovery.h"
+#include "launcher/plan/cpu_binding.h"
 #include "launcher/supervisor/job_supervisor.h"
 #include "launcher/supervisor/local_workers.h"
 #include "launcher/supervisor/rank_streams.h"
@@ -125,8 +126,9 @@ int ElasticRunner::start_member(const ElasticSlot& slot) {
   record.rank = id;
   record.host = slot.host;
   records.push_back(record);
-  Status started = local_->start(static_cast<size_t>(id), config_.command_path, config_.argv,
-                                 config_.environment(id, slot), {});
+  const std::vector<std::string> envp = config_.environment(id, slot);
+  Status started = local_->start(static_cast<size_t>(id), config_.command_path, config_.argv, envp,
+                                 binding_for_worker(envp));
   if (!started.is_ok()) {
     supervisor().start_failed(JobEnd{JobEndKind::kStartFailed, id, 2, 0,
                                      "a worker on " + slot.host + " could not be started: " +

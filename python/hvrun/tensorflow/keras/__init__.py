@@ -183,7 +183,8 @@ def load_model(filepath, custom_optimizers=None, custom_objects=None, compressio
 __all__ = [
     "DistributedOptimizer", "load_model", "allreduce", "allgather", "broadcast",
     "broadcast_global_variables", "broadcast_variables", "broadcast_object", "allgather_object",
-    "callbacks", "elastic", "init", "shutdown", "is_initialized", "size", "rank", "local_size", "local_rank",
+    "callbacks", "elastic", "init", "shutdown", "is_initialized", "size", "rank", "local_size",
+    "local_rank",
     "cross_size", "cross_rank", "join", "start_timeline", "stop_timeline", "Compression",
     "Average", "Sum", "Adasum", "Min", "Max", "Product", "mpi_built", "mpi_enabled",
     "mpi_threads_supported", "gloo_built", "gloo_enabled", "nccl_built", "cuda_built",
