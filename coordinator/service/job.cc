@@ -123,7 +123,10 @@ Result<Registered> Job::register_worker(const v1::WorkerInfo& worker) {
       generation = generations_.back().get();
     }
     ended_cv_.notify_all();
-    if (previous != nullptr) previous->loop.stop();  // every rank left it: nothing more to plan
+    if (previous != nullptr) {
+      previous->loop.stop();  // every rank left it: nothing more to plan
+      if (options_.elastic) telemetry_.on_membership(generation->world_size);
+    }
     auto registered = generation->rendezvous.register_worker(worker);
     if (!registered.is_ok()) {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -222,6 +225,7 @@ void Job::change_membership(std::vector<PlannedRank> plan, const std::string& re
   if (ended) reset(*ended, reason, rank, host);
   ended_cv_.notify_all();
   stopped->loop.stop();
+  telemetry_.on_membership(static_cast<int>(current().world_size));
 }
 
 void Job::add_slots(std::vector<PlannedRank> plan, int added) {

@@ -21,6 +21,7 @@ Aggregator::Aggregator(Options options)
                           .count()),
       ranks_(static_cast<size_t>(std::max(options_.world_size, 0))),
       stragglers_(options_.world_size, options_.straggler_warning) {
+  membership_size_ = options_.world_size;
   for (int r = 0; r < options_.world_size; ++r) {
     ranks_[r].t.rank = r;
     ranks_[r].t.alive = false;
@@ -237,12 +238,33 @@ void Aggregator::on_abort(const std::string& reason, int rank) {
   timeline_->flush(true);
 }
 
+void Aggregator::on_membership(int world_size) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  membership_size_ = world_size;
+  if (ranks_.size() < static_cast<size_t>(world_size)) {
+    const size_t first = ranks_.size();
+    ranks_.resize(static_cast<size_t>(world_size));
+    for (size_t r = first; r < ranks_.size(); ++r) {
+      ranks_[r].t.rank = static_cast<int>(r);
+      ranks_[r].t.alive = false;
+    }
+  }
+  for (size_t r = 0; r < ranks_.size(); ++r) {
+    // Every rank registers again and its step count restarts: earlier reports tell nothing of
+    // the new membership's pace.
+    ranks_[r].reported = false;
+    ranks_[r].step_samples.clear();
+    if (r >= static_cast<size_t>(world_size)) ranks_[r].t.alive = false;
+  }
+  stragglers_.reset_membership(world_size);
+}
+
 JobTelemetry Aggregator::snapshot() const {
   const auto now = std::chrono::steady_clock::now();
   std::lock_guard<std::mutex> lock(mutex_);
   JobTelemetry job;
   job.job_id = options_.job_id;
-  job.world_size = options_.world_size;
+  job.world_size = membership_size_;
   job.fusion_threshold_bytes = options_.fusion_threshold_bytes;
   job.fused_responses = fused_responses_;
   job.fused_bytes = fused_bytes_;

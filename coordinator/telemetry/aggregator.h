@@ -58,6 +58,9 @@ class Aggregator final : public NegotiationObserver {
   void on_attached(int rank, std::shared_ptr<StreamSink> sink, const std::string& host,
                    int local_rank);
   void on_goodbye(int rank);
+  // Elastic jobs: the ranks now number `world_size` (coordinator/service/job.h). Ranks beyond
+  // it stop counting towards the job's step rate; their counters stay.
+  void on_membership(int world_size);
   void on_lost(int rank);
   void on_report(int rank, const v1::TelemetryReport& report);
   // TimelineControl from `rank`: start writing `filename` (replacing a timeline being written to
@@ -111,6 +114,7 @@ class Aggregator final : public NegotiationObserver {
 
   mutable std::mutex mutex_;
   std::vector<RankState> ranks_;                       // by rank
+  int membership_size_ = 0;                            // the current membership's ranks
   // Tensors negotiating now: by name (full requests) and by cache id (the steady state: no
   // string hashing per request). One round may have both (a rank re-sent full metadata).
   std::unordered_map<std::string, Pending> pending_;

@@ -48,6 +48,13 @@ StragglerTracker::StragglerTracker(int world_size, std::chrono::microseconds war
       warning_threshold_(warning_threshold),
       ranks_(static_cast<size_t>(world_size_)) {}
 
+void StragglerTracker::reset_membership(int world_size) {
+  world_size_ = std::max(world_size, 0);
+  if (ranks_.size() < static_cast<size_t>(world_size_)) ranks_.resize(static_cast<size_t>(world_size_));
+  waiting_.clear();
+  window_.clear();
+}
+
 void StragglerTracker::set_host(int rank, const std::string& host) {
   if (rank >= 0 && rank < world_size_) ranks_[rank].host = host;
 }

@@ -51,6 +51,10 @@ class StragglerTracker {
   StragglerTracker(int world_size, std::chrono::microseconds warning_threshold);
 
   void set_host(int rank, const std::string& host);
+  // Elastic jobs: a new membership of `world_size` ranks (numbered afresh, their step counts
+  // restarting): steps still waiting for ranks of the last one are dropped; the counts by rank
+  // stay (they are by rank number, as the metrics are).
+  void reset_membership(int world_size);
   // One step of `rank`. Returns a warning line to log when this step completes one (see above).
   std::optional<std::string> add(int rank, const v1::StepTiming& step, Clock::time_point now);
 
@@ -89,7 +93,7 @@ class StragglerTracker {
   std::optional<std::string> attribute(Waiting& step, Clock::time_point now);
   std::optional<std::string> maybe_warn(Clock::time_point now);
 
-  const int world_size_;
+  int world_size_;
   const std::chrono::microseconds warning_threshold_;
   std::map<uint64_t, Waiting> waiting_;  // by step index
   std::vector<RankStats> ranks_;

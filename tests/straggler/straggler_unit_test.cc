@@ -99,6 +99,26 @@ TEST(StragglerTracker, WaitsForEveryRanksTimingInAnyOrder) {
   EXPECT_NEAR(job.ranks[1].lateness_p50_seconds, 0.008, 1e-9);
 }
 
+// Elastic: after a membership of 3 shrinks to 2, the survivors' steps (numbered afresh) are
+// attributed without waiting for the lost rank, and a step the lost rank never finished is
+// dropped.
+TEST(StragglerTracker, ANewMembershipMatchesStepsAmongItsOwnRanks) {
+  StragglerTracker tracker(3, 0us);
+  const auto now = Clock::now();
+  tracker.add(0, timing(1, 10), now);
+  tracker.add(1, timing(1, 12), now);  // rank 2 is lost before reporting step 1
+  tracker.reset_membership(2);
+  for (uint64_t step = 1; step <= 4; ++step) {
+    tracker.add(0, timing(step, 9), now);
+    tracker.add(1, timing(step, 1), now);
+  }
+  JobTelemetry job = job_of(3);
+  tracker.fill(job);
+  EXPECT_EQ(job.attributed_steps, 4u);
+  EXPECT_EQ(job.ranks[1].last_steps, 4u);
+  EXPECT_NEAR(job.ranks[1].lateness_p50_seconds, 0.008, 1e-9);
+}
+
 TEST(StragglerTracker, AStepNobodyWaitedInIsNotAttributed) {
   StragglerTracker tracker(2, 0us);
   const auto now = Clock::now();
