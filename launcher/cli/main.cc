@@ -140,25 +140,10 @@ int run_local_attempt(const LaunchOptions& opts, const JobPlan& plan,
                                        slot.local_rank, 0, 0});
       grown.ranks[static_cast<size_t>(id)] = RankSlot{id, slot.host, slot.local_rank, 0, 0};
       Environment env = rank_environment(grown, id, identity, settings, nccl, inherited);
-      env["HVRUN_ELASTIC"] = "1";
-      env["HVRUN_ELASTIC_TIMEOUT"] =
-          std::to_string(static_cast<double>(elastic->timeout.count()) / 1000.0);
+      put_elastic_environment(*elastic, env);
       return to_envp(env);
     };
-    auto to_plan = [](const std::vector<ElasticSlot>& slots) {
-      std::vector<coordinator::PlannedRank> ranks;
-      for (const ElasticSlot& s : slots) ranks.push_back({s.host, s.local_rank});
-      return ranks;
-    };
-    ec.hooks.change_membership = [&, to_plan](const std::vector<ElasticSlot>& slots,
-                                              const std::string& reason, const std::string& host) {
-      std::lock_guard<std::mutex> lock(control_mutex);
-      if (control) control->change_membership(to_plan(slots), reason, host);
-    };
-    ec.hooks.add_slots = [&, to_plan](const std::vector<ElasticSlot>& slots, int added) {
-      std::lock_guard<std::mutex> lock(control_mutex);
-      if (control) control->add_slots(to_plan(slots), added);
-    };
+    ec.hooks = elastic_hooks(&control, &control_mutex);
     elastic_runner = std::make_unique<ElasticRunner>(std::move(ec), out, err, &guard);
   } else {
     plain = std::make_unique<JobRunner>(std::move(config), out, err, &guard);

@@ -163,6 +163,29 @@ CoordinatorHooks coordinator_hooks(const std::unique_ptr<ControlPlane>* control,
   return hooks;
 }
 
+ElasticHooks elastic_hooks(const std::unique_ptr<ControlPlane>* control, std::mutex* mutex) {
+  auto lock = [mutex] {
+    return mutex != nullptr ? std::unique_lock<std::mutex>(*mutex) : std::unique_lock<std::mutex>();
+  };
+  auto to_plan = [](const std::vector<ElasticSlot>& slots) {
+    std::vector<coordinator::PlannedRank> ranks;
+    for (const ElasticSlot& s : slots) ranks.push_back({s.host, s.local_rank});
+    return ranks;
+  };
+  ElasticHooks hooks;
+  hooks.change_membership = [control, lock, to_plan](const std::vector<ElasticSlot>& slots,
+                                                     const std::string& reason,
+                                                     const std::string& host) {
+    auto held = lock();
+    if (*control) (*control)->change_membership(to_plan(slots), reason, host);
+  };
+  hooks.add_slots = [control, lock, to_plan](const std::vector<ElasticSlot>& slots, int added) {
+    auto held = lock();
+    if (*control) (*control)->add_slots(to_plan(slots), added);
+  };
+  return hooks;
+}
+
 void replay_early_exits(ControlPlane& control, EarlyExits& early) {
   for (const auto& [rank, how] : early.exits) control.worker_exited(rank, how);
   early.exits.clear();

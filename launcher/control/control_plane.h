@@ -14,6 +14,7 @@
 #include "common/status.h"
 #include "coordinator/job_telemetry.h"
 #include "coordinator/server.h"
+#include "launcher/elastic/elastic_controller.h"
 #include "hvrun.pb.h"
 #include "launcher/plan/job_plan.h"
 #include "launcher/supervisor/job_verdict.h"
@@ -74,6 +75,9 @@ struct EarlyExits {
 // null, keeps the exits seen while `*control` is null. All outlive the hooks.
 CoordinatorHooks coordinator_hooks(const std::unique_ptr<ControlPlane>* control, std::mutex* mutex,
                                    EarlyExits* early = nullptr);
+// Elastic jobs: the membership changes onto `*control` (null until it started: they do
+// nothing then), under `mutex` when not null, as coordinator_hooks.
+ElasticHooks elastic_hooks(const std::unique_ptr<ControlPlane>* control, std::mutex* mutex);
 // Tells a coordinator that just started the exits `early` kept (call under the same mutex).
 void replay_early_exits(ControlPlane& control, EarlyExits& early);
 

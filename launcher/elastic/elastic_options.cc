@@ -21,6 +21,13 @@ Result<CooldownRange> parse_cooldown_range(const std::string& text) {
   return range;
 }
 
+void put_elastic_environment(const ElasticOptions& options,
+                             std::map<std::string, std::string>& env) {
+  env["HVRUN_ELASTIC"] = "1";
+  env["HVRUN_ELASTIC_TIMEOUT"] =
+      std::to_string(static_cast<double>(options.timeout.count()) / 1000.0);
+}
+
 Result<ElasticOptions> elastic_options(const Settings& settings, int np) {
   ElasticOptions o;
   const int64_t min_np = settings.get(setting::kMinNp);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -32,6 +33,10 @@ struct ElasticOptions {
 // `np`: the job's -np. Errors name the flag: a --min-np above -np or --max-np, a malformed
 // cool-down range.
 Result<ElasticOptions> elastic_options(const Settings& settings, int np);
+
+// What an elastic job's workers are told (HVRUN_ELASTIC, HVRUN_ELASTIC_TIMEOUT), into `env`.
+void put_elastic_environment(const ElasticOptions& options,
+                             std::map<std::string, std::string>& env);
 
 // "10,100" or "10 100" (seconds, MIN <= MAX).
 Result<CooldownRange> parse_cooldown_range(const std::string& text);

@@ -375,11 +375,7 @@ void MultiHostLaunch::send_job(const JobIdentity& job, const NcclTuning& nccl,
       if (slot.host != link.host) continue;
       Environment env =
           rank_environment(plan_, slot.rank, identity, settings_, host_tuning, forwarded);
-      if (elastic_) {
-        env["HVRUN_ELASTIC"] = "1";
-        env["HVRUN_ELASTIC_TIMEOUT"] =
-            std::to_string(static_cast<double>(elastic_->timeout.count()) / 1000.0);
-      }
+      if (elastic_) put_elastic_environment(*elastic_, env);
       if (verbose_) {
         std::string line = "hvrun: rank " + std::to_string(slot.rank) + " environment:";
         for (const auto& [k, v] : describe_additions(env, forwarded)) line += " " + k + "=" + v;
@@ -477,19 +473,7 @@ int MultiHostLaunch::run() {
   err_ = &err;
   deadline_timer_.emplace(runner.io());
   if (elastic_) {
-    ElasticHooks hooks;
-    auto to_plan = [](const std::vector<ElasticSlot>& slots) {
-      std::vector<coordinator::PlannedRank> ranks;
-      for (const ElasticSlot& s : slots) ranks.push_back({s.host, s.local_rank});
-      return ranks;
-    };
-    hooks.change_membership = [this, to_plan](const std::vector<ElasticSlot>& slots,
-                                              const std::string& reason, const std::string& host) {
-      if (control_) control_->change_membership(to_plan(slots), reason, host);
-    };
-    hooks.add_slots = [this, to_plan](const std::vector<ElasticSlot>& slots, int added) {
-      if (control_) control_->add_slots(to_plan(slots), added);
-    };
+    ElasticHooks hooks = elastic_hooks(&control_, nullptr);
     ElasticRunnerSide side;
     side.records = [&runner]() -> std::vector<WorkerRecord>& { return runner.records(); };
     side.ending = [&runner] { return runner.tearing_down(); };
