@@ -9,6 +9,7 @@ import hvrun
 import hvrun.elastic
 import hvrun.torch as hvd
 from hvrun.exceptions import HorovodInternalError, HostsUpdatedInterrupt
+from elastic_run_checks import RecordingState, check_run_outside_elastic_job
 
 
 def ranks():
@@ -378,60 +379,8 @@ def test_sampler_sync_ignores_ranks_in_another_epoch():
 
 # ---- run()
 
-class RecordingState(hvrun.elastic.State):
-    def __init__(self):
-        super().__init__(any_rank=lambda flag: flag)
-        self.calls = []
-
-    def save(self):
-        self.calls.append("save")
-
-    def restore(self):
-        self.calls.append("restore")
-
-    def sync(self):
-        self.calls.append("sync")
-
-
 def test_run_outside_elastic_job_calls_once_and_propagates(monkeypatch):
-    monkeypatch.delenv("HVRUN_ELASTIC", raising=False)
-    assert not hvrun.elastic.is_elastic()
-    state = RecordingState()
-    called = []
-
-    @hvd.elastic.run
-    def train(state, a, b=0):
-        """docstring kept"""
-        called.append((a, b))
-        return a + b
-
-    assert train(state, 2, b=3) == 5
-    assert called == [(2, 3)] and state.calls == ["sync"]
-    assert train.__name__ == "train" and train.__doc__ == "docstring kept"
-
-    for error in (HorovodInternalError("peer lost"), HostsUpdatedInterrupt(False)):
-        state = RecordingState()
-        count = []
-
-        @hvd.elastic.run
-        def failing(state):
-            count.append(1)
-            raise error
-
-        with pytest.raises(type(error)):
-            failing(state)
-        assert count == [1] and state.calls == ["sync"]  # no restore, no second call
-
-    monkeypatch.setenv("HVRUN_ELASTIC", "0")
-    state = RecordingState()
-
-    @hvd.elastic.run
-    def lost_peer(state):
-        raise HorovodInternalError("peer lost")
-
-    with pytest.raises(HorovodInternalError):
-        lost_peer(state)
-    assert state.calls == ["sync"]
+    check_run_outside_elastic_job(hvd.elastic.run, monkeypatch)
 
 
 def test_run_loop_in_elastic_job_with_fake_reset(monkeypatch):

@@ -6,6 +6,9 @@ collectives' TensorFlow errors, and run() outside an elastic job and with real r
 Also: steps traced in an elastic job keep what a change of size needs (the allreduce when
 alone, the size when they run). The end-to-end elastic job (a rank killed mid-training) is
 test_tensorflow_elastic_job.py."""
+import os
+import sys
+
 import numpy as np
 import pytest
 
@@ -17,6 +20,9 @@ import hvrun.keras  # noqa: E402
 import hvrun.keras.elastic  # noqa: E402
 import hvrun.tensorflow.keras as hvd_keras  # noqa: E402
 from hvrun.exceptions import HorovodInternalError, HostsUpdatedInterrupt  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from elastic_run_checks import check_run_outside_elastic_job  # noqa: E402
 
 FEATURES = 4
 
@@ -441,51 +447,12 @@ def test_run_in_elastic_job_raises_an_error_of_the_program_unchanged(monkeypatch
 
 # ---- run()
 
-class RecordingState(hvrun.elastic.State):
-    def __init__(self):
-        super().__init__(any_rank=lambda flag: flag)
-        self.calls = []
-
-    def save(self):
-        self.calls.append("save")
-
-    def restore(self):
-        self.calls.append("restore")
-
-    def sync(self):
-        self.calls.append("sync")
-
-
 def test_run_outside_elastic_job_calls_once_and_propagates(monkeypatch):
-    monkeypatch.delenv("HVRUN_ELASTIC", raising=False)
-    r, _ = ranks()
-    state = RecordingState()
-    called = []
-
-    @hvd.elastic.run
-    def train(state, a, b=0):
-        """docstring kept"""
-        called.append((a, b))
-        return a + b
-
-    assert train(state, 2, b=3) == 5
-    assert called == [(2, 3)] and state.calls == ["sync"]
-    assert train.__name__ == "train" and train.__doc__ == "docstring kept"
-
-    for error in (HorovodInternalError("peer lost"), HostsUpdatedInterrupt(False),
-                  tf.errors.UnavailableError(None, None, "lost [Op:HvrunAllreduce]")):
-        state = RecordingState()
-        count = []
-
-        @hvrun.keras.elastic.run
-        def failing(state):
-            count.append(1)
-            raise error
-
-        with pytest.raises(type(error)) as raised:
-            failing(state)
-        assert raised.value is error  # the error itself, not a translation
-        assert count == [1] and state.calls == ["sync"]  # no restore, no second call
+    check_run_outside_elastic_job(hvd.elastic.run, monkeypatch)
+    # Keras's run too, and a collective's TensorFlow error is not translated outside a job.
+    check_run_outside_elastic_job(
+        hvrun.keras.elastic.run, monkeypatch,
+        [tf.errors.UnavailableError(None, None, "lost [Op:HvrunAllreduce]")])
 
 
 def test_run_elastic_resets_rejoin_the_job(monkeypatch):
