@@ -458,8 +458,10 @@ std::optional<AbortCause> Job::abort_cause() const {
   // The rendezvous records its own failure before it wakes the registering workers.
   if (auto failed = generations_.back()->rendezvous.failure()) {
     AbortCause cause{failed->message, failed->rank, "", true};
-    if (failed->rank >= 0 && static_cast<size_t>(failed->rank) < options_.plan.size())
-      cause.host = options_.plan[static_cast<size_t>(failed->rank)].host;
+    // The current membership's plan: an elastic job's ranks renumber at each reset.
+    const std::vector<PlannedRank>& plan = generations_.back()->plan;
+    if (failed->rank >= 0 && static_cast<size_t>(failed->rank) < plan.size())
+      cause.host = plan[static_cast<size_t>(failed->rank)].host;
     return cause;
   }
   return std::nullopt;
