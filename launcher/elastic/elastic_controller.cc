@@ -81,13 +81,13 @@ void ElasticController::wait_for_hosts(const std::string& lost) {
   hosts_timer_.async_wait([this, lost](boost::system::error_code ec) {
     if (ec || !waiting_for_hosts_) return;
     waiting_for_hosts_ = false;
-    const ElasticOptions& o = membership_.options();
+    const ElasticOptions& options = membership_.options();
     std::string hosts;
     for (const std::string& host : membership_.failed_hosts(ElasticMembership::Clock::now()))
       hosts += (hosts.empty() ? "" : "; ") + host;
     runner_.fail("elastic: " + std::to_string(membership_.size()) +
-                 " ranks, fewer than --min-np " + std::to_string(o.min_np) +
-                 ", and no host came back within " + seconds_text(o.timeout) +
+                 " ranks, fewer than --min-np " + std::to_string(options.min_np) +
+                 ", and no host came back within " + seconds_text(options.timeout) +
                  " s (--elastic-timeout); lost: " + lost + "; failed hosts: " + hosts);
     if (runner_.hold) runner_.hold(false);
   });
