@@ -1,6 +1,6 @@
 // Where the elements of a fused allreduce live (ShmBackend::allreduce_pieces): the pieces,
-// concatenated in order (large ones starting on a 4 KiB boundary), form one virtual buffer of
-// `total()` elements, which the backend cuts into chunks and parts exactly as it cuts a
+// concatenated in order (large ones starting at one place in a 4 KiB page), form one virtual
+// buffer of `total()` elements, which the backend cuts into chunks and parts exactly as it cuts a
 // contiguous buffer. PieceLayout maps a range of that virtual buffer back onto the pieces it
 // covers. Zero-count pieces and the alignment gaps cover nothing.
 #pragma once
@@ -18,15 +18,16 @@ namespace hvrun::detail::shm {
 class PieceLayout {
  public:
   // Reuses its storage from one call to the next (the backend keeps one layout). Pieces of at
-  // least `align_from` elements start at a multiple of `align` elements (the gaps belong to no
-  // piece: nothing is copied, reduced or written there). Every rank passes the same counts, so
-  // every rank computes the same layout.
-  void assign(std::span<const ReducePiece> pieces, size_t align, size_t align_from) {
+  // least `align_from` elements start `shift` elements past a multiple of `align` elements (the
+  // gaps belong to no piece: nothing is copied, reduced or written there). Every rank passes the
+  // same counts, so every rank computes the same layout.
+  void assign(std::span<const ReducePiece> pieces, size_t align, size_t align_from,
+              size_t shift = 0) {
     pieces_ = pieces;
     starts_.resize(pieces.size());
     size_t at = 0;
     for (size_t i = 0; i < pieces.size(); ++i) {
-      if (align > 1 && pieces[i].count >= align_from) at = (at + align - 1) / align * align;
+      if (align > 1 && pieces[i].count >= align_from) at += (shift + align - at % align) % align;
       starts_[i] = at;
       at += pieces[i].count;
     }

@@ -41,9 +41,16 @@ constexpr int kYieldPolls = 50;
 // A sleeping waiter re-checks at least this often (the wake-ups make this a backstop only).
 constexpr std::chrono::milliseconds kMaxSleep{1000};
 constexpr size_t kAlign = 64;  // sub-slices start on cache lines
-// allreduce_pieces: pieces of at least kPieceAlignFromBytes start at a multiple of
-// kPieceAlignBytes in the slots (the gap costs at most 4 KiB of slot space per such piece).
+// allreduce_pieces: pieces of at least kPieceAlignFromBytes start kPieceStartInPageBytes into a
+// kPieceAlignBytes page of the slots (the gap costs at most 4 KiB of slot space per such piece).
+// Mid-page, not at its start: allocators hand out large buffers a few bytes into a page
+// (glibc's malloc 16, posix_memalign(64) and torch 64), and when a tensor's bytes sit within
+// ~32 bytes of the slot bytes they meet, modulo 4 KiB, the loads of the reduction and of the
+// copies wait on earlier stores to the other buffer (the low 12 address bits match: 4K
+// aliasing). ResNet-50's step from malloc'd tensors ran at 0.68-0.72x the packed buffer with
+// page-aligned starts, 0.95x with this one (hvrun_gradient_bench, 2-vCPU EPYC).
 constexpr size_t kPieceAlignBytes = 4096;
+constexpr size_t kPieceStartInPageBytes = 2048;
 constexpr size_t kPieceAlignFromBytes = 64 << 10;
 
 size_t round_up(size_t v, size_t to) { return (v + to - 1) / to * to; }
@@ -151,11 +158,11 @@ class ShmBackend final : public Backend {
       return allreduce_pieces_packed(*this, pieces, dtype, op, scaling, staging, phases);
     const DataType work = work_dtype(dtype);
     const size_t wsize = dtype_size(work);
-    // Large pieces start on a 4 KiB boundary of the slots, so a tensor's offset from the slot
-    // bytes it meets is its own page offset, not an accident of the tensors before it: packed
-    // back to back, ResNet-50's tensors in backward order ran about 20% slower than aligned
-    // (hvrun_shm_raw_bench), and aligned they run as fast as in forward order.
-    layout_.assign(pieces, kPieceAlignBytes / wsize, kPieceAlignFromBytes / wsize);
+    // Large pieces start at the same place in a 4 KiB page of the slots, so a tensor's offset
+    // from the slot bytes it meets is fixed by its own page offset, not by the tensors before
+    // it: packed back to back, ResNet-50's tensors in backward order ran about 20% slower.
+    layout_.assign(pieces, kPieceAlignBytes / wsize, kPieceAlignFromBytes / wsize,
+                   kPieceStartInPageBytes / wsize);
     const size_t count = layout_.total();
     if (count == 0) return Status::ok();
     const size_t esize = dtype_size(dtype);
