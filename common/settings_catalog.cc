@@ -135,6 +135,7 @@ constexpr std::array kCatalog = {
                                "with nothing else coming does not wait for it. Also how long "
                                "a rank's asynchronous submissions of negotiated CPU tensors "
                                "gather before it runs them by agreement with its peers (a "
+                               "burst still arriving gathers on, up to twice as long; a "
                                "thread waiting for one runs them at once)."},
     SettingSpec{.name = "cache_capacity", .flag = "--cache-capacity",
                 .env = "HVRUN_CACHE_CAPACITY", .kind = SettingKind::kInt,

@@ -4,19 +4,18 @@
 // of collectives, bounded waits with the GIL released, and library-allocated outputs handed back
 // without a copy (a NumPy array for host memory, an object exposing __cuda_array_interface__ for
 // device memory; both keep the handle, and so the bytes, alive). Horovod-API glue (names, ops,
-// exceptions, framework tensors) is Python, in hvrun/ and hvrun/torch/.
+// exceptions, framework tensors) is Python, in hvrun/ and hvrun/torch/, except the one call
+// the extension runs whole because a training step makes it per tensor: the asynchronous
+// in-place allreduce of a CPU tensor and its wait (async_table.h).
 //
 // Errors never raise here: init and wait return (code, message) and the Python side picks the
 // exception, so one place maps hvrun's status codes onto Python's exception classes. The one
-// exception is a tensor name that cannot be one (tensor_name below): it raises TensorNameError
+// exception is a tensor name that cannot be one (tensor_name, calls.h): it raises TensorNameError
 // at submission, as no status could carry a name that cannot be converted.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include <algorithm>
-#include <chrono>
-#include <cstdio>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -29,6 +28,8 @@
 #include "hvrun/build_info.h"
 #include "hvrun/checkpoint.h"
 #include "hvrun/hvrun.h"
+#include "python/src/async_table.h"
+#include "python/src/calls.h"
 #include "python/src/tensor_ref.h"
 
 namespace py = pybind11;
@@ -51,63 +52,6 @@ std::string array_typestr(DataType dtype) {
 }
 
 namespace {
-
-using StatusTuple = std::tuple<int, std::string>;
-
-std::string seconds_text(double seconds) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.1f", seconds);
-  return text;
-}
-
-StatusTuple to_tuple(const Status& s) { return {static_cast<int>(s.code()), s.message()}; }
-
-// None for success, else the (status code, message) tuple: the hot paths build no tuple.
-py::object failure_or_none(const StatusTuple& status) {
-  if (std::get<0>(status) == 0) return py::none();
-  return py::cast(status);
-}
-
-AllreduceOptions reduce_options(int op, double prescale, double postscale, int process_set = 0) {
-  return AllreduceOptions{.op = static_cast<ReduceOp>(op),
-                          .prescale = prescale,
-                          .postscale = postscale,
-                          .process_set = ProcessSet{process_set}};
-}
-
-// Waits in short slices so that Ctrl-C (a pending Python signal) interrupts a long wait; the
-// GIL is released while waiting so other Python threads (and gradient hooks) keep running.
-// `sender`: first, with the GIL already released, this thread sends what the worker holds back
-// (or runs it, Worker::send_pending) instead of waiting for the background thread to.
-StatusTuple wait_handle(const Handle& handle, double timeout_s, const Worker* sender = nullptr) {
-  using namespace std::chrono;
-  const auto deadline = steady_clock::now() + duration_cast<steady_clock::duration>(duration<double>(timeout_s));
-  constexpr milliseconds kSlice{200};
-  while (true) {
-    Status status;
-    bool done = false;
-    {
-      py::gil_scoped_release release;
-      if (sender != nullptr) {
-        sender->send_pending();
-        sender = nullptr;
-        if (handle.poll()) return to_tuple(handle.wait(milliseconds(0)));
-      }
-      auto left = duration_cast<milliseconds>(deadline - steady_clock::now());
-      status = handle.wait(std::clamp(left, milliseconds(0), kSlice));
-      done = handle.poll();
-    }
-    if (done) return to_tuple(status);
-    if (PyErr_CheckSignals() != 0) throw py::error_already_set();
-    if (steady_clock::now() >= deadline) {
-      return {static_cast<int>(StatusCode::kDeadlineExceeded),
-              "collective '" + handle.name() + "' did not complete within " +
-                  seconds_text(timeout_s) +
-                  " s (--op-timeout; still running: some rank may not have submitted it, see "
-                  "the coordinator's stall warning)"};
-    }
-  }
-}
 
 // A library-allocated CUDA output, for torch.as_tensor(obj, device="cuda"): the object owns a
 // copy of the handle, so the device memory lives as long as the tensor viewing it.
@@ -137,54 +81,6 @@ py::object handle_output(const Handle& handle) {
     return py::array(dtype, shape, std::vector<py::ssize_t>{});
   }
   return py::array(dtype, shape, {}, v.data, base);
-}
-
-// A tensor name from Python, checked as every binding checks it (hvrun.h): a str that is
-// UTF-8 text without NUL. Anything else raises hvrun.exceptions.TensorNameError (a ValueError)
-// naming the rank, instead of pybind11's "incompatible function arguments" or a name changed
-// on the way ("b'...'").
-[[noreturn]] void raise_name_error(const std::string& message) {
-  py::object error = py::module_::import("hvrun.exceptions").attr("TensorNameError");
-  PyErr_SetObject(error.ptr(), error(message, "INVALID_ARGUMENT").ptr());
-  throw py::error_already_set();
-}
-
-// A shape from Python as dims: a tuple (torch.Size is one) read in place, which the hot calls
-// pass; any other sequence of ints through pybind's conversion.
-std::vector<int64_t> shape_of(py::handle shape) {
-  if (!PyTuple_Check(shape.ptr())) return shape.cast<std::vector<int64_t>>();
-  const Py_ssize_t n = PyTuple_GET_SIZE(shape.ptr());
-  std::vector<int64_t> dims(static_cast<size_t>(n));
-  for (Py_ssize_t i = 0; i < n; ++i) {
-    const long long d = PyLong_AsLongLong(PyTuple_GET_ITEM(shape.ptr(), i));
-    if (d == -1 && PyErr_Occurred()) throw py::error_already_set();
-    dims[static_cast<size_t>(i)] = d;
-  }
-  return dims;
-}
-
-std::string tensor_name(const Worker& w, py::handle name) {
-  // Made only on failure: every collective call converts its name here.
-  auto who = [&w] { return "rank " + std::to_string(w.rank()) + ": collective refused: "; };
-  if (!PyUnicode_Check(name.ptr())) {
-    raise_name_error(who() + "a tensor name is a str, not " +
-                     std::string(py::str(py::type::of(name).attr("__name__"))) + " (" +
-                     std::string(py::repr(name)).substr(0, 200) +
-                     "); decode bytes first (names are UTF-8 text)");
-  }
-  Py_ssize_t size = 0;
-  const char* utf8 = PyUnicode_AsUTF8AndSize(name.ptr(), &size);
-  if (utf8 == nullptr) {
-    PyErr_Clear();
-    const std::string shown = py::reinterpret_steal<py::str>(PyObject_ASCII(name.ptr()));
-    raise_name_error(who() + "tensor name " + shown.substr(0, 200) +
-                     " is not valid UTF-8 text (it holds a lone surrogate, e.g. from bytes "
-                     "decoded with errors='surrogateescape'); tensor names must be non-empty "
-                     "UTF-8 text without NUL characters");
-  }
-  std::string text(utf8, static_cast<size_t>(size));
-  if (Status s = validate_tensor_name(text); !s.is_ok()) raise_name_error(who() + s.message());
-  return text;
 }
 
 std::tuple<std::unique_ptr<Worker>, int, std::string> init_worker() {
@@ -251,6 +147,7 @@ PYBIND11_MODULE(_core, m) {
   m.doc() = "hvrun's worker library (C++), as the hvrun Python packages use it";
 
   m.def("version", [] { return std::string(hvrun::version()); });
+  bind_async_table(m);
   m.def("_set_stack_provider", &set_stack_provider, py::arg("stacks"));
   m.def("cuda_built", [] { return build_info().have_cuda; });
   m.def("nccl_version_code", [] { return build_info().have_nccl ? build_info().nccl_version_code : 0; });

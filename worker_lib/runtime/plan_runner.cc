@@ -14,6 +14,8 @@ namespace {
 // every cycle: an asynchronous caller submitting and waiting in a loop keeps it looking (and
 // never pays a wake-up); a step's burst is followed by two looks, then sleep.
 constexpr int kQuietLooksBeforeSleep = 2;
+// A gap between submissions this long ends a burst (a Python trainer's come a few us apart).
+constexpr std::chrono::microseconds kBurstPause{100};
 
 // Whether this rank's handles of a response completed OK (timeline "done" status).
 bool succeeded(const std::vector<std::shared_ptr<PendingOp>>& entries) {
@@ -78,11 +80,22 @@ void PlanRunner::loop() {
       // As the coordinator lets ready tensors wait for company: a step's tensors then run as
       // a few fused responses instead of a round each. A thread that waits for one of them
       // meanwhile takes the outbox and runs it at once (CachedRounds::send_pending).
-      state.wake.wait_until(lock, state.outbox_since + c_.cycle_time, [&] {
+      const auto stop_gathering = [&] {
         return state.outbox.empty() || !RequestCache::may_run_fast(*state.outbox.back()) ||
                !state.inbox.empty() || state.stop_requested || state.stream_ended ||
                state.abort_reason.has_value();
-      });
+      };
+      state.wake.wait_until(lock, state.outbox_since + c_.cycle_time, stop_gathering);
+      // A burst still coming in gathers on, up to twice the cycle time, until it pauses: a
+      // Python trainer's 161 submissions of a step can take longer than the cycle (a few us
+      // each, on caches the last step's reduction emptied), and a round taken mid-burst runs
+      // part of the step on the core where the trainer still submits the rest, then a second
+      // round for the rest.
+      const auto cap = state.outbox_since + 2 * c_.cycle_time;
+      while (!stop_gathering() && std::chrono::steady_clock::now() < cap &&
+             std::chrono::steady_clock::now() - state.outbox_latest < kBurstPause)
+        state.wake.wait_until(lock, std::min(state.outbox_latest + kBurstPause, cap),
+                              stop_gathering);
     }
     // The outbox is taken inside flush_outbox(), under the sender's lock: taking it here and
     // writing it later would let an API thread's flush write a later op (a join) before it.

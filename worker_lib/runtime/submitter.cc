@@ -38,7 +38,8 @@ Handle Submitter::submit(std::shared_ptr<PendingOp> op) {
     // rank need not wait (others refuse the round when they are sent, send_requests).
     coordinator_only = !RequestCache::may_run_fast(*op);
     first = state_.outbox.empty();
-    if (first) state_.outbox_since = std::chrono::steady_clock::now();
+    state_.outbox_latest = std::chrono::steady_clock::now();
+    if (first) state_.outbox_since = state_.outbox_latest;
     state_.outbox.push_back(std::move(op));
     ++state_.submissions;
     looks_anyway = gather_ && !state_.loop_idle;
@@ -73,7 +74,8 @@ std::vector<Handle> Submitter::submit_group(std::vector<std::shared_ptr<PendingO
       }
       return handles;
     }
-    if (state_.outbox.empty()) state_.outbox_since = std::chrono::steady_clock::now();
+    state_.outbox_latest = std::chrono::steady_clock::now();
+    if (state_.outbox.empty()) state_.outbox_since = state_.outbox_latest;
     for (auto& op : ops) {
       state_.in_flight.emplace(op->name(), op);
       telemetry_.on_submitted(op->name(), op->op);

@@ -28,6 +28,7 @@ struct WorkState {
   std::unordered_map<std::string, std::shared_ptr<PendingOp>> in_flight;  // by name
   std::deque<std::shared_ptr<PendingOp>> outbox;                            // not yet sent
   std::chrono::steady_clock::time_point outbox_since;  // when the outbox last stopped being empty
+  std::chrono::steady_clock::time_point outbox_latest;  // when the latest op joined it
   uint64_t submissions = 0;  // ops queued so far: the background thread's test for a quiet spell
   // The background thread, which otherwise looks at the outbox every cycle while cached rounds
   // gather submissions (PlanRunner::loop), sleeps until a submission wakes it.

@@ -1,14 +1,18 @@
 """hvrun.torch's handles: integers, as Horovod's, mapping to the library's handles.
 
+The in-place asynchronous allreduce of a contiguous CPU tensor on the global set (a training
+step's call, per tensor) is registered in the extension's table (_table: submitted, waited for
+and handed back there, python/src/async_table.h); every other call here. Both draw their
+integers from the table's counter and share the set of names in flight.
+
 A name stays in flight from its submission until synchronize() returns its handle's result.
 Submitting a name that is in flight raises ValueError at the call, before anything is sent (as
 Horovod refuses a duplicate name when it is enqueued). Every rank runs the same program, so
 every rank refuses the same call and no peer is left waiting for a tensor that never comes.
 """
-import itertools
 import threading
 
-from hvrun import _state
+from hvrun import _core, _state
 from hvrun.exceptions import raise_for_status
 
 
@@ -25,7 +29,10 @@ class _Pending:
 _handle_map = {}
 _in_flight = set()
 _lock = threading.Lock()
-_ids = itertools.count(1)
+# {torch dtype: library dtype code} of the tensors the extension's table takes (mpi_ops fills it).
+dtype_codes = {}
+_table = _core.AsyncTable(_in_flight, dtype_codes)
+_new_id = _table.next_id
 
 
 def check_not_in_flight(names):
@@ -52,7 +59,7 @@ def check_name_free(name):
 def register(names, handles, finish, keep_alive):
     """A new integer handle for library handles submitted under `names`."""
     with _lock:
-        handle = next(_ids)
+        handle = _new_id()
         _handle_map[handle] = _Pending(handles, finish, keep_alive, list(names))
         _in_flight.update(names)
     return handle
@@ -63,7 +70,7 @@ def register_one(name, handle, finish, tensor):
     (handle, finish, tensor, name): what the in-place async calls register, without lists or a
     closure. A dict store, a set add and a counter step are each atomic under the GIL, so this
     takes no lock; `tensor` is read and written by the library until completion."""
-    number = next(_ids)
+    number = _new_id()
     _handle_map[number] = (handle, finish, tensor, name)
     _in_flight.add(name)
     return number
@@ -71,6 +78,9 @@ def register_one(name, handle, finish, tensor):
 
 def poll(handle):
     """True when the asynchronous operation `handle` finished (successfully or not)."""
+    done = _table.poll(handle)
+    if done is not NotImplemented:
+        return done
     pending = _handle_map.get(handle)
     if pending is None:
         raise ValueError("handle %r was not created or has been synchronized already" % (handle,))
@@ -85,6 +95,11 @@ def synchronize(handle):
     The wait goes through the worker (Worker.wait): this thread sends, or runs by agreement
     with the other ranks, what the worker still holds back, instead of waiting for the
     background thread to wake up and do it."""
+    result = _table.synchronize(_state._worker, handle, _state._op_timeout_s)
+    if result is not NotImplemented:
+        if result.__class__ is tuple:
+            raise_for_status(*result)
+        return result
     pending = _handle_map.pop(handle, None)
     if pending is None:
         return None
@@ -113,5 +128,6 @@ def synchronize(handle):
 def clear():
     """shutdown(): every handle is gone (the library failed them)."""
     with _lock:
+        _table.clear()
         _handle_map.clear()
         _in_flight.clear()

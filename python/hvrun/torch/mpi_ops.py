@@ -31,6 +31,7 @@ from hvrun.torch.compression import Compression
 from hvrun.torch.handles import (check_name_free, check_not_in_flight, poll, register,
                                  register_one, synchronize)
 from hvrun.torch import handles as _handles
+from hvrun.torch.handles import _table
 from hvrun.torch.handles import _in_flight  # the names in flight: one set, mutated in place
 from hvrun.basics import set_layout
 from hvrun.process_sets import (ProcessSet, add_initial_process_sets,  # noqa: F401
@@ -43,6 +44,7 @@ _TORCH_DTYPES = {
     torch.int64: INT64, torch.float16: FLOAT16, torch.bfloat16: BFLOAT16, torch.float32: FLOAT32,
     torch.float64: FLOAT64,
 }
+_handles.dtype_codes.update(_TORCH_DTYPES)
 # Dtypes the operations that only move bytes (broadcast, allgather, alltoall) carry as another
 # dtype of the same width.
 _MOVED_AS = {torch.bool: torch.uint8}
@@ -144,9 +146,14 @@ _global_reductions = {}  # (op, prescale, postscale) -> _reduction(...) on the g
 _blocking_calls = {}
 
 
+# The same for allreduce_async_ (in place, no average=): what the extension's table takes.
+_async_calls = {}
+
+
 def _forget_global_reductions(_worker):
     _global_reductions.clear()  # Average divides by the job's size, which the next init sets
     _blocking_calls.clear()
+    _async_calls.clear()
 
 
 _state.add_worker_listener(_forget_global_reductions)
@@ -179,6 +186,17 @@ def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.
 def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                      postscale_factor=1.0, process_set=global_process_set):
     """Starts an in-place allreduce; synchronize(handle) returns `tensor`, reduced."""
+    key = None
+    if average is None and process_set is global_process_set and name.__class__ is str:
+        # The steady state: a named call made before, of a contiguous CPU tensor, submitted and
+        # registered in one extension call (it declines what it does not take: None).
+        key = (name, op, prescale_factor, postscale_factor)
+        call = _async_calls.get(key)
+        if call is not None:
+            handle = _table.allreduce_inplace(_state._worker, call[0], tensor, call[1], call[2],
+                                              call[3])
+            if handle is not None:
+                return handle
     if average is not None or op is None:
         op = resolve_op(op, average)
     work = tensor if tensor.is_contiguous() else tensor.contiguous()
@@ -195,6 +213,13 @@ def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1
         # A CPU tensor of the global set: its address, dtype and shape as they are (no
         # TensorRef objects), as allreduce_ passes them.
         check_name_free(full)
+        if work is tensor:
+            handle = _table.allreduce_inplace(_worker(), full, tensor, library_op, pre, post)
+            if handle is not None:
+                if key is not None and len(_async_calls) < 65536:
+                    _async_calls[key] = (full, library_op, pre, post)
+                return handle
+            check_name_free(full)  # raises when another thread took the name meanwhile
         h = _worker().allreduce_inplace_async(full, work.data_ptr(), code, work.shape,
                                               library_op, pre, post)
     else:
