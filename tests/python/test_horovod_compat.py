@@ -388,11 +388,13 @@ def test_int16_tensors():
 
 # ---- point-8 semantics
 
-@pytest.mark.parametrize("kind", ["allreduce", "allgather", "broadcast", "reducescatter"])
+@pytest.mark.parametrize("kind", ["allreduce", "allreduce_", "allgather", "broadcast",
+                                  "reducescatter"])
 def test_a_name_in_flight_is_refused_at_submission_on_every_rank(kind):
     r, n = ranks()
     x = torch.ones(n, 2)
     start = {"allreduce": lambda: hvd.allreduce_async(x, name="dup", op=hvd.Sum),
+             "allreduce_": lambda: hvd.allreduce_async_(x, name="dup", op=hvd.Sum),
              "allgather": lambda: hvd.allgather_async(x, name="dup"),
              "broadcast": lambda: hvd.broadcast_async(x, 0, name="dup"),
              "reducescatter": lambda: hvd.reducescatter_async(x, name="dup", op=hvd.Sum)}[kind]
@@ -409,6 +411,27 @@ def test_a_name_in_flight_is_refused_at_submission_on_every_rank(kind):
     with pytest.raises(ValueError):
         hvd.grouped_allgather_async([x], name="dup.group")
     assert len(hvd.synchronize(group)) == 2
+
+
+def test_in_place_and_out_of_place_allreduces_share_the_names_in_flight():
+    # The in-place call of a CPU tensor is registered in the extension, the out-of-place one in
+    # Python: a name is refused whichever took it first, and free again once synchronized.
+    r, n = ranks()
+    x, y = torch.ones(3), torch.ones(3)
+    for _ in range(3):  # the first call, then the remembered steady-state one
+        inplace = hvd.allreduce_async_(x, name="shared", op=hvd.Sum)
+        with pytest.raises(ValueError, match="same name"):
+            hvd.allreduce_async(y, name="shared", op=hvd.Sum)
+        with pytest.raises(ValueError, match="same name"):
+            hvd.allreduce_async_(y, name="shared", op=hvd.Sum)
+        assert hvd.synchronize(inplace) is x
+        out = hvd.allreduce_async(y, name="shared", op=hvd.Sum)
+        with pytest.raises(ValueError, match="same name"):
+            hvd.allreduce_async_(x, name="shared", op=hvd.Sum)
+        assert torch.equal(hvd.synchronize(out), torch.full((3,), float(n)))
+    assert torch.equal(x, torch.full((3,), float(n ** 3)))
+    with pytest.raises(ValueError):
+        hvd.poll(inplace)  # synchronized: gone
 
 
 def test_allgather_and_broadcast_raise_while_ranks_joined_and_average_counts_every_rank():
