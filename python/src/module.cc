@@ -6,7 +6,7 @@
 // device memory; both keep the handle, and so the bytes, alive). Horovod-API glue (names, ops,
 // exceptions, framework tensors) is Python, in hvrun/ and hvrun/torch/, except the one call
 // the extension runs whole because a training step makes it per tensor: the asynchronous
-// in-place allreduce of a CPU tensor and its wait (async_table.h).
+// in-place allreduce of a CPU tensor and its wait (async_table.h, fast_calls.h).
 //
 // Errors never raise here: init and wait return (code, message) and the Python side picks the
 // exception, so one place maps hvrun's status codes onto Python's exception classes. The one
@@ -30,6 +30,7 @@
 #include "hvrun/hvrun.h"
 #include "python/src/async_table.h"
 #include "python/src/calls.h"
+#include "python/src/fast_calls.h"
 #include "python/src/tensor_ref.h"
 
 namespace py = pybind11;
@@ -148,6 +149,7 @@ PYBIND11_MODULE(_core, m) {
 
   m.def("version", [] { return std::string(hvrun::version()); });
   bind_async_table(m);
+  bind_fast_calls(m);
   m.def("_set_stack_provider", &set_stack_provider, py::arg("stacks"));
   m.def("cuda_built", [] { return build_info().have_cuda; });
   m.def("nccl_version_code", [] { return build_info().have_nccl ? build_info().nccl_version_code : 0; });

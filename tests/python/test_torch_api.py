@@ -99,6 +99,42 @@ def test_named_in_place_allreduce_repeated_on_cpu_stays_correct():
         assert torch.equal(base[:, ::2], torch.full((2, 2), float(n * i + n * (n - 1) / 2)))
 
 
+def test_repeated_async_in_place_calls_take_every_argument_form():
+    # The second and later calls of a name take the C steady state; what it does not take
+    # (another op, a scale, a non-contiguous tensor, average=, bad arguments) goes to the Python
+    # function, with the same results and errors.
+    r, n = ranks()
+    for i in range(4):
+        x = torch.full((3,), float(r + i))
+        assert hvd.synchronize(hvd.allreduce_async_(x, name="steady", op=hvd.Sum)) is x
+        assert torch.equal(x, torch.full((3,), float(n * i + n * (n - 1) / 2)))
+        y = torch.full((2,), float(r))
+        h = hvd.allreduce_async_(y, None, "steady.positional", hvd.Max)
+        assert hvd.synchronize(h) is y and torch.equal(y, torch.full((2,), float(n - 1)))
+        z = torch.ones(3)
+        hvd.synchronize(hvd.allreduce_async_(z, name="steady", op=hvd.Sum, prescale_factor=2.0))
+        assert torch.equal(z, torch.full((3,), 2.0 * n))
+        w = torch.ones(3)
+        hvd.synchronize(hvd.allreduce_async_(w, name="steady", average=False))
+        assert torch.equal(w, torch.full((3,), float(n)))
+        base = torch.zeros(4, 2)
+        column = base[:, 0]  # not contiguous
+        column.fill_(1.0)
+        assert hvd.synchronize(hvd.allreduce_async_(column, name="steady.strided",
+                                                    op=hvd.Sum)) is column
+        assert torch.equal(base, torch.stack([torch.full((4,), float(n)), torch.zeros(4)], 1))
+        avg = torch.full((2,), float(r))
+        hvd.synchronize(hvd.allreduce_async_(avg, name="steady.average"))
+        assert torch.allclose(avg, torch.full((2,), (n - 1) / 2))
+    with pytest.raises(TypeError):
+        hvd.allreduce_async_(torch.ones(1), name="steady", op=hvd.Sum, colour="blue")
+    with pytest.raises(TypeError):
+        hvd.allreduce_async_(torch.ones(1), None, "steady", name="steady")
+    assert hvd.synchronize(123456789) is None  # not a handle: as Horovod's map lookup
+    assert hvd.allreduce_async_.__name__ == "allreduce_async_"
+    assert "prescale_factor" in str(__import__("inspect").signature(hvd.allreduce_async_))
+
+
 def test_named_out_of_place_allreduce_repeated_on_cpu_stays_correct():
     # Named and repeated: may run on the fast path; the input stays as it was, a new tensor
     # holds the result, a non-contiguous input and integer dtypes included.

@@ -17,6 +17,7 @@ torch's current stream on that device; results are ready on that stream when syn
 Tensors are passed without copies when contiguous (a non-contiguous tensor is copied, and for
 the in-place variants copied back).
 """
+import functools
 import os
 
 import numpy as np
@@ -186,17 +187,10 @@ def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.
 def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                      postscale_factor=1.0, process_set=global_process_set):
     """Starts an in-place allreduce; synchronize(handle) returns `tensor`, reduced."""
+    # The steady state (a call remembered below) never gets here: see the wrapper after this.
     key = None
     if average is None and process_set is global_process_set and name.__class__ is str:
-        # The steady state: a named call made before, of a contiguous CPU tensor, submitted and
-        # registered in one extension call (it declines what it does not take: None).
         key = (name, op, prescale_factor, postscale_factor)
-        call = _async_calls.get(key)
-        if call is not None:
-            handle = _table.allreduce_inplace(_state._worker, call[0], tensor, call[1], call[2],
-                                              call[3])
-            if handle is not None:
-                return handle
     if average is not None or op is None:
         op = resolve_op(op, average)
     work = tensor if tensor.is_contiguous() else tensor.contiguous()
@@ -233,6 +227,14 @@ def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1
         return tensor
 
     return register([full], [h], finish, work)
+
+
+# A named in-place call of a contiguous CPU tensor on the global set, made before with the same
+# op and scaling (_async_calls), goes from this C callable straight to the extension's table;
+# every other call to the function above.
+allreduce_async_ = functools.update_wrapper(
+    _core.fast_allreduce_async_(allreduce_async_, _table, _async_calls, global_process_set,
+                                _state), allreduce_async_)
 
 
 def _return_tensor(tensor):
