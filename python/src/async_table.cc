@@ -37,26 +37,34 @@ AsyncTable::AsyncTable(py::object names_in_flight, py::dict dtype_codes)
   if (!PySet_Check(names_.ptr())) throw py::type_error("AsyncTable: names_in_flight is a set");
 }
 
-py::object AsyncTable::allreduce_inplace(Worker& w, py::handle name, py::handle tensor, int op,
-                                         double prescale, double postscale) {
+std::optional<TensorView> AsyncTable::cpu_view(py::handle tensor) const {
   const Names& n = names();
-  if (attr(tensor, n.is_cuda).ptr() != Py_False) return py::none();
+  if (attr(tensor, n.is_cuda).ptr() != Py_False) return std::nullopt;
   PyObject* code = PyDict_GetItemWithError(dtype_codes_.ptr(), attr(tensor, n.dtype).ptr());
   if (code == nullptr) {
     if (PyErr_Occurred()) throw py::error_already_set();
-    return py::none();
+    return std::nullopt;
   }
-  if (call_method(tensor, n.is_contiguous).ptr() != Py_True) return py::none();
-  const int contains = PySet_Contains(names_.ptr(), name.ptr());
-  if (contains < 0) throw py::error_already_set();
-  if (contains == 1) return py::none();
+  if (call_method(tensor, n.is_contiguous).ptr() != Py_True) return std::nullopt;
   const auto data = reinterpret_cast<void*>(
       static_cast<uintptr_t>(PyLong_AsUnsignedLongLong(call_method(tensor, n.data_ptr).ptr())));
   if (PyErr_Occurred()) throw py::error_already_set();
-  const TensorView view{data, static_cast<DataType>(PyLong_AsLong(code)),
-                        shape_of(attr(tensor, n.shape)), Device::cpu(), nullptr};
+  return TensorView{data, static_cast<DataType>(PyLong_AsLong(code)),
+                    shape_of(attr(tensor, n.shape)), Device::cpu(), nullptr};
+}
+
+bool AsyncTable::name_in_flight(py::handle name) const {
+  const int contains = PySet_Contains(names_.ptr(), name.ptr());
+  if (contains < 0) throw py::error_already_set();
+  return contains == 1;
+}
+
+py::object AsyncTable::allreduce_inplace(Worker& w, py::handle name, py::handle tensor, int op,
+                                         double prescale, double postscale) {
+  std::optional<TensorView> view = cpu_view(tensor);
+  if (!view || name_in_flight(name)) return py::none();
   Handle handle =
-      w.allreduce_async(tensor_name(w, name), view, reduce_options(op, prescale, postscale));
+      w.allreduce_async(tensor_name(w, name), *view, reduce_options(op, prescale, postscale));
   if (PySet_Add(names_.ptr(), name.ptr()) != 0) throw py::error_already_set();
   const int64_t id = next_id();
   entries_.emplace(id, Entry{std::move(handle), py::reinterpret_borrow<py::object>(tensor),

@@ -14,6 +14,7 @@
 #include <pybind11/pybind11.h>
 
 #include <cstdint>
+#include <optional>
 #include <unordered_map>
 
 #include "hvrun/hvrun.h"
@@ -36,6 +37,13 @@ class AsyncTable {
   // in flight): the caller then goes the general way, which raises what needs raising.
   py::object allreduce_inplace(Worker& w, py::handle name, py::handle tensor, int op,
                                double prescale, double postscale);
+
+  // A view of `tensor` when the fast paths take it (a contiguous CPU tensor of a dtype in
+  // dtype_codes), else nothing.
+  std::optional<TensorView> cpu_view(py::handle tensor) const;
+
+  // Whether `name` (a str) is in flight, on either side.
+  bool name_in_flight(py::handle name) const;
 
   // Waits for handle `id` (sending first what `worker` holds back) and returns its tensor, or
   // the final (status code, message) when it failed; NotImplemented when `id` is not one of

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <optional>
+#include <utility>
 
 namespace hvrun::python {
 namespace {
@@ -67,6 +69,23 @@ StatusTuple wait_handle(const Handle& handle, double timeout_s, const Worker* se
                   "the coordinator's stall warning)"};
     }
   }
+}
+
+py::object allreduce_blocking(Worker& w, py::handle name, const void* input, void* output,
+                              DataType dtype, std::vector<int64_t> shape,
+                              const AllreduceOptions& options, double timeout_s) {
+  const std::string checked = tensor_name(w, name);
+  const TensorView out{output, dtype, std::move(shape), Device::cpu(), nullptr};
+  std::optional<Status> done;
+  Handle handle;
+  {
+    py::gil_scoped_release release;
+    done = w.allreduce_now(checked, input, out, options);
+    if (!done)
+      handle = w.allreduce_async(checked, ConstTensorView(input, out.dtype, out.shape, out.device),
+                                 out, options);
+  }
+  return failure_or_none(done ? to_tuple(*done) : wait_handle(handle, timeout_s, &w));
 }
 
 std::vector<int64_t> shape_of(py::handle shape) {

@@ -33,6 +33,13 @@ AllreduceOptions reduce_options(int op, double prescale, double postscale, int p
 // the collective and --op-timeout.
 StatusTuple wait_handle(const Handle& handle, double timeout_s, const Worker* sender = nullptr);
 
+// The blocking allreduce of CPU memory `input` into `output` (the same address: in place), as
+// `name` (checked here): on the fast path when the tensor was negotiated before, else submitted
+// and waited for as wait_handle waits. None when it succeeded, else (status code, message).
+py::object allreduce_blocking(Worker& w, py::handle name, const void* input, void* output,
+                              DataType dtype, std::vector<int64_t> shape,
+                              const AllreduceOptions& options, double timeout_s);
+
 // A tensor name from Python, checked as every binding checks it (hvrun.h): a str that is UTF-8
 // text without NUL. Anything else raises hvrun.exceptions.TensorNameError (a ValueError)
 // naming the rank, instead of pybind11's "incompatible function arguments" or a name changed

@@ -1,9 +1,11 @@
 #include "python/src/fast_calls.h"
 
 #include <exception>
+#include <optional>
 #include <utility>
 
 #include "python/src/async_table.h"
+#include "python/src/calls.h"
 
 namespace hvrun::python {
 namespace {
@@ -22,7 +24,11 @@ struct State {
   py::object module;  // hvrun._state: the worker and the op timeout, read on every call
   py::dict calls;     // allreduce_async_: (name, op, prescale, postscale) -> (full, op, pre, post)
   py::object global_set;
-  py::object raise_failure;  // synchronize: raises the exception of a (code, message)
+  py::object raise_failure;  // raises the exception of a (code, message)
+  // The blocking calls: Horovod's default op, the "no compression" object, torch.empty_like.
+  py::object average_op;
+  py::object no_compression;
+  py::object empty_like;
 };
 
 struct FastFunction {
@@ -130,19 +136,12 @@ py::object module_attribute(const State& s, PyObject* name) {
   return py::reinterpret_steal<py::object>(value);
 }
 
-// allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
-//                  postscale_factor=1.0, process_set=global_process_set)
-PyObject* allreduce_async_entry(FastFunction* self, PyObject* const* args, Py_ssize_t nargs,
-                                PyObject* kwnames) {
-  const State& s = *self->state;
-  static const char* const kParameters[] = {"tensor", "average", "name", "op",
-                                            "prescale_factor", "postscale_factor",
-                                            "process_set"};
-  constexpr Py_ssize_t kCount = 7;
-  static PyObject* const one = PyFloat_FromDouble(1.0);
-  PyObject* values[kCount] = {nullptr, Py_None, Py_None, Py_None, one, one, s.global_set.ptr()};
-  bool given[kCount] = {};
-  if (nargs > kCount) return call_general(s, args, nargs, kwnames);
+// Binds a call's arguments to `count` parameters (`values` holds the defaults); false when
+// they do not bind (too many, an unknown or repeated keyword): the general function raises.
+bool bind(PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames,
+          const char* const* parameters, Py_ssize_t count, PyObject** values) {
+  bool given[8] = {};
+  if (nargs > count || count > 8) return false;
   for (Py_ssize_t i = 0; i < nargs; ++i) {
     values[i] = args[i];
     given[i] = true;
@@ -151,37 +150,136 @@ PyObject* allreduce_async_entry(FastFunction* self, PyObject* const* args, Py_ss
   for (Py_ssize_t k = 0; k < keywords; ++k) {
     PyObject* keyword = PyTuple_GET_ITEM(kwnames, k);
     Py_ssize_t index = -1;
-    for (Py_ssize_t i = 0; i < kCount && index < 0; ++i)
-      if (PyUnicode_CompareWithASCIIString(keyword, kParameters[i]) == 0) index = i;
-    if (index < 0 || given[index]) return call_general(s, args, nargs, kwnames);  // it raises
+    for (Py_ssize_t i = 0; i < count && index < 0; ++i)
+      if (PyUnicode_CompareWithASCIIString(keyword, parameters[i]) == 0) index = i;
+    if (index < 0 || given[index]) return false;
     values[index] = args[nargs + k];
     given[index] = true;
   }
-  PyObject* tensor = values[0];
-  PyObject* name = values[2];
-  if (tensor == nullptr || values[1] != Py_None || values[6] != s.global_set.ptr() ||
-      !PyUnicode_CheckExact(name))
-    return call_general(s, args, nargs, kwnames);
-  py::object key = py::reinterpret_steal<py::object>(PyTuple_Pack(4, name, values[3],
-                                                                   values[4], values[5]));
+  return values[0] != nullptr;
+}
+
+PyObject* one() {
+  static PyObject* const value = PyFloat_FromDouble(1.0);  // kept for the process's life
+  return value;
+}
+
+// The remembered (full name, op code, prescale, postscale) of a named call on the global set
+// without average=, from `calls` by (name, op, prescale, postscale); null when there is none.
+PyObject* remembered(const State& s, PyObject* name, PyObject* op, PyObject* prescale,
+                     PyObject* postscale) {
+  if (!PyUnicode_CheckExact(name)) return nullptr;
+  py::object key = py::reinterpret_steal<py::object>(PyTuple_Pack(4, name, op, prescale,
+                                                                  postscale));
   if (!key) throw py::error_already_set();
   PyObject* call = PyDict_GetItemWithError(s.calls.ptr(), key.ptr());
-  if (call == nullptr) {
-    if (PyErr_Occurred()) throw py::error_already_set();
-    return call_general(s, args, nargs, kwnames);
-  }
-  static PyObject* const worker_name = interned("_worker");
-  py::object worker = module_attribute(s, worker_name);
-  if (worker.is_none()) return call_general(s, args, nargs, kwnames);
+  if (call == nullptr && PyErr_Occurred()) throw py::error_already_set();
+  return call;
+}
+
+AllreduceOptions options_of(PyObject* call) {
   const long op = PyLong_AsLong(PyTuple_GET_ITEM(call, 1));
   const double prescale = PyFloat_AsDouble(PyTuple_GET_ITEM(call, 2));
   const double postscale = PyFloat_AsDouble(PyTuple_GET_ITEM(call, 3));
   if (PyErr_Occurred()) throw py::error_already_set();
-  py::object handle = s.table->allreduce_inplace(worker.cast<Worker&>(),
-                                                 PyTuple_GET_ITEM(call, 0), tensor,
-                                                 static_cast<int>(op), prescale, postscale);
+  return AllreduceOptions{.op = static_cast<ReduceOp>(op), .prescale = prescale,
+                          .postscale = postscale};
+}
+
+const char* const kReduceParameters[] = {"tensor", "average", "name", "op",
+                                         "prescale_factor", "postscale_factor", "process_set"};
+
+// allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
+//                  postscale_factor=1.0, process_set=global_process_set)
+PyObject* allreduce_async_entry(FastFunction* self, PyObject* const* args, Py_ssize_t nargs,
+                                PyObject* kwnames) {
+  const State& s = *self->state;
+  PyObject* v[7] = {nullptr, Py_None, Py_None, Py_None, one(), one(), s.global_set.ptr()};
+  if (!bind(args, nargs, kwnames, kReduceParameters, 7, v) || v[1] != Py_None ||
+      v[6] != s.global_set.ptr())
+    return call_general(s, args, nargs, kwnames);
+  PyObject* call = remembered(s, v[2], v[3], v[4], v[5]);
+  if (call == nullptr) return call_general(s, args, nargs, kwnames);
+  static PyObject* const worker_name = interned("_worker");
+  py::object worker = module_attribute(s, worker_name);
+  if (worker.is_none()) return call_general(s, args, nargs, kwnames);
+  const AllreduceOptions options = options_of(call);
+  py::object handle = s.table->allreduce_inplace(
+      worker.cast<Worker&>(), PyTuple_GET_ITEM(call, 0), v[0], static_cast<int>(options.op),
+      options.prescale, options.postscale);
   if (handle.is_none()) return call_general(s, args, nargs, kwnames);
   return handle.release().ptr();
+}
+
+// The blocking allreduce of `source` into `output` (the same tensor: in place) as `call`
+// remembers it; returns `output`, or null with the call's exception set. Null without an
+// exception: not this path's (the caller goes to the general function).
+PyObject* blocking(const State& s, PyObject* call, PyObject* source, PyObject* output) {
+  static PyObject* const worker_name = interned("_worker");
+  static PyObject* const timeout_name = interned("_op_timeout_s");
+  py::object worker = module_attribute(s, worker_name);
+  PyObject* full = PyTuple_GET_ITEM(call, 0);
+  if (worker.is_none() || s.table->name_in_flight(full)) return nullptr;
+  std::optional<TensorView> in = s.table->cpu_view(source);
+  std::optional<TensorView> out = source == output ? in : s.table->cpu_view(output);
+  if (!in || !out || in->dtype != out->dtype || in->shape != out->shape) return nullptr;
+  const double timeout_s = PyFloat_AsDouble(module_attribute(s, timeout_name).ptr());
+  if (timeout_s == -1.0 && PyErr_Occurred()) throw py::error_already_set();
+  py::object failed = allreduce_blocking(worker.cast<Worker&>(), full, in->data, out->data,
+                                         out->dtype, std::move(out->shape), options_of(call),
+                                         timeout_s);
+  if (!failed.is_none()) {
+    PyObject* raised = PyObject_CallOneArg(s.raise_failure.ptr(), failed.ptr());
+    Py_XDECREF(raised);
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "allreduce failed");
+    return nullptr;
+  }
+  Py_INCREF(output);
+  return output;
+}
+
+// allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
+//            postscale_factor=1.0, process_set=global_process_set), blocking, in place.
+PyObject* allreduce_inplace_entry(FastFunction* self, PyObject* const* args, Py_ssize_t nargs,
+                                  PyObject* kwnames) {
+  const State& s = *self->state;
+  PyObject* v[7] = {nullptr, Py_None, Py_None, Py_None, one(), one(), s.global_set.ptr()};
+  if (!bind(args, nargs, kwnames, kReduceParameters, 7, v) || v[1] != Py_None ||
+      v[6] != s.global_set.ptr())
+    return call_general(s, args, nargs, kwnames);
+  PyObject* call = remembered(s, v[2], v[3] == Py_None ? s.average_op.ptr() : v[3], v[4], v[5]);
+  if (call == nullptr) return call_general(s, args, nargs, kwnames);
+  PyObject* result = blocking(s, call, v[0], v[0]);
+  if (result == nullptr && !PyErr_Occurred()) return call_general(s, args, nargs, kwnames);
+  return result;
+}
+
+// allreduce(tensor, average=None, name=None, compression=Compression.none, op=None,
+//           prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set),
+// blocking, into a new tensor; a tensor autograd records a graph for goes the general way.
+PyObject* allreduce_entry(FastFunction* self, PyObject* const* args, Py_ssize_t nargs,
+                          PyObject* kwnames) {
+  const State& s = *self->state;
+  static const char* const kParameters[] = {"tensor", "average", "name", "compression", "op",
+                                            "prescale_factor", "postscale_factor",
+                                            "process_set"};
+  PyObject* v[8] = {nullptr, Py_None, Py_None, s.no_compression.ptr(), Py_None, one(), one(),
+                    s.global_set.ptr()};
+  if (!bind(args, nargs, kwnames, kParameters, 8, v) || v[1] != Py_None ||
+      v[3] != s.no_compression.ptr() || v[7] != s.global_set.ptr())
+    return call_general(s, args, nargs, kwnames);
+  PyObject* call = remembered(s, v[2], v[4] == Py_None ? s.average_op.ptr() : v[4], v[5], v[6]);
+  if (call == nullptr) return call_general(s, args, nargs, kwnames);
+  static PyObject* const requires_grad = interned("requires_grad");
+  py::object needs_grad = py::reinterpret_steal<py::object>(PyObject_GetAttr(v[0], requires_grad));
+  if (!needs_grad) throw py::error_already_set();
+  if (needs_grad.ptr() != Py_False) return call_general(s, args, nargs, kwnames);
+  py::object output = py::reinterpret_steal<py::object>(
+      PyObject_CallOneArg(s.empty_like.ptr(), v[0]));
+  if (!output) throw py::error_already_set();
+  PyObject* result = blocking(s, call, v[0], output.ptr());
+  if (result == nullptr && !PyErr_Occurred()) return call_general(s, args, nargs, kwnames);
+  return result;
 }
 
 // synchronize(handle)
@@ -230,6 +328,40 @@ void bind_fast_calls(py::module_& m) {
         py::arg("state_module"),
         "allreduce_async_ with its steady state in C: `calls` maps (name, op, prescale, "
         "postscale) of a call `general` took to (full name, op code, prescale, postscale).");
+  m.def("fast_allreduce_",
+        [](py::object general, py::object table, py::dict calls, py::object global_set,
+           py::object state_module, py::object raise_failure, py::object average_op) {
+          State* s = state_with_table(std::move(general), std::move(table),
+                                      std::move(state_module));
+          s->calls = std::move(calls);
+          s->global_set = std::move(global_set);
+          s->raise_failure = std::move(raise_failure);
+          s->average_op = std::move(average_op);
+          return make_fast(allreduce_inplace_entry, s);
+        },
+        py::arg("general"), py::arg("table"), py::arg("calls"), py::arg("global_set"),
+        py::arg("state_module"), py::arg("raise_failure"), py::arg("average_op"),
+        "allreduce_ (blocking, in place) with its steady state in C: `calls` maps (name, op, "
+        "prescale, postscale) of a call `general` took to (full name, op code, prescale, "
+        "postscale).");
+  m.def("fast_allreduce",
+        [](py::object general, py::object table, py::dict calls, py::object global_set,
+           py::object state_module, py::object raise_failure, py::object average_op,
+           py::object no_compression, py::object empty_like) {
+          State* s = state_with_table(std::move(general), std::move(table),
+                                      std::move(state_module));
+          s->calls = std::move(calls);
+          s->global_set = std::move(global_set);
+          s->raise_failure = std::move(raise_failure);
+          s->average_op = std::move(average_op);
+          s->no_compression = std::move(no_compression);
+          s->empty_like = std::move(empty_like);
+          return make_fast(allreduce_entry, s);
+        },
+        py::arg("general"), py::arg("table"), py::arg("calls"), py::arg("global_set"),
+        py::arg("state_module"), py::arg("raise_failure"), py::arg("average_op"),
+        py::arg("no_compression"), py::arg("empty_like"),
+        "allreduce (blocking, out of place) with its steady state in C, as fast_allreduce_.");
   m.def("fast_synchronize",
         [](py::object general, py::object table, py::object state_module,
            py::object raise_failure) {

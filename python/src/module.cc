@@ -240,21 +240,10 @@ PYBIND11_MODULE(_core, m) {
            [](Worker& w, py::handle name, uintptr_t input, uintptr_t output, int dtype,
               py::handle shape, int op, double prescale, double postscale,
               double timeout_s) -> py::object {
-             const std::string checked = tensor_name(w, name);
-             const TensorView out{reinterpret_cast<void*>(output), static_cast<DataType>(dtype),
-                                  shape_of(shape), Device::cpu(), nullptr};
-             const AllreduceOptions options = reduce_options(op, prescale, postscale);
-             const auto* in = reinterpret_cast<const void*>(input);
-             std::optional<Status> done;
-             Handle handle;
-             {
-               py::gil_scoped_release release;
-               done = w.allreduce_now(checked, in, out, options);
-               if (!done)
-                 handle = w.allreduce_async(
-                     checked, ConstTensorView(in, out.dtype, out.shape, out.device), out, options);
-             }
-             return failure_or_none(done ? to_tuple(*done) : wait_handle(handle, timeout_s, &w));
+             return hvrun::python::allreduce_blocking(
+                 w, name, reinterpret_cast<const void*>(input), reinterpret_cast<void*>(output),
+                 static_cast<DataType>(dtype), shape_of(shape),
+                 reduce_options(op, prescale, postscale), timeout_s);
            },
            py::arg("name"), py::arg("input"), py::arg("output"), py::arg("dtype"),
            py::arg("shape"), py::arg("op"), py::arg("prescale"), py::arg("postscale"),

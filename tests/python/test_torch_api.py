@@ -135,6 +135,39 @@ def test_repeated_async_in_place_calls_take_every_argument_form():
     assert "prescale_factor" in str(__import__("inspect").signature(hvd.allreduce_async_))
 
 
+def test_repeated_blocking_calls_take_every_argument_form():
+    # As the async calls: repeated named blocking calls run in C; a graph to record, another
+    # compression, average=, a name in flight or bad arguments go to the Python functions.
+    r, n = ranks()
+    for i in range(4):
+        x = torch.full((3,), float(r + i))
+        assert hvd.allreduce_(x, name="blocking.in") is x
+        assert torch.allclose(x, torch.full((3,), i + (n - 1) / 2))
+        y = torch.full((2,), float(r))
+        out = hvd.allreduce(y, None, "blocking.out", hvd.Compression.none, hvd.Max)
+        assert out is not y and torch.equal(out, torch.full((2,), float(n - 1)))
+        assert torch.equal(y, torch.full((2,), float(r)))
+        half = hvd.allreduce(torch.ones(2), name="blocking.fp16",
+                             compression=hvd.Compression.fp16, op=hvd.Sum)
+        assert half.dtype == torch.float32 and torch.equal(half, torch.full((2,), float(n)))
+        summed = hvd.allreduce(torch.ones(2), name="blocking.out.sum", average=False)
+        assert torch.equal(summed, torch.full((2,), float(n)))
+        g = torch.ones(2, requires_grad=True)
+        (hvd.allreduce(g, name="blocking.grad", op=hvd.Sum) * (r + 1)).sum().backward()
+        assert torch.equal(g.grad, torch.full((2,), n * (n + 1) / 2))
+    held = hvd.allreduce_async_(torch.ones(1), name="blocking.in", op=hvd.Average)
+    with pytest.raises(ValueError, match="same name"):
+        hvd.allreduce_(torch.ones(1), name="blocking.in")
+    with pytest.raises(ValueError, match="same name"):
+        hvd.allreduce(torch.ones(1), name="blocking.in")
+    hvd.synchronize(held)
+    with pytest.raises(TypeError):
+        hvd.allreduce_(torch.ones(1), name="blocking.in", colour="blue")
+    with pytest.raises(TypeError):
+        hvd.allreduce(torch.ones(1), None, "blocking.out", name="blocking.out")
+    assert hvd.allreduce.__name__ == "allreduce" and hvd.allreduce_.__name__ == "allreduce_"
+
+
 def test_named_out_of_place_allreduce_repeated_on_cpu_stays_correct():
     # Named and repeated: may run on the fast path; the input stays as it was, a new tensor
     # holds the result, a non-contiguous input and integer dtypes included.

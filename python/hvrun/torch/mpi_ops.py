@@ -340,6 +340,16 @@ def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
     return tensor
 
 
+# The blocking calls' steady state (a call _cpu_allreduce_blocking remembered) in C as well.
+allreduce_ = functools.update_wrapper(
+    _core.fast_allreduce_(allreduce_, _table, _blocking_calls, global_process_set, _state,
+                          _handles._raise_failure, Average), allreduce_)
+allreduce = functools.update_wrapper(
+    _core.fast_allreduce(allreduce, _table, _blocking_calls, global_process_set, _state,
+                         _handles._raise_failure, Average, _NO_COMPRESSION, _empty_like),
+    allreduce)
+
+
 def _grouped_names(kind, name, count, ps=0):
     base = _state.op_name(kind, name, ps)
     return ["%s.%d" % (base, i) for i in range(count)]
