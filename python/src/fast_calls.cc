@@ -1,6 +1,10 @@
 #include "python/src/fast_calls.h"
 
+#include <algorithm>
 #include <exception>
+#include <iterator>
+#include <map>
+#include <string>
 #include <optional>
 #include <utility>
 
@@ -186,18 +190,27 @@ AllreduceOptions options_of(PyObject* call) {
                           .postscale = postscale};
 }
 
-const char* const kReduceParameters[] = {"tensor", "average", "name", "op",
-                                         "prescale_factor", "postscale_factor", "process_set"};
+// Binds (tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
+// process_set=global_process_set) into `v`; false unless they bind with no average= and the
+// global set (the only calls the steady state takes).
+bool bind_reduce_call(const State& s, PyObject* const* args, Py_ssize_t nargs,
+                      PyObject* kwnames, PyObject* (&v)[7]) {
+  static const char* const kParameters[] = {"tensor", "average", "name", "op",
+                                            "prescale_factor", "postscale_factor",
+                                            "process_set"};
+  PyObject* defaults[7] = {nullptr, Py_None, Py_None, Py_None, one(), one(), s.global_set.ptr()};
+  std::copy(std::begin(defaults), std::end(defaults), v);
+  return bind(args, nargs, kwnames, kParameters, 7, v) && v[1] == Py_None &&
+         v[6] == s.global_set.ptr();
+}
 
 // allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
 //                  postscale_factor=1.0, process_set=global_process_set)
 PyObject* allreduce_async_entry(FastFunction* self, PyObject* const* args, Py_ssize_t nargs,
                                 PyObject* kwnames) {
   const State& s = *self->state;
-  PyObject* v[7] = {nullptr, Py_None, Py_None, Py_None, one(), one(), s.global_set.ptr()};
-  if (!bind(args, nargs, kwnames, kReduceParameters, 7, v) || v[1] != Py_None ||
-      v[6] != s.global_set.ptr())
-    return call_general(s, args, nargs, kwnames);
+  PyObject* v[7];
+  if (!bind_reduce_call(s, args, nargs, kwnames, v)) return call_general(s, args, nargs, kwnames);
   PyObject* call = remembered(s, v[2], v[3], v[4], v[5]);
   if (call == nullptr) return call_general(s, args, nargs, kwnames);
   static PyObject* const worker_name = interned("_worker");
@@ -243,10 +256,8 @@ PyObject* blocking(const State& s, PyObject* call, PyObject* source, PyObject* o
 PyObject* allreduce_inplace_entry(FastFunction* self, PyObject* const* args, Py_ssize_t nargs,
                                   PyObject* kwnames) {
   const State& s = *self->state;
-  PyObject* v[7] = {nullptr, Py_None, Py_None, Py_None, one(), one(), s.global_set.ptr()};
-  if (!bind(args, nargs, kwnames, kReduceParameters, 7, v) || v[1] != Py_None ||
-      v[6] != s.global_set.ptr())
-    return call_general(s, args, nargs, kwnames);
+  PyObject* v[7];
+  if (!bind_reduce_call(s, args, nargs, kwnames, v)) return call_general(s, args, nargs, kwnames);
   PyObject* call = remembered(s, v[2], v[3] == Py_None ? s.average_op.ptr() : v[3], v[4], v[5]);
   if (call == nullptr) return call_general(s, args, nargs, kwnames);
   PyObject* result = blocking(s, call, v[0], v[0]);
@@ -315,65 +326,49 @@ State* state_with_table(py::object general, py::object table, py::object module)
 }  // namespace
 
 void bind_fast_calls(py::module_& m) {
-  m.def("fast_allreduce_async_",
-        [](py::object general, py::object table, py::dict calls, py::object global_set,
-           py::object state_module) {
-          State* s = state_with_table(std::move(general), std::move(table),
-                                      std::move(state_module));
-          s->calls = std::move(calls);
-          s->global_set = std::move(global_set);
-          return make_fast(allreduce_async_entry, s);
-        },
-        py::arg("general"), py::arg("table"), py::arg("calls"), py::arg("global_set"),
-        py::arg("state_module"),
-        "allreduce_async_ with its steady state in C: `calls` maps (name, op, prescale, "
-        "postscale) of a call `general` took to (full name, op code, prescale, postscale).");
-  m.def("fast_allreduce_",
-        [](py::object general, py::object table, py::dict calls, py::object global_set,
-           py::object state_module, py::object raise_failure, py::object average_op) {
-          State* s = state_with_table(std::move(general), std::move(table),
-                                      std::move(state_module));
-          s->calls = std::move(calls);
-          s->global_set = std::move(global_set);
-          s->raise_failure = std::move(raise_failure);
-          s->average_op = std::move(average_op);
-          return make_fast(allreduce_inplace_entry, s);
-        },
-        py::arg("general"), py::arg("table"), py::arg("calls"), py::arg("global_set"),
-        py::arg("state_module"), py::arg("raise_failure"), py::arg("average_op"),
-        "allreduce_ (blocking, in place) with its steady state in C: `calls` maps (name, op, "
-        "prescale, postscale) of a call `general` took to (full name, op code, prescale, "
-        "postscale).");
-  m.def("fast_allreduce",
-        [](py::object general, py::object table, py::dict calls, py::object global_set,
-           py::object state_module, py::object raise_failure, py::object average_op,
-           py::object no_compression, py::object empty_like) {
-          State* s = state_with_table(std::move(general), std::move(table),
-                                      std::move(state_module));
-          s->calls = std::move(calls);
-          s->global_set = std::move(global_set);
-          s->raise_failure = std::move(raise_failure);
-          s->average_op = std::move(average_op);
-          s->no_compression = std::move(no_compression);
-          s->empty_like = std::move(empty_like);
-          return make_fast(allreduce_entry, s);
-        },
-        py::arg("general"), py::arg("table"), py::arg("calls"), py::arg("global_set"),
-        py::arg("state_module"), py::arg("raise_failure"), py::arg("average_op"),
-        py::arg("no_compression"), py::arg("empty_like"),
-        "allreduce (blocking, out of place) with its steady state in C, as fast_allreduce_.");
-  m.def("fast_synchronize",
-        [](py::object general, py::object table, py::object state_module,
-           py::object raise_failure) {
-          State* s = state_with_table(std::move(general), std::move(table),
-                                      std::move(state_module));
-          s->raise_failure = std::move(raise_failure);
-          return make_fast(synchronize_entry, s);
-        },
-        py::arg("general"), py::arg("table"), py::arg("state_module"),
-        py::arg("raise_failure"),
-        "synchronize with the table's handles waited for in C; raise_failure((code, message)) "
-        "raises a failed one's exception.");
+  m.def(
+      "fast_function",
+      [](const std::string& kind, py::object general, py::object table, py::object state_module,
+         py::object calls, py::object global_set, py::object raise_failure, py::object average_op,
+         py::object no_compression, py::object empty_like) {
+        const std::map<std::string, Entry> entries = {
+            {"allreduce_async_", allreduce_async_entry},
+            {"allreduce_", allreduce_inplace_entry},
+            {"allreduce", allreduce_entry},
+            {"synchronize", synchronize_entry}};
+        auto entry = entries.find(kind);
+        if (entry == entries.end())
+          throw py::value_error("fast_function: no C steady state for '" + kind + "'");
+        // What each entry reads; the rest may stay None.
+        const bool reduces = kind != "synchronize";
+        const bool blocking = kind == "allreduce_" || kind == "allreduce";
+        auto require = [&](const py::object& value, bool needed, const char* what) {
+          if (needed && value.is_none())
+            throw py::value_error("fast_function('" + kind + "') needs " + what);
+        };
+        require(calls, reduces, "calls");
+        require(global_set, reduces, "global_set");
+        require(raise_failure, kind != "allreduce_async_", "raise_failure");
+        require(average_op, blocking, "average_op");
+        require(no_compression, kind == "allreduce", "no_compression");
+        require(empty_like, kind == "allreduce", "empty_like");
+        State* s = state_with_table(std::move(general), std::move(table), std::move(state_module));
+        if (reduces) s->calls = calls.cast<py::dict>();
+        s->global_set = std::move(global_set);
+        s->raise_failure = std::move(raise_failure);
+        s->average_op = std::move(average_op);
+        s->no_compression = std::move(no_compression);
+        s->empty_like = std::move(empty_like);
+        return make_fast(entry->second, s);
+      },
+      py::arg("kind"), py::arg("general"), py::arg("table"), py::arg("state_module"),
+      py::arg("calls") = py::none(), py::arg("global_set") = py::none(),
+      py::arg("raise_failure") = py::none(), py::arg("average_op") = py::none(),
+      py::arg("no_compression") = py::none(), py::arg("empty_like") = py::none(),
+      "A C callable for hvrun.torch's `kind` (allreduce_async_, allreduce_, allreduce, "
+      "synchronize) over the Python function `general`: `calls` maps (name, op, prescale, "
+      "postscale) of a call `general` took to (full name, op code, prescale, postscale); "
+      "raise_failure((code, message)) raises a failed call's exception.");
 }
 
 }  // namespace hvrun::python

@@ -132,7 +132,8 @@ def _raise_failure(failed):
 
 # The steady state's waits (a handle of the extension's table) never enter the Python function.
 synchronize = functools.update_wrapper(
-    _core.fast_synchronize(synchronize, _table, _state, _raise_failure), synchronize)
+    _core.fast_function("synchronize", synchronize, _table, _state,
+                        raise_failure=_raise_failure), synchronize)
 
 
 def clear():

@@ -233,8 +233,8 @@ def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1
 # op and scaling (_async_calls), goes from this C callable straight to the extension's table;
 # every other call to the function above.
 allreduce_async_ = functools.update_wrapper(
-    _core.fast_allreduce_async_(allreduce_async_, _table, _async_calls, global_process_set,
-                                _state), allreduce_async_)
+    _core.fast_function("allreduce_async_", allreduce_async_, _table, _state,
+                        calls=_async_calls, global_set=global_process_set), allreduce_async_)
 
 
 def _return_tensor(tensor):
@@ -341,13 +341,13 @@ def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
 
 
 # The blocking calls' steady state (a call _cpu_allreduce_blocking remembered) in C as well.
+_blocking = dict(calls=_blocking_calls, global_set=global_process_set,
+                 raise_failure=_handles._raise_failure, average_op=Average)
 allreduce_ = functools.update_wrapper(
-    _core.fast_allreduce_(allreduce_, _table, _blocking_calls, global_process_set, _state,
-                          _handles._raise_failure, Average), allreduce_)
+    _core.fast_function("allreduce_", allreduce_, _table, _state, **_blocking), allreduce_)
 allreduce = functools.update_wrapper(
-    _core.fast_allreduce(allreduce, _table, _blocking_calls, global_process_set, _state,
-                         _handles._raise_failure, Average, _NO_COMPRESSION, _empty_like),
-    allreduce)
+    _core.fast_function("allreduce", allreduce, _table, _state, no_compression=_NO_COMPRESSION,
+                        empty_like=_empty_like, **_blocking), allreduce)
 
 
 def _grouped_names(kind, name, count, ps=0):
