@@ -40,7 +40,8 @@ AllreduceOptions reduce_options(int op, double prescale, double postscale, int p
 
 StatusTuple wait_handle(const Handle& handle, double timeout_s, const Worker* sender) {
   using namespace std::chrono;
-  const auto deadline = steady_clock::now() + duration_cast<steady_clock::duration>(duration<double>(timeout_s));
+  const auto deadline =
+      steady_clock::now() + duration_cast<steady_clock::duration>(duration<double>(timeout_s));
   constexpr milliseconds kSlice{200};
   // Done already (most handles of a step, once the first wait ran the step's round): no GIL
   // hand-off, and nothing to send that a wait on an unfinished handle would not send.

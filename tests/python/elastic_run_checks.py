@@ -40,7 +40,8 @@ def check_run_outside_elastic_job(run, monkeypatch, more_errors=()):
     assert called == [(2, 3)] and state.calls == ["sync"]
     assert train.__name__ == "train" and train.__doc__ == "docstring kept"
 
-    for error in (HorovodInternalError("peer lost"), HostsUpdatedInterrupt(False)) + tuple(more_errors):
+    errors = (HorovodInternalError("peer lost"), HostsUpdatedInterrupt(False)) + tuple(more_errors)
+    for error in errors:
         state = RecordingState()
         count = []
 
