@@ -24,8 +24,7 @@ import numpy as np
 import torch
 
 from hvrun import _core, _state
-from hvrun._tensors import (BFLOAT16, CORE_SUM, FLOAT16, FLOAT32, FLOAT64, INT8, INT16, INT32,
-                            INT64, UINT8, Adasum, Average, Max, Min, Product, Sum, core_op,
+from hvrun._tensors import (CORE_SUM, Adasum, Average, Max, Min, Product, Sum, core_op,
                             resolve_op)
 from hvrun.exceptions import HorovodInternalError, raise_for_status
 from hvrun.torch.compression import Compression
@@ -34,55 +33,14 @@ from hvrun.torch.handles import (check_name_free, check_not_in_flight, poll, reg
 from hvrun.torch import handles as _handles
 from hvrun.torch.handles import _table
 from hvrun.torch.handles import _in_flight  # the names in flight: one set, mutated in place
+from hvrun.torch.tensor_refs import _TORCH_DTYPES, _contiguous, _from_output, _ref
 from hvrun.basics import set_layout
 from hvrun.process_sets import (ProcessSet, add_initial_process_sets,  # noqa: F401
                                 check_initial_process_sets,
                                 add_process_set, global_process_set, process_set_id,
                                 process_set_size, remove_process_set, set_global_ranks)
 
-_TORCH_DTYPES = {
-    torch.uint8: UINT8, torch.int8: INT8, torch.int16: INT16, torch.int32: INT32,
-    torch.int64: INT64, torch.float16: FLOAT16, torch.bfloat16: BFLOAT16, torch.float32: FLOAT32,
-    torch.float64: FLOAT64,
-}
 _handles.dtype_codes.update(_TORCH_DTYPES)
-# Dtypes the operations that only move bytes (broadcast, allgather, alltoall) carry as another
-# dtype of the same width.
-_MOVED_AS = {torch.bool: torch.uint8}
-
-
-# ---- tensors <-> the extension
-
-def _ref(tensor, moving_bytes=False):
-    """A zero-copy TensorRef of a contiguous tensor (CUDA: its device and current stream)."""
-    dtype = tensor.dtype
-    if moving_bytes and dtype in _MOVED_AS:
-        tensor = tensor.view(_MOVED_AS[dtype])
-        dtype = tensor.dtype
-    code = _TORCH_DTYPES.get(dtype)
-    if code is None:
-        raise TypeError("hvrun does not support tensors of dtype %s (supported: uint8, int8, "
-                        "int16, int32, int64, float16, bfloat16, float32, float64)" % (tensor.dtype,))
-    device, stream = -1, 0
-    if tensor.is_cuda:
-        device = tensor.device.index
-        stream = torch.cuda.current_stream(tensor.device).cuda_stream
-    return _core.TensorRef(tensor.data_ptr(), code, list(tensor.shape), device, stream)
-
-
-def _contiguous(tensor):
-    return tensor if tensor.is_contiguous() else tensor.contiguous()
-
-
-def _from_output(output, like):
-    """The library's result buffer as a tensor of `like`'s dtype and device, without a copy."""
-    if isinstance(output, np.ndarray):
-        result = torch.from_numpy(output)  # the array keeps the handle, and its bytes, alive
-    else:
-        result = torch.as_tensor(output, device=like.device)  # __cuda_array_interface__
-    if like.dtype in (torch.bfloat16, torch.bool) and result.dtype != like.dtype:
-        result = result.view(like.dtype)
-    return result
 
 
 def _worker():
