@@ -46,11 +46,15 @@ std::optional<TensorView> AsyncTable::cpu_view(py::handle tensor) const {
     return std::nullopt;
   }
   if (call_method(tensor, n.is_contiguous).ptr() != Py_True) return std::nullopt;
-  const auto data = reinterpret_cast<void*>(
-      static_cast<uintptr_t>(PyLong_AsUnsignedLongLong(call_method(tensor, n.data_ptr).ptr())));
-  if (PyErr_Occurred()) throw py::error_already_set();
-  return TensorView{data, static_cast<DataType>(PyLong_AsLong(code)),
+  return TensorView{data_of(tensor), static_cast<DataType>(PyLong_AsLong(code)),
                     shape_of(attr(tensor, n.shape)), Device::cpu(), nullptr};
+}
+
+void* AsyncTable::data_of(py::handle tensor) {
+  const auto data = reinterpret_cast<void*>(static_cast<uintptr_t>(
+      PyLong_AsUnsignedLongLong(call_method(tensor, names().data_ptr).ptr())));
+  if (PyErr_Occurred()) throw py::error_already_set();
+  return data;
 }
 
 bool AsyncTable::name_in_flight(py::handle name) const {

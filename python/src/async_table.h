@@ -42,6 +42,9 @@ class AsyncTable {
   // dtype_codes), else nothing.
   std::optional<TensorView> cpu_view(py::handle tensor) const;
 
+  // The address of a CPU tensor's first element (its data_ptr()).
+  static void* data_of(py::handle tensor);
+
   // Whether `name` (a str) is in flight, on either side.
   bool name_in_flight(py::handle name) const;
 

@@ -26,7 +26,7 @@ struct State {
   py::object table_object;
   AsyncTable* table = nullptr;
   py::object module;  // hvrun._state: the worker and the op timeout, read on every call
-  py::dict calls;     // allreduce_async_: (name, op, prescale, postscale) -> (full, op, pre, post)
+  py::dict calls;     // name -> (op, prescale, postscale, (full name, op code, pre, post))
   py::object global_set;
   py::object raise_failure;  // raises the exception of a (code, message)
   // The blocking calls: Horovod's default op, the "no compression" object, torch.empty_like.
@@ -140,12 +140,24 @@ py::object module_attribute(const State& s, PyObject* name) {
   return py::reinterpret_steal<py::object>(value);
 }
 
-// Binds a call's arguments to `count` parameters (`values` holds the defaults); false when
-// they do not bind (too many, an unknown or repeated keyword): the general function raises.
-bool bind(PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames,
-          const char* const* parameters, Py_ssize_t count, PyObject** values) {
-  bool given[8] = {};
-  if (nargs > count || count > 8) return false;
+// A function's parameter names as interned strings: a call's keywords are usually the very
+// same objects (the compiler interns them), so binding compares pointers first.
+template <size_t N>
+struct Parameters {
+  explicit Parameters(const char* const (&names)[N]) {
+    for (size_t i = 0; i < N; ++i) objects[i] = interned(names[i]);
+  }
+  PyObject* objects[N];
+};
+
+// Binds a call's arguments to the parameters (`values` holds the defaults); false when they do
+// not bind (too many, an unknown or repeated keyword): the general function raises.
+template <size_t N>
+bool bind(PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames, const Parameters<N>& p,
+          PyObject** values) {
+  constexpr auto count = static_cast<Py_ssize_t>(N);
+  bool given[N] = {};
+  if (nargs > count) return false;
   for (Py_ssize_t i = 0; i < nargs; ++i) {
     values[i] = args[i];
     given[i] = true;
@@ -155,7 +167,10 @@ bool bind(PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames,
     PyObject* keyword = PyTuple_GET_ITEM(kwnames, k);
     Py_ssize_t index = -1;
     for (Py_ssize_t i = 0; i < count && index < 0; ++i)
-      if (PyUnicode_CompareWithASCIIString(keyword, parameters[i]) == 0) index = i;
+      if (keyword == p.objects[i]) index = i;
+    for (Py_ssize_t i = 0; i < count && index < 0; ++i)
+      if (PyUnicode_Compare(keyword, p.objects[i]) == 0) index = i;
+    if (PyErr_Occurred()) throw py::error_already_set();
     if (index < 0 || given[index]) return false;
     values[index] = args[nargs + k];
     given[index] = true;
@@ -169,16 +184,28 @@ PyObject* one() {
 }
 
 // The remembered (full name, op code, prescale, postscale) of a named call on the global set
-// without average=, from `calls` by (name, op, prescale, postscale); null when there is none.
-PyObject* remembered(const State& s, PyObject* name, PyObject* op, PyObject* prescale,
-                     PyObject* postscale) {
-  if (!PyUnicode_CheckExact(name)) return nullptr;
-  py::object key = py::reinterpret_steal<py::object>(PyTuple_Pack(4, name, op, prescale,
-                                                                  postscale));
-  if (!key) throw py::error_already_set();
-  PyObject* call = PyDict_GetItemWithError(s.calls.ptr(), key.ptr());
-  if (call == nullptr && PyErr_Occurred()) throw py::error_already_set();
-  return call;
+// without average=: `calls` maps the name to (op, prescale, postscale, that tuple), the last
+// such call's arguments, compared here as Python's == would; empty when there is none. Held:
+// an __eq__ or a tensor's attribute may run Python that changes `calls`.
+py::object remembered(const State& s, PyObject* name, PyObject* op, PyObject* prescale,
+                      PyObject* postscale) {
+  if (!PyUnicode_CheckExact(name)) return {};
+  PyObject* found = PyDict_GetItemWithError(s.calls.ptr(), name);
+  if (found == nullptr) {
+    if (PyErr_Occurred()) throw py::error_already_set();
+    return {};
+  }
+  auto entry = py::reinterpret_borrow<py::object>(found);
+  if (!PyTuple_CheckExact(found) || PyTuple_GET_SIZE(found) != 4) return {};
+  PyObject* const given[3] = {op, prescale, postscale};
+  for (int i = 0; i < 3; ++i) {
+    const int same = PyObject_RichCompareBool(PyTuple_GET_ITEM(found, i), given[i], Py_EQ);
+    if (same < 0) throw py::error_already_set();
+    if (same == 0) return {};
+  }
+  PyObject* call = PyTuple_GET_ITEM(found, 3);
+  if (!PyTuple_CheckExact(call) || PyTuple_GET_SIZE(call) != 4) return {};
+  return py::reinterpret_borrow<py::object>(call);
 }
 
 AllreduceOptions options_of(PyObject* call) {
@@ -195,12 +222,11 @@ AllreduceOptions options_of(PyObject* call) {
 // global set (the only calls the steady state takes).
 bool bind_reduce_call(const State& s, PyObject* const* args, Py_ssize_t nargs,
                       PyObject* kwnames, PyObject* (&v)[7]) {
-  static const char* const kParameters[] = {"tensor", "average", "name", "op",
-                                            "prescale_factor", "postscale_factor",
-                                            "process_set"};
+  static const Parameters<7> kParameters({"tensor", "average", "name", "op", "prescale_factor",
+                                          "postscale_factor", "process_set"});
   PyObject* defaults[7] = {nullptr, Py_None, Py_None, Py_None, one(), one(), s.global_set.ptr()};
   std::copy(std::begin(defaults), std::end(defaults), v);
-  return bind(args, nargs, kwnames, kParameters, 7, v) && v[1] == Py_None &&
+  return bind(args, nargs, kwnames, kParameters, v) && v[1] == Py_None &&
          v[6] == s.global_set.ptr();
 }
 
@@ -211,36 +237,47 @@ PyObject* allreduce_async_entry(FastFunction* self, PyObject* const* args, Py_ss
   const State& s = *self->state;
   PyObject* v[7];
   if (!bind_reduce_call(s, args, nargs, kwnames, v)) return call_general(s, args, nargs, kwnames);
-  PyObject* call = remembered(s, v[2], v[3], v[4], v[5]);
-  if (call == nullptr) return call_general(s, args, nargs, kwnames);
+  py::object call = remembered(s, v[2], v[3], v[4], v[5]);
+  if (!call) return call_general(s, args, nargs, kwnames);
   static PyObject* const worker_name = interned("_worker");
   py::object worker = module_attribute(s, worker_name);
   if (worker.is_none()) return call_general(s, args, nargs, kwnames);
-  const AllreduceOptions options = options_of(call);
+  const AllreduceOptions options = options_of(call.ptr());
   py::object handle = s.table->allreduce_inplace(
-      worker.cast<Worker&>(), PyTuple_GET_ITEM(call, 0), v[0], static_cast<int>(options.op),
+      worker.cast<Worker&>(), PyTuple_GET_ITEM(call.ptr(), 0), v[0], static_cast<int>(options.op),
       options.prescale, options.postscale);
   if (handle.is_none()) return call_general(s, args, nargs, kwnames);
   return handle.release().ptr();
 }
 
-// The blocking allreduce of `source` into `output` (the same tensor: in place) as `call`
-// remembers it; returns `output`, or null with the call's exception set. Null without an
-// exception: not this path's (the caller goes to the general function).
-PyObject* blocking(const State& s, PyObject* call, PyObject* source, PyObject* output) {
+// What the blocking steady state needs to run `call` of `source`: the worker and the source's
+// view; nothing when it does not take it (no worker, the name in flight, a tensor the view
+// refuses), and the caller goes to the general function.
+struct BlockingCall {
+  py::object worker;
+  TensorView in;
+};
+
+std::optional<BlockingCall> blocking_call(const State& s, PyObject* call, PyObject* source) {
   static PyObject* const worker_name = interned("_worker");
-  static PyObject* const timeout_name = interned("_op_timeout_s");
   py::object worker = module_attribute(s, worker_name);
-  PyObject* full = PyTuple_GET_ITEM(call, 0);
-  if (worker.is_none() || s.table->name_in_flight(full)) return nullptr;
+  if (worker.is_none() || s.table->name_in_flight(PyTuple_GET_ITEM(call, 0))) return std::nullopt;
   std::optional<TensorView> in = s.table->cpu_view(source);
-  std::optional<TensorView> out = source == output ? in : s.table->cpu_view(output);
-  if (!in || !out || in->dtype != out->dtype || in->shape != out->shape) return nullptr;
+  if (!in) return std::nullopt;
+  return BlockingCall{std::move(worker), std::move(*in)};
+}
+
+// Runs the blocking allreduce `call` of `b.in` into `out` (the source's own bytes: in place), a
+// tensor of the source's dtype and shape; returns `output`, the tensor `out` belongs to, or null
+// with the call's exception set.
+PyObject* run_blocking(const State& s, PyObject* call, BlockingCall& b, void* out,
+                       PyObject* output) {
+  static PyObject* const timeout_name = interned("_op_timeout_s");
   const double timeout_s = PyFloat_AsDouble(module_attribute(s, timeout_name).ptr());
   if (timeout_s == -1.0 && PyErr_Occurred()) throw py::error_already_set();
-  py::object failed = allreduce_blocking(worker.cast<Worker&>(), full, in->data, out->data,
-                                         out->dtype, std::move(out->shape), options_of(call),
-                                         timeout_s);
+  py::object failed = allreduce_blocking(b.worker.cast<Worker&>(), PyTuple_GET_ITEM(call, 0),
+                                         b.in.data, out, b.in.dtype, std::move(b.in.shape),
+                                         options_of(call), timeout_s);
   if (!failed.is_none()) {
     PyObject* raised = PyObject_CallOneArg(s.raise_failure.ptr(), failed.ptr());
     Py_XDECREF(raised);
@@ -258,11 +295,12 @@ PyObject* allreduce_inplace_entry(FastFunction* self, PyObject* const* args, Py_
   const State& s = *self->state;
   PyObject* v[7];
   if (!bind_reduce_call(s, args, nargs, kwnames, v)) return call_general(s, args, nargs, kwnames);
-  PyObject* call = remembered(s, v[2], v[3] == Py_None ? s.average_op.ptr() : v[3], v[4], v[5]);
-  if (call == nullptr) return call_general(s, args, nargs, kwnames);
-  PyObject* result = blocking(s, call, v[0], v[0]);
-  if (result == nullptr && !PyErr_Occurred()) return call_general(s, args, nargs, kwnames);
-  return result;
+  py::object call =
+      remembered(s, v[2], v[3] == Py_None ? s.average_op.ptr() : v[3], v[4], v[5]);
+  if (!call) return call_general(s, args, nargs, kwnames);
+  std::optional<BlockingCall> b = blocking_call(s, call.ptr(), v[0]);
+  if (!b) return call_general(s, args, nargs, kwnames);
+  return run_blocking(s, call.ptr(), *b, b->in.data, v[0]);
 }
 
 // allreduce(tensor, average=None, name=None, compression=Compression.none, op=None,
@@ -271,26 +309,29 @@ PyObject* allreduce_inplace_entry(FastFunction* self, PyObject* const* args, Py_
 PyObject* allreduce_entry(FastFunction* self, PyObject* const* args, Py_ssize_t nargs,
                           PyObject* kwnames) {
   const State& s = *self->state;
-  static const char* const kParameters[] = {"tensor", "average", "name", "compression", "op",
-                                            "prescale_factor", "postscale_factor",
-                                            "process_set"};
+  static const Parameters<8> kParameters({"tensor", "average", "name", "compression", "op",
+                                          "prescale_factor", "postscale_factor",
+                                          "process_set"});
   PyObject* v[8] = {nullptr, Py_None, Py_None, s.no_compression.ptr(), Py_None, one(), one(),
                     s.global_set.ptr()};
-  if (!bind(args, nargs, kwnames, kParameters, 8, v) || v[1] != Py_None ||
+  if (!bind(args, nargs, kwnames, kParameters, v) || v[1] != Py_None ||
       v[3] != s.no_compression.ptr() || v[7] != s.global_set.ptr())
     return call_general(s, args, nargs, kwnames);
-  PyObject* call = remembered(s, v[2], v[4] == Py_None ? s.average_op.ptr() : v[4], v[5], v[6]);
-  if (call == nullptr) return call_general(s, args, nargs, kwnames);
+  py::object call =
+      remembered(s, v[2], v[4] == Py_None ? s.average_op.ptr() : v[4], v[5], v[6]);
+  if (!call) return call_general(s, args, nargs, kwnames);
   static PyObject* const requires_grad = interned("requires_grad");
   py::object needs_grad = py::reinterpret_steal<py::object>(PyObject_GetAttr(v[0], requires_grad));
   if (!needs_grad) throw py::error_already_set();
   if (needs_grad.ptr() != Py_False) return call_general(s, args, nargs, kwnames);
+  std::optional<BlockingCall> b = blocking_call(s, call.ptr(), v[0]);
+  if (!b) return call_general(s, args, nargs, kwnames);
+  // Of the source's dtype, shape and device, and contiguous as the source is (empty_like keeps
+  // a dense tensor's strides): only its address is new.
   py::object output = py::reinterpret_steal<py::object>(
       PyObject_CallOneArg(s.empty_like.ptr(), v[0]));
   if (!output) throw py::error_already_set();
-  PyObject* result = blocking(s, call, v[0], output.ptr());
-  if (result == nullptr && !PyErr_Occurred()) return call_general(s, args, nargs, kwnames);
-  return result;
+  return run_blocking(s, call.ptr(), *b, s.table->data_of(output), output.ptr());
 }
 
 // synchronize(handle)

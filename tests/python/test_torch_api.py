@@ -147,6 +147,14 @@ def test_repeated_blocking_calls_take_every_argument_form():
         out = hvd.allreduce(y, None, "blocking.out", hvd.Compression.none, hvd.Max)
         assert out is not y and torch.equal(out, torch.full((2,), float(n - 1)))
         assert torch.equal(y, torch.full((2,), float(r)))
+        # The same names with another op or scale, every time: the steady state keeps one
+        # call per name, so each of these replaces the one above for the next iteration.
+        s = torch.full((3,), float(r))
+        assert hvd.allreduce_(s, name="blocking.in", op=hvd.Sum) is s
+        assert torch.equal(s, torch.full((3,), n * (n - 1) / 2))
+        scaled = hvd.allreduce(torch.ones(2), name="blocking.out", op=hvd.Max,
+                               postscale_factor=3.0)
+        assert torch.equal(scaled, torch.full((2,), 3.0))
         half = hvd.allreduce(torch.ones(2), name="blocking.fp16",
                              compression=hvd.Compression.fp16, op=hvd.Sum)
         assert half.dtype == torch.float32 and torch.equal(half, torch.full((2,), float(n)))

@@ -100,13 +100,28 @@ def _allreduce_name(name):
 _global_reductions = {}  # (op, prescale, postscale) -> _reduction(...) on the global set
 
 
-# (name, op, prescale, postscale) of a blocking CPU call with a str name -> (full name, library
-# op, prescale, postscale) on the global set: the steady state makes the same calls every step.
+# A blocking CPU call's str name -> (op, prescale, postscale, (full name, library op, prescale,
+# postscale)): the last global-set call made under that name with those arguments, for the
+# steady state, which makes the same calls every step. Keyed by the name alone, so the
+# extension's lookup hashes nothing new; the arguments are compared (==) on the way.
 _blocking_calls = {}
 
 
 # The same for allreduce_async_ (in place, no average=): what the extension's table takes.
 _async_calls = {}
+
+
+def _remembered(calls, name, op, prescale_factor, postscale_factor):
+    entry = calls.get(name)
+    if (entry is not None and entry[0] == op and entry[1] == prescale_factor and
+            entry[2] == postscale_factor):
+        return entry[3]
+    return None
+
+
+def _remember(calls, name, op, prescale_factor, postscale_factor, call):
+    if len(calls) < 65536 or name in calls:
+        calls[name] = (op, prescale_factor, postscale_factor, call)
 
 
 def _forget_global_reductions(_worker):
@@ -146,9 +161,8 @@ def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1
                      postscale_factor=1.0, process_set=global_process_set):
     """Starts an in-place allreduce; synchronize(handle) returns `tensor`, reduced."""
     # The steady state (a call remembered below) never gets here: see the wrapper after this.
-    key = None
-    if average is None and process_set is global_process_set and name.__class__ is str:
-        key = (name, op, prescale_factor, postscale_factor)
+    remember = average is None and process_set is global_process_set and name.__class__ is str
+    op_given = op
     if average is not None or op is None:
         op = resolve_op(op, average)
     work = tensor if tensor.is_contiguous() else tensor.contiguous()
@@ -168,8 +182,9 @@ def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1
         if work is tensor:
             handle = _table.allreduce_inplace(_worker(), full, tensor, library_op, pre, post)
             if handle is not None:
-                if key is not None and len(_async_calls) < 65536:
-                    _async_calls[key] = (full, library_op, pre, post)
+                if remember:
+                    _remember(_async_calls, name, op_given, prescale_factor, postscale_factor,
+                              (full, library_op, pre, post))
                 return handle
             check_name_free(full)  # raises when another thread took the name meanwhile
         h = _worker().allreduce_inplace_async(full, work.data_ptr(), code, work.shape,
@@ -207,13 +222,11 @@ def _cpu_allreduce_blocking(source, output, name, op, prescale_factor, postscale
     if worker is None:
         worker = _state.worker()  # raises as Horovod does
     if name.__class__ is str:
-        key = (name, op, prescale_factor, postscale_factor)
-        call = _blocking_calls.get(key)
+        call = _remembered(_blocking_calls, name, op, prescale_factor, postscale_factor)
         if call is None:
             call = (_allreduce_name(name),) + _global_reduction(op, prescale_factor,
                                                                 postscale_factor)
-            if len(_blocking_calls) < 65536:
-                _blocking_calls[key] = call
+            _remember(_blocking_calls, name, op, prescale_factor, postscale_factor, call)
     else:
         call = (_allreduce_name(name),) + _global_reduction(op, prescale_factor,
                                                             postscale_factor)
