@@ -15,6 +15,7 @@ import threading
 
 from hvrun import _core, _state
 from hvrun.exceptions import raise_for_status
+from hvrun.torch.tensor_refs import _TORCH_DTYPES
 
 
 class _Pending:
@@ -30,9 +31,8 @@ class _Pending:
 _handle_map = {}
 _in_flight = set()
 _lock = threading.Lock()
-# {torch dtype: library dtype code} of the tensors the extension's table takes (mpi_ops fills it).
-dtype_codes = {}
-_table = _core.AsyncTable(_in_flight, dtype_codes)
+# The extension's table takes the tensors of the dtypes the library reduces.
+_table = _core.AsyncTable(_in_flight, _TORCH_DTYPES)
 _new_id = _table.next_id
 
 

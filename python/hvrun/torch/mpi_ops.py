@@ -40,8 +40,6 @@ from hvrun.process_sets import (ProcessSet, add_initial_process_sets,  # noqa: F
                                 add_process_set, global_process_set, process_set_id,
                                 process_set_size, remove_process_set, set_global_ranks)
 
-_handles.dtype_codes.update(_TORCH_DTYPES)
-
 
 def _worker():
     return _state.worker()
