@@ -180,6 +180,42 @@ TEST(Autopsy, Sigusr1ToHvrunAsksForOneWithoutAStallWarning) {
   EXPECT_EQ(parsed_report(a).trigger(), "SIGUSR1 to hvrun");
 }
 
+// An autopsy signals every thread of every rank to read its stack, the data plane's too: on
+// Gloo (TCP: its threads sit in epoll_wait, recv and send) a job asked for several while it runs
+// must go on and finish with every result right.
+TEST(Autopsy, AutopsiesOfARunningGlooJobLeaveItsCollectivesRight) {
+  const TempDir dir("autopsy-busy");
+  ChildProcess job({bin_path("hvrun"), "-np", "2", "-H", "localhost:2", "--cpu-backend", "gloo",
+                    "--autopsy-deadline-seconds", "2", "--autopsy-dir", dir.path(),
+                    "--stall-check-warning-time-seconds", "0", "--heartbeat-timeout", "120",
+                    bin_path("hvrun_autopsy_worker"), "busy"});
+  ASSERT_TRUE(job.started());
+  const auto limit = Clock::now() + kJobLimit;
+  auto busy = [&] {
+    return job.err().find("rank 0: busy") != std::string::npos &&
+           job.err().find("rank 1: busy") != std::string::npos;
+  };
+  while (Clock::now() < limit && !busy() && job.pump(std::chrono::milliseconds(20))) {
+  }
+  ASSERT_TRUE(busy()) << job.err();
+  int asked = 0;
+  for (; asked < 3 && job.running(); ++asked) {
+    ASSERT_EQ(::kill(job.pid(), SIGUSR1), 0);
+    const auto next = Clock::now() + std::chrono::milliseconds(300);
+    while (Clock::now() < next && job.pump(std::chrono::milliseconds(20))) {
+    }
+  }
+  const std::optional<int> code = job.wait_exit(std::chrono::seconds(50));
+  if (!code) job.kill_now();
+  ASSERT_TRUE(code) << job.err();
+  EXPECT_EQ(*code, 0) << job.err();
+  EXPECT_GE(asked, 2) << "the job ended before the autopsies: make it longer\n" << job.err();
+  for (int r = 0; r < 2; ++r)
+    EXPECT_NE(job.err().find("rank " + std::to_string(r) + ": 1500 busy steps right"),
+              std::string::npos) << job.err();
+  EXPECT_NE(job.err().find("autopsy (SIGUSR1 to hvrun)"), std::string::npos) << job.err();
+}
+
 TEST(Autopsy, HvrunDumpAsksARunningJobAndPrintsItsReport) {
   const TempDir dir("autopsy-dump");
   std::optional<ChildProcess> dump;

@@ -7,12 +7,16 @@
 //   mutex   rank 1's training thread and a helper thread deadlock on two mutexes taken in
 //           opposite orders (take_second_lock)
 //   stop    rank 1 stops itself with SIGSTOP
+//   busy    nobody gets stuck: kBusySteps steps of larger allreduces, every result checked,
+//           while the test asks for autopsies (each signals every thread of every rank,
+//           the data plane's included, mid-collective); exit 0 only when all were right
 //
 // The stuck rank bounds itself (alarm) so that nothing outlives a broken test. Built with -O0 -g:
 // the autopsy names these functions and lines from the binary's debug information.
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -79,6 +83,45 @@ void get_stuck(const std::string& mode) {
   }
 }
 
+constexpr int kBusySteps = 1500;
+
+// Average of rank + 1 over the ranks, refilled every step; 1 when a result was wrong or failed.
+int train_busy(hvrun::Worker& w) {
+  const float want = static_cast<float>(w.size() + 1) / 2.0f;
+  std::vector<float> a(64 << 10), b(4096), c(16);
+  const hvrun::AllreduceOptions average{.op = hvrun::ReduceOp::kAverage};
+  for (int step = 0; step < kBusySteps; ++step) {
+    if (step == 1) {
+      std::fprintf(stderr, "rank %d: busy\n", w.rank());
+      std::fflush(stderr);
+    }
+    for (auto* v : {&a, &b, &c}) std::fill(v->begin(), v->end(), static_cast<float>(w.rank() + 1));
+    const std::string s = std::to_string(step);
+    std::vector<hvrun::Handle> handles;
+    handles.push_back(w.allreduce_async("busy.a." + s, {a.data(), hvrun::DataType::kFloat32,
+                                                        {static_cast<int64_t>(a.size())}}, average));
+    handles.push_back(w.allreduce_async("busy.b." + s, {b.data(), hvrun::DataType::kFloat32,
+                                                        {static_cast<int64_t>(b.size())}}, average));
+    handles.push_back(w.allreduce_async("busy.c", {c.data(), hvrun::DataType::kFloat32,
+                                                   {static_cast<int64_t>(c.size())}}, average));
+    for (hvrun::Handle& h : handles) {
+      hvrun::Status status = w.wait(h);
+      if (!status.is_ok()) {
+        std::fprintf(stderr, "rank %d: step %d: %s\n", w.rank(), step, status.to_string().c_str());
+        return 1;
+      }
+    }
+    for (auto* v : {&a, &b, &c})
+      for (float x : *v)
+        if (x != want) {
+          std::fprintf(stderr, "rank %d: step %d: %g instead of %g\n", w.rank(), step, x, want);
+          return 1;
+        }
+  }
+  std::fprintf(stderr, "rank %d: %d busy steps right\n", w.rank(), kBusySteps);
+  return 0;
+}
+
 int train(hvrun::Worker& w, const std::string& mode) {
   std::vector<float> fc1(256, 1.0f), fc2(64, 1.0f), out(16, 1.0f);
   for (int step = 0; step < kStuckStep + 1; ++step) {
@@ -109,14 +152,16 @@ int train(hvrun::Worker& w, const std::string& mode) {
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
-  if (mode != "pipe" && mode != "mutex" && mode != "stop") {
-    std::fprintf(stderr, "usage: hvrun_autopsy_worker pipe|mutex|stop\n");
+  if (mode != "pipe" && mode != "mutex" && mode != "stop" && mode != "busy") {
+    std::fprintf(stderr, "usage: hvrun_autopsy_worker pipe|mutex|stop|busy\n");
     return 2;
   }
   auto worker = hvrun::test::init_or_report();
   if (!worker) return 2;
   int rc = 0;
-  if (mode == "mutex") {
+  if (mode == "busy") {
+    rc = train_busy(*worker);
+  } else if (mode == "mutex") {
     // The training loop on a thread of its own, as trainers with a data thread do.
     std::thread trainer([&] { rc = train(*worker, mode); });
     trainer.join();
