@@ -3,7 +3,8 @@
 // (b) a C++ rank blocks in read() on a pipe, (c) a rank is stopped (SIGSTOP), (d) a rank
 // deadlocks on a mutex held by another of its threads. With the stall warning at 2 s, hvrun's
 // autopsy verdict must name rank 1, its host and where it is (the function and line, or
-// "stopped") within 5 s of the warning, and the JSON report must parse.
+// "stopped") within 5 s of the warning, and the JSON report must parse. And autopsies asked of
+// a job that is not stuck (on Gloo and on shared memory) leave it running with right results.
 // Each job is bounded (60 s) and killed with its process group; the stuck rank bounds itself.
 #include <google/protobuf/util/json_util.h>
 #include <gtest/gtest.h>
@@ -180,12 +181,12 @@ TEST(Autopsy, Sigusr1ToHvrunAsksForOneWithoutAStallWarning) {
   EXPECT_EQ(parsed_report(a).trigger(), "SIGUSR1 to hvrun");
 }
 
-// An autopsy signals every thread of every rank to read its stack, the data plane's too: on
-// Gloo (TCP: its threads sit in epoll_wait, recv and send) a job asked for several while it runs
-// must go on and finish with every result right.
-TEST(Autopsy, AutopsiesOfARunningGlooJobLeaveItsCollectivesRight) {
-  const TempDir dir("autopsy-busy");
-  ChildProcess job({bin_path("hvrun"), "-np", "2", "-H", "localhost:2", "--cpu-backend", "gloo",
+// An autopsy signals every thread of every rank to read its stack, the data plane's too: a job
+// asked for several while it runs must go on and finish with every result right, on Gloo (TCP:
+// its threads sit in epoll_wait, recv and send) and on shared memory (futex waits).
+void expect_autopsies_leave_a_running_job_right(const std::string& backend) {
+  const TempDir dir("autopsy-busy-" + backend);
+  ChildProcess job({bin_path("hvrun"), "-np", "2", "-H", "localhost:2", "--cpu-backend", backend,
                     "--autopsy-deadline-seconds", "2", "--autopsy-dir", dir.path(),
                     "--stall-check-warning-time-seconds", "0", "--heartbeat-timeout", "120",
                     bin_path("hvrun_autopsy_worker"), "busy"});
@@ -214,6 +215,14 @@ TEST(Autopsy, AutopsiesOfARunningGlooJobLeaveItsCollectivesRight) {
     EXPECT_NE(job.err().find("rank " + std::to_string(r) + ": 1500 busy steps right"),
               std::string::npos) << job.err();
   EXPECT_NE(job.err().find("autopsy (SIGUSR1 to hvrun)"), std::string::npos) << job.err();
+}
+
+TEST(Autopsy, AutopsiesOfARunningGlooJobLeaveItsCollectivesRight) {
+  expect_autopsies_leave_a_running_job_right("gloo");
+}
+
+TEST(Autopsy, AutopsiesOfARunningShmJobLeaveItsCollectivesRight) {
+  expect_autopsies_leave_a_running_job_right("shm");
 }
 
 TEST(Autopsy, HvrunDumpAsksARunningJobAndPrintsItsReport) {
