@@ -106,8 +106,33 @@ const v1::AutopsyThread* training_thread(const v1::AutopsyReport& report) {
   return report.threads_size() > 0 ? &report.threads(0) : nullptr;
 }
 
-// The rank the others wait for; -1 when none is behind and every rank answered.
+// Waits shorter than this are collectives in progress, not a rank holding the others up: an
+// autopsy asked of a job that runs (hvrun dump, SIGUSR1) finds some tensor waiting a few
+// milliseconds for its last rank at almost any moment.
+constexpr double kInProgressSeconds = 0.1;
+
+const v1::AutopsyStall* longest_wait(const v1::AutopsyJobReport& report) {
+  const v1::AutopsyStall* longest = nullptr;
+  for (const v1::AutopsyStall& stall : report.stalls())
+    if (!stall.missing_ranks().empty() &&
+        (longest == nullptr || stall.waited_seconds() > longest->waited_seconds()))
+      longest = &stall;
+  return longest;
+}
+
+bool every_rank_answered(const v1::AutopsyJobReport& report) {
+  for (const v1::AutopsyRankEntry& entry : report.ranks())
+    if (!entry.answered()) return false;
+  return true;
+}
+
+// The rank the others wait for; -1 when every rank answered and nothing waits longer than a
+// collective in progress does.
 int culprit(const v1::AutopsyJobReport& report) {
+  if (every_rank_answered(report)) {
+    const v1::AutopsyStall* longest = longest_wait(report);
+    if (longest == nullptr || longest->waited_seconds() < kInProgressSeconds) return -1;
+  }
   std::map<int, int> behind;  // rank -> stalled tensors it has not submitted
   for (const v1::AutopsyStall& stall : report.stalls())
     for (int r : stall.missing_ranks()) ++behind[r];
@@ -194,8 +219,19 @@ std::string function_without_parameters(const std::string& function) {
 
 std::string autopsy_verdict(const v1::AutopsyJobReport& report) {
   const int rank = culprit(report);
-  if (rank < 0 || rank >= report.ranks_size())
-    return "no rank is behind: every rank answered and no collective waits for a missing rank";
+  if (rank < 0 || rank >= report.ranks_size()) {
+    const v1::AutopsyStall* longest = longest_wait(report);
+    if (longest == nullptr)
+      return "no rank is behind: every rank answered and no collective waits for a missing rank";
+    std::string missing;
+    for (int r : longest->missing_ranks())
+      missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+    char waited[32];
+    std::snprintf(waited, sizeof waited, "%.3f", longest->waited_seconds());
+    return "no rank is stuck: every rank answered and the longest wait, '" + longest->name() +
+           "' for " + (longest->missing_ranks_size() == 1 ? "rank " : "ranks ") + missing +
+           ", is " + waited + " s (collectives in progress)";
+  }
   const v1::AutopsyRankEntry& entry = report.ranks(rank);
   std::string verdict = "rank " + std::to_string(rank) +
                         (entry.host().empty() ? "" : " on " + entry.host());

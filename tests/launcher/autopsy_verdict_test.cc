@@ -30,6 +30,7 @@ v1::AutopsyJobReport two_ranks_rank_1_behind() {
   for (const char* name : {"grad.fc1", "grad.fc2", "grad.out"}) {
     v1::AutopsyStall* s = report.add_stalls();
     s->set_name(name);
+    s->set_waited_seconds(12.5);
     s->add_missing_ranks(1);
     s->add_submitted_ranks(0);
     report.mutable_ranks(1)->add_missing_tensors(name);
@@ -121,6 +122,25 @@ TEST(AutopsyVerdict, NoStallAndEveryAnswerMeansNoRankIsBehind) {
     e.set_answered(true);
   }
   EXPECT_EQ(autopsy_verdict(report).rfind("no rank is behind", 0), 0u);
+}
+
+TEST(AutopsyVerdict, ShortWaitsWhenEveryRankAnsweredAreCollectivesInProgress) {
+  // What an autopsy of a job that runs finds: tensors waiting milliseconds for their last rank.
+  v1::AutopsyJobReport report = two_ranks_rank_1_behind();
+  for (auto& e : *report.mutable_ranks()) e.set_answered(true);
+  for (auto& s : *report.mutable_stalls()) s.set_waited_seconds(0.002);
+  report.mutable_stalls(1)->set_waited_seconds(0.004);
+  EXPECT_EQ(autopsy_verdict(report),
+            "no rank is stuck: every rank answered and the longest wait, 'grad.fc2' for rank 1, "
+            "is 0.004 s (collectives in progress)");
+  // A wait past that is a rank holding the others up, named as before.
+  report.mutable_stalls(1)->set_waited_seconds(0.5);
+  EXPECT_EQ(autopsy_verdict(report).rfind("rank 1 on hostB has not submitted 'grad.fc1'", 0), 0u)
+      << autopsy_verdict(report);
+  // And a rank that did not answer is named however short the waits.
+  report.mutable_stalls(1)->set_waited_seconds(0.004);
+  report.mutable_ranks(1)->set_answered(false);
+  EXPECT_EQ(autopsy_verdict(report).rfind("rank 1 on hostB", 0), 0u) << autopsy_verdict(report);
 }
 
 TEST(AutopsyVerdict, FunctionNamesLoseTheirParameters) {
