@@ -97,13 +97,14 @@ int train_busy(hvrun::Worker& w) {
     }
     for (auto* v : {&a, &b, &c}) std::fill(v->begin(), v->end(), static_cast<float>(w.rank() + 1));
     const std::string s = std::to_string(step);
+    auto view = [](std::vector<float>& v) {
+      return hvrun::TensorView{v.data(), hvrun::DataType::kFloat32,
+                               {static_cast<int64_t>(v.size())}};
+    };
     std::vector<hvrun::Handle> handles;
-    handles.push_back(w.allreduce_async("busy.a." + s, {a.data(), hvrun::DataType::kFloat32,
-                                                        {static_cast<int64_t>(a.size())}}, average));
-    handles.push_back(w.allreduce_async("busy.b." + s, {b.data(), hvrun::DataType::kFloat32,
-                                                        {static_cast<int64_t>(b.size())}}, average));
-    handles.push_back(w.allreduce_async("busy.c", {c.data(), hvrun::DataType::kFloat32,
-                                                   {static_cast<int64_t>(c.size())}}, average));
+    handles.push_back(w.allreduce_async("busy.a." + s, view(a), average));
+    handles.push_back(w.allreduce_async("busy.b." + s, view(b), average));
+    handles.push_back(w.allreduce_async("busy.c", view(c), average));
     for (hvrun::Handle& h : handles) {
       hvrun::Status status = w.wait(h);
       if (!status.is_ok()) {
