@@ -134,12 +134,8 @@ int run_local_attempt(const LaunchOptions& opts, const JobPlan& plan,
     // a later membership, and the membership change says what was lost.
     ec.coordinator.worker_exited = nullptr;
     ec.environment = [&](int id, const ElasticSlot& slot) {
-      JobPlan grown = plan;
-      while (static_cast<int>(grown.ranks.size()) <= id)
-        grown.ranks.push_back(RankSlot{static_cast<int>(grown.ranks.size()), slot.host,
-                                       slot.local_rank, 0, 0});
-      grown.ranks[static_cast<size_t>(id)] = RankSlot{id, slot.host, slot.local_rank, 0, 0};
-      Environment env = rank_environment(grown, id, identity, settings, nccl, inherited);
+      Environment env = rank_environment(plan_with_rank(plan, id, slot.host, slot.local_rank), id,
+                                         identity, settings, nccl, inherited);
       put_elastic_environment(*elastic, env);
       return to_envp(env);
     };
@@ -343,10 +339,6 @@ int run_job(const LaunchOptions& given) {
   } else if (elastic->enabled && mpi) {
     return fail("elastic jobs (--min-np, --max-np, --host-discovery-script) cannot run under "
                 "--mpi: mpirun ends every rank when one fails; leave one or the other out");
-  } else if (elastic->enabled && plan->multi_host && !elastic->discovery_script.empty()) {
-    return fail("--host-discovery-script adds ranks on the launch host only in this version; a "
-                "job on several hosts (-H names another machine) can lose ranks and hosts "
-                "(--min-np, --max-np) but not yet take in new ones");
   } else if (elastic->enabled && settings.get(setting::kMaxRestarts) > 0) {
     return fail("--max-restarts restarts every rank; an elastic job replaces lost ranks instead: "
                 "give one or the other");

@@ -4,7 +4,6 @@
 
 #include <chrono>
 
-#include "launcher/elastic/host_discovery.h"
 #include "launcher/plan/cpu_binding.h"
 #include "launcher/supervisor/job_supervisor.h"
 #include "launcher/supervisor/local_workers.h"
@@ -57,14 +56,7 @@ ElasticRunner::ElasticRunner(ElasticRunnerConfig config, OutputSink& out, Output
       config_(std::move(config)),
       guard_(guard) {}
 
-ElasticRunner::~ElasticRunner() {
-  {
-    std::lock_guard<std::mutex> lock(stop_mutex_);
-    stop_ = true;
-  }
-  stop_cv_.notify_all();
-  if (discovery_.joinable()) discovery_.join();
-}
+ElasticRunner::~ElasticRunner() = default;
 
 int ElasticRunner::run(const std::vector<ElasticSlot>& first) {
   if (!make_output_dir()) return 2;
@@ -95,14 +87,15 @@ int ElasticRunner::run(const std::vector<ElasticSlot>& first) {
                                                  : std::string("unlimited")) +
                      ")");
     if (!config_.elastic.discovery_script.empty())
-      discovery_ = std::thread([this] { discover_until_stopped(); });
+      discovery_ = std::make_unique<DiscoveryThread>(
+          config_.elastic.discovery_script, config_.elastic.slots_per_host,
+          [this](Result<std::vector<HostSlots>> hosts) {
+            post_task([this, hosts = std::move(hosts)] {
+              if (controller_) controller_->on_discovered(hosts);
+            });
+          });
   });
-  {
-    std::lock_guard<std::mutex> lock(stop_mutex_);
-    stop_ = true;
-  }
-  stop_cv_.notify_all();
-  if (discovery_.joinable()) discovery_.join();
+  discovery_.reset();
   const int resets = controller_->membership().resets();
   const int size = controller_->membership().size();
   controller_.reset();
@@ -136,20 +129,6 @@ int ElasticRunner::start_member(const ElasticSlot& slot) {
     return -1;
   }
   return id;
-}
-
-void ElasticRunner::discover_until_stopped() {
-  for (;;) {
-    auto found = run_discovery_script(config_.elastic.discovery_script, kDiscoveryDeadline);
-    Result<std::vector<HostSlots>> hosts =
-        found.is_ok() ? parse_discovered_hosts(*found, config_.elastic.slots_per_host)
-                      : Result<std::vector<HostSlots>>(found.status());
-    post_task([this, hosts = std::move(hosts)] {
-      if (controller_) controller_->on_discovered(hosts);
-    });
-    std::unique_lock<std::mutex> lock(stop_mutex_);
-    if (stop_cv_.wait_for(lock, kDiscoveryInterval, [&] { return stop_; })) return;
-  }
 }
 
 }  // namespace hvrun::launcher

@@ -9,15 +9,13 @@
 // the script and posts what it printed to the supervisor's loop, where everything else runs.
 #pragma once
 
-#include <condition_variable>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "launcher/elastic/elastic_controller.h"
+#include "launcher/elastic/host_discovery.h"
 #include "launcher/process/orphan_guard.h"
 #include "launcher/supervisor/supervised_job.h"
 
@@ -48,18 +46,13 @@ class ElasticRunner : public SupervisedJob {
 
   // A new process in `slot`: its id, or -1 (said why).
   int start_member(const ElasticSlot& slot);
-  void discover_until_stopped();
 
   ElasticRunnerConfig config_;
   OrphanGuard* guard_;
   LocalWorkers* local_ = nullptr;
   HeldChildren* children_ = nullptr;
   std::unique_ptr<ElasticController> controller_;  // while run() runs
-
-  std::mutex stop_mutex_;
-  std::condition_variable stop_cv_;
-  bool stop_ = false;
-  std::thread discovery_;
+  std::unique_ptr<DiscoveryThread> discovery_;      // while run() runs
 };
 
 }  // namespace hvrun::launcher

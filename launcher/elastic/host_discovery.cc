@@ -108,4 +108,28 @@ Result<std::string> run_discovery_script(const std::string& script,
   return text;
 }
 
+DiscoveryThread::DiscoveryThread(std::string script, int slots_per_host, Found found)
+    : script_(std::move(script)), slots_per_host_(slots_per_host), found_(std::move(found)) {
+  thread_ = std::thread([this] { loop(); });
+}
+
+DiscoveryThread::~DiscoveryThread() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  stop_cv_.notify_all();
+  thread_.join();
+}
+
+void DiscoveryThread::loop() {
+  for (;;) {
+    auto output = run_discovery_script(script_, kDiscoveryDeadline);
+    found_(output.is_ok() ? parse_discovered_hosts(*output, slots_per_host_)
+                          : Result<std::vector<HostSlots>>(output.status()));
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (stop_cv_.wait_for(lock, kDiscoveryInterval, [&] { return stop_; })) return;
+  }
+}
+
 }  // namespace hvrun::launcher

@@ -5,7 +5,11 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/status.h"
@@ -25,5 +29,27 @@ Result<std::vector<HostSlots>> parse_discovered_hosts(const std::string& output,
 // `deadline` passes.
 Result<std::string> run_discovery_script(const std::string& script,
                                          std::chrono::milliseconds deadline);
+
+// Runs the script every kDiscoveryInterval on a thread of its own and hands each outcome to
+// `found` (on that thread: post it to the loop that acts on it) until destroyed.
+class DiscoveryThread {
+ public:
+  using Found = std::function<void(Result<std::vector<HostSlots>>)>;
+  DiscoveryThread(std::string script, int slots_per_host, Found found);
+  ~DiscoveryThread();  // stops and joins (a script running is waited for, up to its deadline)
+  DiscoveryThread(const DiscoveryThread&) = delete;
+  DiscoveryThread& operator=(const DiscoveryThread&) = delete;
+
+ private:
+  void loop();
+
+  const std::string script_;
+  const int slots_per_host_;
+  const Found found_;
+  std::mutex mutex_;
+  std::condition_variable stop_cv_;
+  bool stop_ = false;
+  std::thread thread_;
+};
 
 }  // namespace hvrun::launcher

@@ -65,6 +65,14 @@ NcclTuning decide_nccl(const JobPlan& plan, const std::string& nccl_p2p,
   return tuning;
 }
 
+JobPlan plan_with_rank(const JobPlan& plan, int id, const std::string& host, int local_rank) {
+  JobPlan grown = plan;
+  while (static_cast<int>(grown.ranks.size()) <= id)
+    grown.ranks.push_back(RankSlot{static_cast<int>(grown.ranks.size()), host, local_rank, 0, 0});
+  grown.ranks[static_cast<size_t>(id)] = RankSlot{id, host, local_rank, 0, 0};
+  return grown;
+}
+
 Environment rank_environment(const JobPlan& plan, int rank, const JobIdentity& job,
                              const Settings& settings, const NcclTuning& nccl,
                              const Environment& inherited) {

@@ -35,6 +35,10 @@ struct NcclTuning {
 NcclTuning decide_nccl(const JobPlan& plan, const std::string& nccl_p2p,
                        const Environment& inherited, const PeerAccessProbe& probe);
 
+// `plan` with rank `id` in `host`'s slot `local_rank`, the ranks between filled alike: an
+// elastic job's later processes, which the launch plan does not have.
+JobPlan plan_with_rank(const JobPlan& plan, int id, const std::string& host, int local_rank);
+
 // The full environment of `rank`.
 Environment rank_environment(const JobPlan& plan, int rank, const JobIdentity& job,
                              const Settings& settings, const NcclTuning& nccl,

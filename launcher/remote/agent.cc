@@ -37,6 +37,9 @@ constexpr std::chrono::milliseconds kProbeTimeout{2000};
 // The coordinator is checked this often; this many failures in a row end the workers.
 constexpr std::chrono::milliseconds kCoordinatorCheck{2000};
 constexpr int kCoordinatorFailures = 3;
+// Records never move (the workers' pipes point into them): an elastic job adds ranks to a running
+// agent up to this many processes in all.
+constexpr size_t kMostWorkers = 1024;
 
 // The agent's side of its workers' output and exits: frames to hvrun, nothing decided here
 // (hvrun's supervisor judges the job; see supervisor/job_supervisor.h).
@@ -64,6 +67,10 @@ class Agent final : public RankOutput, public ChildrenEvents {
   bool send(const std::string& bytes);
   void on_job_frame(const Frame& f);
   void start_workers();
+  // Starts workers_[i] with what hvrun sent for it; says STARTED or START_FAILED.
+  void start_worker(size_t i);
+  // A WORKER frame after START: an elastic job's new rank on this host, started at once.
+  void add_worker(const Frame& f);
   void sweep_shared_memory_on_exit();
   void read_stdin();
   void check_coordinator();
@@ -107,6 +114,7 @@ bool Agent::send(const std::string& bytes) {
 }
 
 int Agent::run() {
+  workers_.reserve(kMostWorkers);
   auto guard = OrphanGuard::start();  // while this process still has one thread
   if (guard.is_ok()) guard_.emplace(std::move(guard).value());
   send(encode_frame("HELLO", {}, std::string(build_info().version)));
@@ -199,31 +207,50 @@ void Agent::start_workers() {
     send(encode_frame("NOTE", {},
                       "cannot enter " + cwd_ + " (" + std::strerror(errno) +
                           "); workers start in the agent's directory"));
-  const Environment own = current_process_environment();
-  for (size_t i = 0; i < workers_.size(); ++i) {
-    WorkerRecord& w = workers_[i];
-    // The remote session's variables, overridden by what hvrun sends (which already left out
-    // the launch host's HOSTNAME, SSH_*, ...).
-    Environment env = own;
-    std::erase_if(env, [](const auto& kv) { return describes_slurm_task(kv.first); });
-    for (const std::string& kv : envps_[i]) {
-      size_t eq = kv.find('=');
-      if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
-    }
-    auto path_it = env.find("PATH");
-    auto path = resolve_command(argv_[0], path_it == env.end() ? nullptr : path_it->second.c_str());
-    const std::vector<std::string> envp = to_envp(env);
-    Status started = path.is_ok() ? local_->start(i, *path, argv_, envp, binding_for_worker(envp))
-                                  : path.status();
-    if (!started.is_ok()) {
-      send(encode_frame("START_FAILED", {std::to_string(w.rank)}, started.message()));
-      w.exited = true;
-      continue;
-    }
-    send(encode_frame("STARTED", {std::to_string(w.rank), std::to_string(w.pid)}));
-  }
+  for (size_t i = 0; i < workers_.size(); ++i) start_worker(i);
   local_->reap();
   check_coordinator();
+  loop_->check_progress();
+}
+
+void Agent::start_worker(size_t i) {
+  WorkerRecord& w = workers_[i];
+  // The remote session's variables, overridden by what hvrun sends (which already left out
+  // the launch host's HOSTNAME, SSH_*, ...).
+  Environment env = current_process_environment();
+  std::erase_if(env, [](const auto& kv) { return describes_slurm_task(kv.first); });
+  for (const std::string& kv : envps_[i]) {
+    size_t eq = kv.find('=');
+    if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  auto path_it = env.find("PATH");
+  auto path = resolve_command(argv_[0], path_it == env.end() ? nullptr : path_it->second.c_str());
+  const std::vector<std::string> envp = to_envp(env);
+  Status started = path.is_ok() ? local_->start(i, *path, argv_, envp, binding_for_worker(envp))
+                                : path.status();
+  if (!started.is_ok()) {
+    send(encode_frame("START_FAILED", {std::to_string(w.rank)}, started.message()));
+    w.exited = true;
+    return;
+  }
+  send(encode_frame("STARTED", {std::to_string(w.rank), std::to_string(w.pid)}));
+}
+
+void Agent::add_worker(const Frame& f) {
+  const std::string rank = std::to_string(f.int_arg(0));
+  if (finished_ || lost_) return;  // every worker ended: hvrun starts a new agent for more
+  if (workers_.size() >= kMostWorkers) {
+    send(encode_frame("START_FAILED", {rank},
+                      "this host's agent has started " + std::to_string(workers_.size()) +
+                          " workers, its most"));
+    return;
+  }
+  WorkerRecord w;
+  w.rank = static_cast<int>(f.int_arg(0));
+  workers_.push_back(w);
+  envps_.push_back(split_list(f.payload));
+  start_worker(workers_.size() - 1);
+  local_->reap();
   loop_->check_progress();
 }
 
@@ -241,7 +268,9 @@ void Agent::read_stdin() {
       if (!started_) {
         on_job_frame(f);
         if (io_.stopped()) return;
-      } else if (f.type == "SIGNAL")
+      } else if (f.type == "WORKER")
+        add_worker(f);
+      else if (f.type == "SIGNAL")
         local_->signal_all(static_cast<int>(f.int_arg(0, SIGTERM)));
       else if (f.type == "KILL")
         local_->signal_all(SIGKILL);

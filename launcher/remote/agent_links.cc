@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <sstream>
 
 #include "launcher/process/worker_process.h"
@@ -34,10 +35,11 @@ WorkerRecord* AgentLinks::record(long long rank) {
 }
 
 void AgentLinks::start(std::vector<AgentLink> links, PreStartHooks hooks) {
-  prestart_ = std::move(hooks);
+  const size_t first = links_.size();
   for (AgentLink& agent : links) {
     auto link = std::make_unique<Link>();
     link->agent = std::move(agent);
+    link->hooks = hooks;
     link->out = std::make_unique<asio::posix::stream_descriptor>(io_, link->agent.out_fd);
     link->out_open = true;
     if (link->agent.err_fd >= 0) {
@@ -46,10 +48,30 @@ void AgentLinks::start(std::vector<AgentLink> links, PreStartHooks hooks) {
     }
     links_.push_back(std::move(link));
   }
-  for (size_t i = 0; i < links_.size(); ++i) {
+  for (size_t i = first; i < links_.size(); ++i) {
     read_frames(i);
     if (links_[i]->err_open) read_shell_err(i);
   }
+}
+
+size_t AgentLinks::add(AgentLink link, PreStartHooks hooks) {
+  std::vector<AgentLink> one;
+  one.push_back(std::move(link));
+  start(std::move(one), std::move(hooks));
+  return links_.size() - 1;
+}
+
+void AgentLinks::link_started(size_t index) { links_.at(index)->started = true; }
+
+void AgentLinks::add_rank(int rank, size_t index) {
+  const auto r = static_cast<size_t>(rank);
+  if (link_of_rank_.size() <= r) link_of_rank_.resize(r + 1, SIZE_MAX);
+  link_of_rank_[r] = index;
+}
+
+bool AgentLinks::takes_ranks(size_t index) const {
+  const Link& l = *links_.at(index);
+  return l.started && !l.bye && !l.judged && !l.agent.exited && l.agent.in_fd >= 0;
 }
 
 std::vector<AgentLink*> AgentLinks::agents() {
@@ -61,6 +83,7 @@ std::vector<AgentLink*> AgentLinks::agents() {
 void AgentLinks::job_started(std::vector<size_t> link_of_rank) {
   link_of_rank_ = std::move(link_of_rank);
   job_started_ = true;
+  for (auto& link : links_) link->started = true;
 }
 
 void AgentLinks::abandon() {
@@ -92,11 +115,11 @@ bool AgentLinks::feed_frames(size_t index, const char* data, size_t n) {
     auto frame = l.agent.reader.next();
     if (!frame.is_ok()) {
       std::string what = "host " + l.agent.host + ": " + frame.status().message();
-      if (job_started_) {
+      if (l.started) {
         events_.say(what);
       } else if (l.agent.failure.empty()) {
         l.agent.failure = what + " (is something on that host printing to stdout at login?)";
-        prestart_.progress();
+        l.hooks.progress();
       }
       return false;
     }
@@ -167,8 +190,8 @@ void AgentLinks::read_shell_err(size_t index) {
 
 void AgentLinks::on_frame(size_t index, const Frame& f) {
   Link& link = *links_[index];
-  if (!job_started_) {
-    if (apply_prestart_frame(link.agent, f)) prestart_.progress();
+  if (!link.started) {
+    if (apply_prestart_frame(link.agent, f)) link.hooks.progress();
     return;
   }
   if (f.type == "OUT") {
@@ -233,14 +256,14 @@ void AgentLinks::on_link_end(size_t index) {
   if (link.judged || link.out_open || link.err_open) return;
   link.judged = true;
   if (link.eof_wait) link.eof_wait->cancel();
-  if (!job_started_) {
+  if (!link.started) {
     on_prestart_end(index);
     return;
   }
   if (link.bye) return;
   // The agent is gone before saying BYE: its workers were killed by it (or by their
   // PR_SET_PDEATHSIG); nobody can tell how each ended.
-  for (size_t r = 0; r < records_.size(); ++r)
+  for (size_t r = 0; r < records_.size() && r < link_of_rank_.size(); ++r)
     if (link_of_rank_[r] == index && !records_[r].exited)
       records_[r].lost = "lost with the agent on " + link.agent.host;
   std::string said;
@@ -255,14 +278,15 @@ void AgentLinks::on_link_end(size_t index) {
 }
 
 void AgentLinks::on_prestart_end(size_t index) {
-  AgentLink& agent = links_[index]->agent;
-  if (agent.failure.empty()) agent.failure = prestart_.describe_exit(agent);
-  prestart_.progress();
+  Link& link = *links_[index];
+  if (link.agent.failure.empty()) link.agent.failure = link.hooks.describe_exit(link.agent);
+  link.hooks.progress();
 }
 
 bool AgentLinks::awaits_explanation(const JobEnd&) const { return true; }
 
 void AgentLinks::signal_all(int sig) {
+  held_ = false;
   if (!job_started_) {  // no worker runs yet: nothing to give a grace period to
     abandon();
     return;
@@ -294,6 +318,7 @@ void AgentLinks::send_all(const std::string& frame) {
 }
 
 bool AgentLinks::running() const {
+  if (held_) return true;
   for (const auto& link : links_)
     if (!link->agent.exited) return true;
   return false;

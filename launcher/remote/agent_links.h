@@ -30,7 +30,8 @@
 
 namespace hvrun::launcher {
 
-// What the owner of a job's start hears from the links until job_started().
+// What the owner of a job's start hears from the links until job_started(), and the owner of an
+// agent added later (add()) from that one until link_started().
 struct PreStartHooks {
   std::function<void()> progress;  // a link said something, or failed
   // The `failure` of a link whose agent ended before its job started.
@@ -54,6 +55,19 @@ class AgentLinks final : public Children {
   // The job will not start: every agent is ended now.
   void abandon();
 
+  // A running elastic job's growth: an agent started later (a new host, or one whose agent
+  // ended) is read from now on and heard by `hooks` until link_started(); returns its index.
+  size_t add(AgentLink link, PreStartHooks hooks);
+  // Link `index` has been sent its job: its frames now speak of ranks.
+  void link_started(size_t index);
+  // Rank `rank` (a record just added) runs on link `index`.
+  void add_rank(int rank, size_t index);
+  // Whether link `index` still takes new ranks (started, its agent running and not saying BYE).
+  bool takes_ranks(size_t index) const;
+  AgentLink& agent(size_t index) { return links_.at(index)->agent; }
+  // Keeps the job "running" while no agent runs (an elastic job waiting for hosts).
+  void hold(bool held) { held_ = held; }
+
   WorkerRecord* reap() override;  // reaps remote shells; ranks report their exits in frames
   // Always: a lost agent explains everything else (the coordinator sees the host's workers'
   // streams drop, and the other ranks fail on the abort, before hvrun sees the shell end).
@@ -73,7 +87,9 @@ class AgentLinks final : public Children {
     std::array<char, 65536> out_buffer{}, err_buffer{};
     bool out_open = false, err_open = false;
     bool bye = false;
-    bool judged = false;  // its end has been weighed (on_link_end)
+    bool started = false;  // its job was sent: its frames speak of ranks
+    bool judged = false;   // its end has been weighed (on_link_end)
+    PreStartHooks hooks;   // what hears it before it starts
     std::unique_ptr<boost::asio::steady_timer> eof_wait;
     std::string err_line;  // partial stderr line of the remote shell
   };
@@ -97,13 +113,13 @@ class AgentLinks final : public Children {
   std::vector<WorkerRecord>& records_;
   std::vector<size_t> link_of_rank_;
   bool job_started_ = false;
-  PreStartHooks prestart_;
   RankOutput& output_;
   ChildrenEvents& events_;
   const bool verbose_;
   std::vector<std::unique_ptr<Link>> links_;
   boost::asio::steady_timer shell_timer_;
   bool closed_ = false;
+  bool held_ = false;
 };
 
 }  // namespace hvrun::launcher

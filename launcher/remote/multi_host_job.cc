@@ -20,13 +20,16 @@
 #include "launcher/autopsy/report_files.h"
 #include "launcher/control/control_plane.h"
 #include "launcher/elastic/elastic_controller.h"
+#include "launcher/elastic/host_discovery.h"
 #include "launcher/plan/env_forwarding.h"
 #include "launcher/plan/network_choice.h"
 #include "launcher/plan/rank_environment.h"
 #include "launcher/plan/secret.h"
 #include "launcher/remote/agent_link.h"
+#include "launcher/remote/agent_links.h"
 #include "launcher/remote/multi_host_runner.h"
 #include "launcher/remote/reach_probe.h"
+#include "launcher/remote/remote_growth.h"
 #include "launcher/remote/remote_shell.h"
 
 namespace hvrun::launcher {
@@ -98,6 +101,9 @@ class MultiHostLaunch final : public MultiHostRunner::Starter {
   enum class Phase { kHello, kProbes, kRunning, kOver };
 
   bool start_agents();
+  Result<AgentLink> start_agent(const std::string& host) const;
+  // Why `link`'s agent cannot serve this job (another version), or empty.
+  std::string version_problem(const AgentLink& link) const;
   void check_versions();
   void send_probes();
   void start_job();
@@ -106,8 +112,13 @@ class MultiHostLaunch final : public MultiHostRunner::Starter {
   std::string network_details() const;
   std::vector<RemoteRank> ranks_by_link() const;
   // CWD, ARGV, a WORKER per rank (the secret inside its environment) and START to every agent.
-  void send_job(const JobIdentity& job, const NcclTuning& nccl, const Environment& launch_env,
-                const Environment& forwarded);
+  void send_job(const JobIdentity& job);
+  // The NCCL and network variables of a host's ranks; `reasons` gets one line per variable.
+  NcclTuning host_tuning(const InterfaceChoice& choice, std::vector<std::string>* reasons) const;
+  // An elastic job's: growth across hosts, and the discovery script's thread.
+  void start_growth();
+  std::vector<std::string> new_rank_environment(int id, const ElasticSlot& slot,
+                                                const InterfaceChoice& choice) const;
 
   // Whether every agent that has not failed says `done` of itself.
   bool all_answered(bool (*done)(const AgentLink&)) const;
@@ -154,28 +165,36 @@ class MultiHostLaunch final : public MultiHostRunner::Starter {
   InterfaceChoice coordinator_;
   std::unique_ptr<ControlPlane> control_;
   std::optional<ScopedTelemetrySource> telemetry_source_;
+  NcclTuning nccl_;         // every host's, before its network's variables
+  Environment launch_env_;  // hvrun's environment with the -x variables
+  Environment forwarded_;   // what of it the ranks get
 
   std::optional<JobEnd> end_;  // how the job ended, when it failed
   // Elastic jobs (--min-np / --max-np): lost ranks and hosts end only the membership.
   std::optional<ElasticOptions> elastic_;
   std::unique_ptr<ElasticController> controller_;
+  std::unique_ptr<RemoteGrowth> growth_;  // with --host-discovery-script
+  std::unique_ptr<DiscoveryThread> discovery_;
 };
 
-bool MultiHostLaunch::start_agents() {
+Result<AgentLink> MultiHostLaunch::start_agent(const std::string& host) const {
   const RemoteShellOptions rsh =
       RemoteShellOptions::from_settings(settings_, std::getenv("SLURM_JOB_ID") != nullptr);
-  const LocalHostNames local = LocalHostNames::of_this_machine();
+  // Under srun every host's agent is a step of the allocation, this one's too.
+  std::vector<std::string> argv = !rsh.srun && LocalHostNames::of_this_machine().is_local(host)
+                                      ? std::vector<std::string>{hvrun_path_, "agent"}
+                                      : remote_agent_command(rsh, host, hvrun_path_);
+  if (verbose_) {
+    std::string line;
+    for (const std::string& a : argv) line += " " + a;
+    std::cerr << "hvrun: " << host << ":" << line << "\n";
+  }
+  return start_agent_link(host, argv, guard_, rsh.srun ? shapes_srun_tasks : nullptr);
+}
+
+bool MultiHostLaunch::start_agents() {
   for (const HostSlots& h : plan_.hosts) {
-    // Under srun every host's agent is a step of the allocation, this one's too.
-    std::vector<std::string> argv = !rsh.srun && local.is_local(h.host)
-                                        ? std::vector<std::string>{hvrun_path_, "agent"}
-                                        : remote_agent_command(rsh, h.host, hvrun_path_);
-    if (verbose_) {
-      std::string line;
-      for (const std::string& a : argv) line += " " + a;
-      std::cerr << "hvrun: " << h.host << ":" << line << "\n";
-    }
-    auto link = start_agent_link(h.host, argv, guard_, rsh.srun ? shapes_srun_tasks : nullptr);
+    auto link = start_agent(h.host);
     if (!link.is_ok()) {
       std::cerr << "hvrun: cannot start the agent of " << h.host << ": " << link.status().message()
                 << "\n";
@@ -267,13 +286,16 @@ void MultiHostLaunch::give_up(const std::string& why) {
   runner_->end_before_start(1, why);
 }
 
-void MultiHostLaunch::check_versions() {
+std::string MultiHostLaunch::version_problem(const AgentLink& link) const {
   const std::string version(build_info().version);
+  if (!link.hello || link.version == version) return "";
+  return "host " + link.host + " runs hvrun " + link.version + " at " + hvrun_path_ +
+         ", this is hvrun " + version + ": install the same version on every host";
+}
+
+void MultiHostLaunch::check_versions() {
   for (AgentLink* link : agents_)
-    if (link->failure.empty() && link->hello && link->version != version)
-      link->failure = "host " + link->host + " runs hvrun " + link->version + " at " +
-                      hvrun_path_ + ", this is hvrun " + version +
-                      ": install the same version on every host";
+    if (link->failure.empty()) link->failure = version_problem(*link);
 }
 
 void MultiHostLaunch::send_probes() {
@@ -352,18 +374,32 @@ std::vector<RemoteRank> MultiHostLaunch::ranks_by_link() const {
   return ranks;
 }
 
-void MultiHostLaunch::send_job(const JobIdentity& job, const NcclTuning& nccl,
-                               const Environment& launch_env, const Environment& forwarded) {
+NcclTuning MultiHostLaunch::host_tuning(const InterfaceChoice& choice,
+                                        std::vector<std::string>* reasons) const {
+  NcclTuning tuning = nccl_;
+  for (const auto& [k, v] :
+       host_network_environment(choice, settings_.get(setting::kNetwork), launch_env_, reasons))
+    tuning.set[k] = v;
+  return tuning;
+}
+
+std::vector<std::string> MultiHostLaunch::new_rank_environment(
+    int id, const ElasticSlot& slot, const InterfaceChoice& choice) const {
+  JobIdentity identity{control_->address(), secret_, job_id_, choice.address};
+  Environment env = rank_environment(plan_with_rank(plan_, id, slot.host, slot.local_rank), id,
+                                     identity, settings_, host_tuning(choice, nullptr), forwarded_);
+  put_elastic_environment(*elastic_, env);
+  return to_envp(env);
+}
+
+void MultiHostLaunch::send_job(const JobIdentity& job) {
   std::error_code ec;
   const std::string cwd = std::filesystem::current_path(ec).string();
   for (size_t i = 0; i < agents_.size(); ++i) {
     AgentLink& link = *agents_[i];
     const InterfaceChoice& choice = choices_[i];
     std::vector<std::string> reasons;
-    NcclTuning host_tuning = nccl;
-    for (const auto& [k, v] :
-         host_network_environment(choice, settings_.get(setting::kNetwork), launch_env, &reasons))
-      host_tuning.set[k] = v;
+    const NcclTuning tuning = host_tuning(choice, &reasons);
     if (verbose_)
       for (const std::string& r : reasons)
         err_->write_message("hvrun: NCCL: " + choice.host + ": " + r + "\n");
@@ -373,12 +409,11 @@ void MultiHostLaunch::send_job(const JobIdentity& job, const NcclTuning& nccl,
     link.send(encode_frame("ARGV", {}, join_list(opts_.command)));
     for (const RankSlot& slot : plan_.ranks) {
       if (slot.host != link.host) continue;
-      Environment env =
-          rank_environment(plan_, slot.rank, identity, settings_, host_tuning, forwarded);
+      Environment env = rank_environment(plan_, slot.rank, identity, settings_, tuning, forwarded_);
       if (elastic_) put_elastic_environment(*elastic_, env);
       if (verbose_) {
         std::string line = "hvrun: rank " + std::to_string(slot.rank) + " environment:";
-        for (const auto& [k, v] : describe_additions(env, forwarded)) line += " " + k + "=" + v;
+        for (const auto& [k, v] : describe_additions(env, forwarded_)) line += " " + k + "=" + v;
         err_->write_message(line + "\n");
       }
       link.send(encode_frame("WORKER", {std::to_string(slot.rank)}, join_list(to_envp(env))));
@@ -420,22 +455,48 @@ void MultiHostLaunch::start_job() {
   std::vector<std::string> notes;
   // As on a single host: the -x variables are part of what the ranks start from, so they also
   // win over hvrun's NCCL choices.
-  const Environment launch_env = with_exports(session, session, opts_.exports, &notes);
-  const Environment forwarded = forwarded_environment(launch_env, opts_.exports, nullptr);
+  launch_env_ = with_exports(session, session, opts_.exports, &notes);
+  forwarded_ = forwarded_environment(launch_env_, opts_.exports, nullptr);
   // GPU pairs of other hosts cannot be asked from here: --nccl-p2p auto leaves P2P to NCCL.
-  NcclTuning nccl =
-      decide_nccl(plan_, settings_.get(setting::kNcclP2p), launch_env, PeerAccessProbe{});
+  nccl_ = decide_nccl(plan_, settings_.get(setting::kNcclP2p), launch_env_, PeerAccessProbe{});
   err_->write_message(network_summary(control_->address()));
   for (const std::string& n : notes) err_->write_message("hvrun: " + n + "\n");
   if (verbose_) {
     std::string text = network_details();
-    for (const std::string& r : nccl.reasons) text += "hvrun: NCCL: " + r + "\n";
+    for (const std::string& r : nccl_.reasons) text += "hvrun: NCCL: " + r + "\n";
     err_->write_message(text);
   }
   runner_->job_starting(ranks_by_link());
   if (controller_)
     for (const RankSlot& slot : plan_.ranks) controller_->started(slot.rank, {slot.host, slot.local_rank});
-  send_job(JobIdentity{control_->address(), secret_, job_id_, ""}, nccl, launch_env, forwarded);
+  send_job(JobIdentity{control_->address(), secret_, job_id_, ""});
+  if (controller_ && !elastic_->discovery_script.empty()) start_growth();
+}
+
+void MultiHostLaunch::start_growth() {
+  std::error_code ec;
+  GrowthJob job;
+  job.cwd = std::filesystem::current_path(ec).string();
+  job.argv = opts_.command;
+  job.coordinator_address = control_->address();
+  job.environment = [this](int id, const ElasticSlot& slot, const InterfaceChoice& choice) {
+    return new_rank_environment(id, slot, choice);
+  };
+  job.start_agent = [this](const std::string& host) { return start_agent(host); };
+  job.describe_exit = [this](const AgentLink& link) { return describe_exit(link); };
+  job.version_problem = [this](const AgentLink& link) { return version_problem(link); };
+  job.forced_interfaces = forced_;
+  job.start_timeout = std::chrono::milliseconds(
+      static_cast<int64_t>(settings_.get(setting::kStartTimeoutSeconds) * 1000.0));
+  growth_ = std::make_unique<RemoteGrowth>(std::move(job), *runner_);
+  for (size_t i = 0; i < agents_.size(); ++i) growth_->adopt(agents_[i]->host, i, choices_[i]);
+  discovery_ = std::make_unique<DiscoveryThread>(
+      elastic_->discovery_script, elastic_->slots_per_host,
+      [runner = runner_, this](Result<std::vector<HostSlots>> hosts) {
+        runner->post_task([this, hosts = std::move(hosts)] {
+          if (controller_) controller_->on_discovered(hosts);
+        });
+      });
 }
 
 int MultiHostLaunch::run() {
@@ -479,14 +540,19 @@ int MultiHostLaunch::run() {
     side.ending = [&runner] { return runner.tearing_down(); };
     side.say = [&runner](const std::string& text) { runner.say(text); };
     side.fail = [&runner](const std::string& text) { runner.post_control_plane_failure(text, -1); };
-    // No side.start: this version adds no ranks on other hosts (hvrun refuses the discovery
-    // script there), so short of --min-np the job fails at once.
+    if (!elastic_->discovery_script.empty()) {
+      // Without a discovery script no host can come: short of --min-np the job fails at once.
+      side.start = [this](const ElasticSlot& slot) { return growth_ ? growth_->start(slot) : -1; };
+      side.hold = [&runner](bool held) { runner.links().hold(held); };
+    }
     controller_ = std::make_unique<ElasticController>(*elastic_, std::move(hooks), std::move(side),
                                                       runner.io());
   }
 
   int code = runner.run(std::move(links_), *this);
   if (auto e = runner.end()) end_ = *e;
+  discovery_.reset();
+  growth_.reset();
   controller_.reset();
   links_.clear();
   deadline_timer_.reset();

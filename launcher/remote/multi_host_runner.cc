@@ -6,6 +6,12 @@
 
 namespace hvrun::launcher {
 
+namespace {
+// As many as an agent starts (agent.cc): an elastic job's replacements and added slots each
+// take a new record.
+constexpr size_t kMostRecords = 1024;
+}  // namespace
+
 MultiHostRunner::MultiHostRunner(const MultiHostRunnerConfig& config, OutputSink& out,
                                  OutputSink& err)
     : SupervisedJob(config, out, err), config_(config) {}
@@ -46,6 +52,24 @@ void MultiHostRunner::job_starting(const std::vector<RemoteRank>& ranks) {
   }
   agents_->job_started(std::move(link_of_rank));
 }
+
+int MultiHostRunner::add_record(const std::string& host) {
+  std::vector<WorkerRecord>& workers = supervisor().workers();
+  if (workers.size() >= kMostRecords) {
+    say("elastic: this job has started " + std::to_string(workers.size()) +
+        " processes, its most; no new rank on " + host);
+    return -1;
+  }
+  const int id = static_cast<int>(workers.size());
+  WorkerRecord w;
+  w.rank = id;
+  w.host = host;
+  workers.push_back(w);
+  streams().begin(workers.back());
+  return id;
+}
+
+void MultiHostRunner::lose(JobEnd end) { supervisor().child_lost(std::move(end)); }
 
 void MultiHostRunner::end_before_start(int exit_code, std::string message) {
   agents_->abandon();

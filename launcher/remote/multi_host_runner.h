@@ -59,6 +59,13 @@ class MultiHostRunner : public SupervisedJob {
   // returns `exit_code` once they are gone.
   void end_before_start(int exit_code, std::string message);
 
+  // A running elastic job's growth (remote_growth.h):
+  AgentLinks& links() { return *agents_; }
+  // A new rank's record (and output streams) on `host`: its id, or -1 (said why).
+  int add_record(const std::string& host);
+  // Ranks were lost (their records say how): the supervisor weighs it as a lost child.
+  void lose(JobEnd end);
+
  private:
   MultiHostRunnerConfig config_;
   AgentLinks* agents_ = nullptr;

@@ -98,24 +98,6 @@ class MultiHostTest : public NamespaceHostsTest<MultiHostTest> {
   void kill_mid_run_and_check(const std::function<pid_t(pid_t agent)>& victim_of, const char* what);
   // Within 5 s: no worker and no agent left in any namespace.
   void expect_nothing_left(const std::string& context);
-
-  // The agent process serving this job in `ns`. A child the agent forks (its orphan guard, a
-  // worker between clone and exec) shows the agent's command line for a moment: skip those.
-  static pid_t agent_in(const std::string& ns) {
-    const std::string want = netns_of_name(ns);
-    auto is_agent = [](pid_t pid) {
-      auto words = cmdline_of(pid);
-      return words.size() >= 2 && words[1] == "agent" &&
-             words[0].find("hvrun") != std::string::npos;
-    };
-    for (pid_t pid : all_pids()) {
-      if (is_agent(pid) && netns_of_pid(pid) == want && !is_zombie(pid) &&
-          !is_agent(parent_of(pid)))
-        return pid;
-    }
-    return -1;
-  }
-
 };
 
 TEST_F(MultiHostTest, TrainingAcrossTwoHostsConvergesOverTheVethNotTheDecoy) {
@@ -220,19 +202,20 @@ std::unique_ptr<LoggedProcess> MultiHostTest::start_training(const char* name) {
 void MultiHostTest::expect_nothing_left(const std::string& context) {
   // No worker survives, in either namespace (agents kill theirs; a lost host's die with it).
   auto gone_by = Clock::now() + seconds(5);
-  while (Clock::now() < gone_by && (!our_trainers().empty() ||
-                                    agent_in(env_["NS_A"]) > 0 || agent_in(env_["NS_B"]) > 0))
+  while (Clock::now() < gone_by &&
+         (!our_trainers().empty() || hvrun_agent_in(env_["NS_A"]) > 0 ||
+          hvrun_agent_in(env_["NS_B"]) > 0))
     ::usleep(50000);
   EXPECT_TRUE(our_trainers().empty()) << context;
-  EXPECT_EQ(agent_in(env_["NS_A"]), -1) << context;
-  EXPECT_EQ(agent_in(env_["NS_B"]), -1) << context;
+  EXPECT_EQ(hvrun_agent_in(env_["NS_A"]), -1) << context;
+  EXPECT_EQ(hvrun_agent_in(env_["NS_B"]), -1) << context;
 }
 
 void MultiHostTest::kill_mid_run_and_check(const std::function<pid_t(pid_t)>& victim_of,
                                            const char* what) {
   auto job = start_training(what);
   ASSERT_FALSE(HasFailure());
-  pid_t agent = agent_in(env_["NS_B"]);
+  pid_t agent = hvrun_agent_in(env_["NS_B"]);
   ASSERT_GT(agent, 0) << "no hvrun agent found in hostB's namespace";
   pid_t victim = victim_of(agent);
   ASSERT_GT(victim, 1);
@@ -296,7 +279,7 @@ TEST_F(MultiHostTest, ElasticJobGoesOnWithoutALostHost) {
     ::usleep(50000);
   ASSERT_NE(read_file(job->out_path).find("STEP 3 SIZE 4"), std::string::npos)
       << "no third step within 90 s\n" << read_file(job->out_path) << read_file(job->err_path);
-  const pid_t agent = agent_in(env_["NS_B"]);
+  const pid_t agent = hvrun_agent_in(env_["NS_B"]);
   ASSERT_GT(agent, 0) << "no hvrun agent found in hostB's namespace";
   ASSERT_EQ(::kill(agent, SIGKILL), 0);
   const auto killed_at = Clock::now();

@@ -135,4 +135,17 @@ pid_t parent_of(pid_t pid) {
   return parent;
 }
 
+pid_t hvrun_agent_in(const std::string& ns) {
+  const std::string want = netns_of_name(ns);
+  auto is_agent = [](pid_t pid) {
+    auto words = cmdline_of(pid);
+    return words.size() >= 2 && words[1] == "agent" && words[0].find("hvrun") != std::string::npos;
+  };
+  for (pid_t pid : all_pids()) {
+    if (is_agent(pid) && netns_of_pid(pid) == want && !is_zombie(pid) && !is_agent(parent_of(pid)))
+      return pid;
+  }
+  return -1;
+}
+
 }  // namespace hvrun::test

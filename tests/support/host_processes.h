@@ -28,6 +28,10 @@ std::string netns_of_name(const std::string& ns);
 std::string netns_of_pid(pid_t pid);
 // The `ip` command's path (run_process does not search PATH).
 std::string ip_command();
+// The `hvrun agent` process in the named network namespace `ns`, or -1. A child the agent forks
+// (its orphan guard, a worker between clone and exec) shows the agent's command line for a
+// moment: those are skipped.
+pid_t hvrun_agent_in(const std::string& ns);
 
 struct LoggedProcess {
   pid_t pid = -1;  // also its process group

@@ -9,13 +9,16 @@
 
 namespace hvrun::test {
 
-void NamespaceHosts::up(const std::string& script, const std::string& what) {
+void NamespaceHosts::up(const std::string& script, const std::string& what,
+                        const std::vector<std::string>& args) {
   script_ = source_dir() + "/scripts/" + script;
   std::string tmpl = "/tmp/hvrun-" + script + "-XXXXXX";
   dir_ = ::mkdtemp(tmpl.data()) != nullptr ? tmpl : "/tmp/hvrun-" + script;
   RunOptions opts;
   opts.timeout = std::chrono::seconds(90);
-  RunResult r = run_process({script_, "up", dir_}, opts);
+  std::vector<std::string> argv = {script_, "up", dir_};
+  argv.insert(argv.end(), args.begin(), args.end());
+  RunResult r = run_process(argv, opts);
   if (r.exit_code == 77) {
     skip_reason_ = what + " unavailable: " + r.err;
     return;

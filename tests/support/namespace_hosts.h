@@ -8,13 +8,16 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 namespace hvrun::test {
 
 class NamespaceHosts {
  public:
-  // `script` is a file of scripts/; `what` names the hosts in the skip reason.
-  void up(const std::string& script, const std::string& what);
+  // `script` is a file of scripts/, run as `script up DIR ARGS...`; `what` names the hosts in
+  // the skip reason.
+  void up(const std::string& script, const std::string& what,
+          const std::vector<std::string>& args = {});
   void down();
 
   const std::string& skip_reason() const { return skip_reason_; }
@@ -27,13 +30,17 @@ class NamespaceHosts {
   std::map<std::string, std::string> env_;
 };
 
-// A test suite over such hosts: `Suite` names the script (kScript) and the hosts (kWhat); every
-// test of the suite is skipped, or fails, as NamespaceHosts says.
+// A test suite over such hosts: `Suite` names the script (kScript), the hosts (kWhat) and may
+// give the script's arguments after DIR (kArgs, e.g. a host count); every test of the suite is
+// skipped, or fails, as NamespaceHosts says.
 template <typename Suite>
 class NamespaceHostsTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    hosts_.up(Suite::kScript, Suite::kWhat);
+    if constexpr (requires { Suite::kArgs; })
+      hosts_.up(Suite::kScript, Suite::kWhat, {std::begin(Suite::kArgs), std::end(Suite::kArgs)});
+    else
+      hosts_.up(Suite::kScript, Suite::kWhat);
     dir_ = hosts_.dir();
     env_ = hosts_.env();
   }

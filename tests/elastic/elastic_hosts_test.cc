@@ -1,0 +1,215 @@
+// Elastic jobs across three hosts made of network namespaces (scripts/netns-cluster up DIR 3:
+// hostA, hostB and hostC on one bridge, a real sshd each). hvrun runs in hostA's namespace and
+// starts agents over ssh; the trainer is tests/python/elastic_train.py (a real training loop
+// whose final weights tests/python/elastic_check.py compares with a replay of the logged steps:
+// same samples, same order, every epoch complete).
+//
+// Every wait is bounded; every process is found and killed by pid; the namespaces (and whatever
+// still runs in them) are removed at the end, also on failure.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "tests/support/host_processes.h"
+#include "tests/support/namespace_hosts.h"
+#include "tests/support/subprocess.h"
+
+namespace hvrun::test {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+const char* kRsh =
+    "ssh -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR "
+    "-o KexAlgorithms=curve25519-sha256";
+
+class ElasticHostsTest : public NamespaceHostsTest<ElasticHostsTest> {
+ public:
+  static constexpr const char* kScript = "netns-cluster";
+  static constexpr const char* kWhat = "three-host harness";
+  static constexpr const char* kArgs[] = {"3"};
+
+ protected:
+  void SetUp() override {
+    NamespaceHostsTest::SetUp();
+    if (IsSkipped() || HasFailure()) return;
+    RunOptions probe;
+    probe.timeout = seconds(60);
+    if (run_process({HVRUN_TEST_PYTHON, "-c", "import torch"}, probe).exit_code != 0)
+      GTEST_SKIP() << HVRUN_TEST_PYTHON << " lacks torch (scripts/install-deps)";
+  }
+  void TearDown() override {
+    for (pid_t pid : our_trainers()) ::kill(pid, SIGKILL);
+  }
+
+  static std::vector<std::string> namespaces() {
+    return {env_["NS_A"], env_["NS_B"], env_["NS_C"]};
+  }
+
+  // The trainers running in this suite's namespaces.
+  static std::vector<pid_t> our_trainers() {
+    std::vector<std::string> ours;
+    for (const std::string& ns : namespaces()) ours.push_back(netns_of_name(ns));
+    std::vector<pid_t> out;
+    for (pid_t pid : all_pids()) {
+      if (is_zombie(pid)) continue;
+      bool trainer = false;
+      for (const std::string& word : cmdline_of(pid))
+        trainer |= word.find("elastic_train.py") != std::string::npos;
+      if (!trainer) continue;
+      const std::string ns = netns_of_pid(pid);
+      for (const std::string& o : ours)
+        if (ns == o) out.push_back(pid);
+    }
+    return out;
+  }
+
+  // hvrun in hostA's namespace with `flags`, running the elastic trainer with `trainer_env`.
+  static std::vector<std::string> job(const std::vector<std::string>& flags,
+                                      const std::map<std::string, std::string>& trainer_env) {
+    std::vector<std::string> argv = {ip_command(), "netns", "exec", env_["NS_A"],
+                                     bin_path("hvrun"), "-p", env_["SSH_PORT"], "-i", env_["KEY"],
+                                     "--rsh", kRsh, "--start-timeout", "60",
+                                     "--elastic-timeout", "60",
+                                     "-x", std::string("PYTHONPATH=") + HVRUN_TEST_PYTHONPATH,
+                                     "-x", "OMP_NUM_THREADS=1", "-x", "ELASTIC_PRINT_STEPS=1"};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    for (const auto& [k, v] : trainer_env) {
+      argv.push_back("-x");
+      argv.push_back(k + "=" + v);
+    }
+    argv.push_back(HVRUN_TEST_PYTHON);
+    argv.push_back(source_dir() + "/tests/python/elastic_train.py");
+    return argv;
+  }
+
+  // Waits (bounded) until the job's output shows `text`.
+  static bool wait_for_output(const LoggedProcess& p, const std::string& text, seconds limit) {
+    const auto deadline = Clock::now() + limit;
+    while (Clock::now() < deadline) {
+      if (read_file(p.out_path).find(text) != std::string::npos) return true;
+      ::usleep(50000);
+    }
+    return false;
+  }
+
+  // hvrun's exit within 120 s, its output checked against the replay: the membership sizes the
+  // logged steps show, in order, and the final size.
+  void expect_replayed(LoggedProcess& p, int final_size, const std::string& sizes) {
+    std::optional<int> code = p.wait(seconds(120));
+    const std::string out = read_file(p.out_path), err = read_file(p.err_path);
+    ASSERT_TRUE(code.has_value()) << "hvrun still running after 120 s\n" << out << err;
+    EXPECT_EQ(*code, 0) << out << err;
+    // What the launcher said of the membership, for the log.
+    for (const std::string& line : split_lines(err))
+      if (line.find("elastic") != std::string::npos)
+        std::cerr << "[elastic-hosts] " << line << "\n";
+    RunOptions check;
+    check.timeout = seconds(60);
+    check.env["PYTHONPATH"] = HVRUN_TEST_PYTHONPATH;
+    RunResult checked =
+        run_process({HVRUN_TEST_PYTHON, source_dir() + "/tests/python/elastic_check.py",
+                     p.out_path, std::to_string(final_size), sizes},
+                    check);
+    EXPECT_EQ(checked.exit_code, 0) << checked.out << checked.err << "\n" << err;
+  }
+
+  // Within 5 s: no trainer and no agent left in any of the three namespaces.
+  void expect_nothing_left(const std::string& context) {
+    auto any_agent = [] {
+      for (const std::string& ns : namespaces())
+        if (hvrun_agent_in(ns) > 0) return true;
+      return false;
+    };
+    const auto gone_by = Clock::now() + seconds(5);
+    while (Clock::now() < gone_by && (!our_trainers().empty() || any_agent())) ::usleep(50000);
+    EXPECT_TRUE(our_trainers().empty()) << context;
+    EXPECT_FALSE(any_agent()) << context;
+  }
+
+  // A discovery script's input file in this suite's directory.
+  static std::string hosts_file(const std::string& name, const std::string& text) {
+    const std::string path = dir_ + "/" + name;
+    std::ofstream(path) << text;
+    return path;
+  }
+};
+
+// Three hosts, two ranks each; hostC's agent is SIGKILLed mid-epoch (its workers die with it).
+// The job goes on with four ranks on hostA and hostB, blacklists hostC and finishes with the
+// weights of a run that followed the same membership.
+TEST_F(ElasticHostsTest, LosingOneOfThreeHostsTheJobFinishesOnFourRanks) {
+  auto p = start_logged(job({"-np", "6", "-H", "hostA:2,hostB:2,hostC:2", "--min-np", "2"},
+                            {{"ELASTIC_EPOCHS", "3"}, {"ELASTIC_STEP_SLEEP", "0.3"}}),
+                        dir_, "lose-one");
+  ASSERT_TRUE(wait_for_output(*p, "STEP 3 SIZE 6", seconds(90)))
+      << read_file(p->out_path) << read_file(p->err_path);
+  const pid_t agent = hvrun_agent_in(env_["NS_C"]);
+  ASSERT_GT(agent, 0) << "no hvrun agent in hostC's namespace";
+  ASSERT_EQ(::kill(agent, SIGKILL), 0);
+  expect_replayed(*p, 4, "6,4");
+  const std::string err = read_file(p->err_path);
+  EXPECT_NE(err.find("was lost with the agent on hostC"), std::string::npos) << err;
+  EXPECT_NE(err.find("blacklisted: hostC (1 failure, blacklisted for the rest of the job); 4 "
+                     "ranks left"),
+            std::string::npos)
+      << err;
+  expect_nothing_left(err);
+}
+
+// The discovery script names hostC once the job is under way: hvrun starts an agent there over
+// ssh, its two ranks join at the next commit, and the job finishes on six ranks.
+TEST_F(ElasticHostsTest, ADiscoveredHostJoinsAtTheNextCommit) {
+  const std::string hosts = hosts_file("grow-hosts", "hostA:2\nhostB:2\n");
+  auto p = start_logged(job({"-np", "4", "-H", "hostA:2,hostB:2", "--max-np", "6",
+                             "--host-discovery-script", "cat " + hosts},
+                            {{"ELASTIC_EPOCHS", "3"},
+                             {"ELASTIC_STEP_SLEEP", "0.2"},
+                             {"ELASTIC_GROW", hosts + ":3:hostA:2,hostB:2,hostC:2"}}),
+                        dir_, "grow");
+  expect_replayed(*p, 6, "4,6");
+  const std::string err = read_file(p->err_path);
+  EXPECT_NE(err.find("elastic: 2 rank(s) added (hostC slot 0, hostC slot 1)"), std::string::npos)
+      << err;
+  EXPECT_NE(err.find("elastic: hostC joined: its agent runs, its ranks use " + env_["IFACE_C"] +
+                     " " + env_["ADDR_C"]),
+            std::string::npos)
+      << err;
+  expect_nothing_left(err);
+}
+
+// Horovod users' deadlock: the job drops below --min-np (hostB's agent killed: 2 of 4 ranks
+// left), then hostB comes back (its blacklisting cools down and the script still names it)
+// within --elastic-timeout. hvrun starts a new agent there and the job resumes on four ranks.
+TEST_F(ElasticHostsTest, BelowMinNpTheJobResumesWhenTheHostComesBack) {
+  const std::string hosts = hosts_file("back-hosts", "hostA:2\nhostB:2\n");
+  auto p = start_logged(job({"-np", "4", "-H", "hostA:2,hostB:2", "--min-np", "4",
+                             "--host-discovery-script", "cat " + hosts,
+                             "--blacklist-cooldown-range", "1", "2"},
+                            {{"ELASTIC_EPOCHS", "3"}, {"ELASTIC_STEP_SLEEP", "0.3"}}),
+                        dir_, "come-back");
+  ASSERT_TRUE(wait_for_output(*p, "STEP 3 SIZE 4", seconds(90)))
+      << read_file(p->out_path) << read_file(p->err_path);
+  const pid_t agent = hvrun_agent_in(env_["NS_B"]);
+  ASSERT_GT(agent, 0) << "no hvrun agent in hostB's namespace";
+  ASSERT_EQ(::kill(agent, SIGKILL), 0);
+  expect_replayed(*p, 4, "4");
+  const std::string err = read_file(p->err_path);
+  EXPECT_NE(err.find("fewer than --min-np 4; waiting up to 60 s"), std::string::npos) << err;
+  EXPECT_NE(err.find("elastic: 2 rank(s) added (hostB slot 0, hostB slot 1)"), std::string::npos)
+      << err;
+  EXPECT_NE(err.find("elastic: hostB joined"), std::string::npos) << err;
+  expect_nothing_left(err);
+}
+
+}  // namespace
+}  // namespace hvrun::test
