@@ -158,4 +158,72 @@ std::string syscall_name(long number) {
   return "syscall " + std::to_string(number);
 }
 
+ProcessSnapshot read_process_snapshot(pid_t pid) {
+  ProcessSnapshot snapshot;
+  if (pid <= 0) return snapshot;
+  snapshot.main = read_task_state(pid, pid);
+  if (!snapshot.main) return snapshot;
+  for (pid_t tid : list_tasks(pid))
+    if (std::optional<TaskState> task = read_task_state(pid, tid)) snapshot.tasks.push_back(*task);
+  return snapshot;
+}
+
+namespace {
+constexpr size_t kTaskWords = 5;  // tid, name, letter, wchan, syscall
+
+void put_task(std::string& out, const TaskState& t) {
+  for (const std::string& word :
+       {std::to_string(t.tid), t.name, std::string(1, t.letter), t.wchan, t.syscall}) {
+    out += word;
+    out += '\0';
+  }
+}
+
+std::optional<TaskState> take_task(const std::vector<std::string_view>& words, size_t at) {
+  TaskState t;
+  const std::string tid(words[at]);
+  char* end = nullptr;
+  t.tid = static_cast<pid_t>(std::strtol(tid.c_str(), &end, 10));
+  if (tid.empty() || *end != '\0' || words[at + 2].size() != 1) return std::nullopt;
+  t.name = words[at + 1];
+  t.letter = words[at + 2][0];
+  t.wchan = words[at + 3];
+  t.syscall = words[at + 4];
+  return t;
+}
+}  // namespace
+
+// Words: "1" (the process exists) then its main task and every task, kTaskWords each; or "0".
+std::string encode_process_snapshot(const ProcessSnapshot& snapshot) {
+  std::string out = snapshot.main ? std::string("1", 1) + '\0' : std::string("0", 1) + '\0';
+  if (!snapshot.main) return out;
+  put_task(out, *snapshot.main);
+  for (const TaskState& t : snapshot.tasks) put_task(out, t);
+  return out;
+}
+
+std::optional<ProcessSnapshot> decode_process_snapshot(std::string_view bytes) {
+  std::vector<std::string_view> words;
+  for (size_t start = 0; start < bytes.size();) {
+    const size_t nul = bytes.find('\0', start);
+    if (nul == std::string_view::npos) return std::nullopt;  // every word ends with one
+    words.push_back(bytes.substr(start, nul - start));
+    start = nul + 1;
+  }
+  ProcessSnapshot snapshot;
+  if (words.size() == 1 && words[0] == "0") return snapshot;
+  if (words.empty() || words[0] != "1" || (words.size() - 1) % kTaskWords != 0 ||
+      words.size() < 1 + kTaskWords)
+    return std::nullopt;
+  for (size_t at = 1; at < words.size(); at += kTaskWords) {
+    std::optional<TaskState> t = take_task(words, at);
+    if (!t) return std::nullopt;
+    if (at == 1)
+      snapshot.main = *t;
+    else
+      snapshot.tasks.push_back(*t);
+  }
+  return snapshot;
+}
+
 }  // namespace hvrun

@@ -6,6 +6,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <sys/types.h>
@@ -24,6 +25,18 @@ struct TaskState {
 std::optional<TaskState> read_task_state(pid_t pid, pid_t tid);
 // Every task of `pid` (empty when the process is gone or unreadable).
 std::vector<pid_t> list_tasks(pid_t pid);
+
+// A process as /proc shows it now: its main thread (nullopt when the process is gone) and every
+// task, the main thread among them.
+struct ProcessSnapshot {
+  std::optional<TaskState> main;
+  std::vector<TaskState> tasks;
+};
+ProcessSnapshot read_process_snapshot(pid_t pid);
+// The snapshot as bytes to send to another host ('\0'-separated words), and back (nullopt when
+// malformed).
+std::string encode_process_snapshot(const ProcessSnapshot& snapshot);
+std::optional<ProcessSnapshot> decode_process_snapshot(std::string_view bytes);
 
 // "stopped", "sleeping", "running", "uninterruptible (disk)", "zombie", "traced", "idle".
 std::string state_word(char letter);

@@ -6,7 +6,7 @@
 //
 //   hvrun -np 2 -H localhost:2 [--fusion-threshold-mb 0] build/bin/hvrun_gradient_bench
 //       [--params resnet50_params.txt] [--steps 20] [--warmup 3] [--backend both|hvrun]
-//       [--label fusion-on] [--trace] [--json]
+//       [--label fusion-on] [--trace] [--mark-steps] [--json]
 //
 // Prints steps/s (median and mean over --steps after --warmup; the variants take turns, step by
 // step, so they see the same machine load) for: the step through hvrun,
@@ -17,6 +17,8 @@
 // submitting the 161 tensors, until the first handle completes, until the last, and how many
 // completion waves there were (handles waited in submission order; a gap over 0.3 ms between
 // two completions starts a new wave: each wave is at least one response, one collective).
+// --mark-steps: each step marks two phases ("backward" while submitting, "wait") and its end,
+// as a trainer does for straggler attribution (docs/metrics.md).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -50,12 +52,14 @@ struct Flags {
   std::string label;
   bool json = false;
   bool trace = false;
+  bool mark_steps = false;  // each step marks its phases and its end (straggler attribution)
 };
 
 [[noreturn]] void usage(const std::string& problem) {
   std::fprintf(stderr,
                "hvrun_gradient_bench: %s\nusage: hvrun -np N hvrun_gradient_bench [--params PATH] "
-               "[--steps N] [--warmup N] [--backend both|hvrun] [--label TEXT] [--trace] [--json]\n",
+               "[--steps N] [--warmup N] [--backend both|hvrun] [--label TEXT] [--trace] [--mark-steps] "
+               "[--json]\n",
                problem.c_str());
   std::exit(2);
 }
@@ -86,6 +90,7 @@ Flags parse(int argc, char** argv) {
     } else if (a == "--label") f.label = value();
     else if (a == "--json") f.json = true;
     else if (a == "--trace") f.trace = true;
+    else if (a == "--mark-steps") f.mark_steps = true;
     else usage("unknown flag " + a);
   }
   return f;
@@ -204,12 +209,14 @@ int main(int argc, char** argv) {
     auto start = Clock::now();
     handles.clear();
     done.clear();
+    if (f.mark_steps) w.mark_phase("backward");
     for (auto it = tensors.rbegin(); it != tensors.rend(); ++it) {
       hvrun::TensorView v{it->data.data(), hvrun::DataType::kFloat32,
                           {static_cast<int64_t>(it->data.size())}};
       handles.push_back(w.allreduce_async(it->name, v, average));
     }
     auto submitted = Clock::now();
+    if (f.mark_steps) w.mark_phase("wait");
     bool ok = true;
     for (const hvrun::Handle& h : handles) {
       if (hvrun::Status s = w.wait(h); !s.is_ok()) {
@@ -219,6 +226,7 @@ int main(int argc, char** argv) {
       }
       if (f.trace) done.push_back(Clock::now());
     }
+    if (f.mark_steps) w.mark_step();
     if (f.trace && step_index++ >= f.warmup) trace.add(start, submitted, done);
     return ok;
   }, {}});

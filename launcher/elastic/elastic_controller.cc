@@ -18,7 +18,9 @@ ElasticController::ElasticController(ElasticOptions options, ElasticHooks hooks,
       hosts_timer_(io) {}
 
 std::string ElasticController::describe(const WorkerRecord& record) {
-  return "the worker started as rank " + std::to_string(record.rank) + " on host " + record.host +
+  // A rank whose host never got its agent has no process to speak of.
+  const char* what = record.pid > 0 ? "the worker started as rank " : "the worker planned as rank ";
+  return what + std::to_string(record.rank) + " on host " + record.host +
          (record.pid > 0 ? " (pid " + std::to_string(record.pid) + ")" : std::string()) + " " +
          (record.lost.empty() ? describe_wait_status(record.wait_status) : "was " + record.lost);
 }

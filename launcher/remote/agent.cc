@@ -10,11 +10,13 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <optional>
 
 #include "common/build_info.h"
+#include "common/proc_state.h"
 #include "launcher/plan/cpu_binding.h"
 #include "launcher/plan/network_interfaces.h"
 #include "launcher/plan/rank_environment.h"
@@ -71,6 +73,8 @@ class Agent final : public RankOutput, public ChildrenEvents {
   void start_worker(size_t i);
   // A WORKER frame after START: an elastic job's new rank on this host, started at once.
   void add_worker(const Frame& f);
+  // PROCESSES: what /proc says of the processes named (an autopsy's ranks that did not answer).
+  void answer_processes(const Frame& f);
   void sweep_shared_memory_on_exit();
   void read_stdin();
   void check_coordinator();
@@ -254,6 +258,16 @@ void Agent::add_worker(const Frame& f) {
   loop_->check_progress();
 }
 
+void Agent::answer_processes(const Frame& f) {
+  const std::string tag = f.args.empty() ? "0" : f.args[0];
+  for (const std::string& word : split_list(f.payload)) {
+    const pid_t pid = static_cast<pid_t>(std::atol(word.c_str()));
+    send(encode_frame("PROCESS", {tag, std::to_string(pid)},
+                      encode_process_snapshot(read_process_snapshot(pid))));
+  }
+  send(encode_frame("PROCESSES_DONE", {tag}));
+}
+
 void Agent::read_stdin() {
   stdin_->async_read_some(asio::buffer(stdin_buffer_), [this](error_code ec, size_t n) {
     if (n > 0) reader_.feed(std::string_view(stdin_buffer_.data(), n));
@@ -265,15 +279,18 @@ void Agent::read_stdin() {
       }
       if (!frame->has_value()) break;
       const Frame& f = **frame;
-      if (!started_) {
+      if (f.type == "PROCESSES") {
+        answer_processes(f);
+      } else if (!started_) {
         on_job_frame(f);
         if (io_.stopped()) return;
-      } else if (f.type == "WORKER")
+      } else if (f.type == "WORKER") {
         add_worker(f);
-      else if (f.type == "SIGNAL")
+      } else if (f.type == "SIGNAL") {
         local_->signal_all(static_cast<int>(f.int_arg(0, SIGTERM)));
-      else if (f.type == "KILL")
+      } else if (f.type == "KILL") {
         local_->signal_all(SIGKILL);
+      }
     }
     if (ec || n == 0) {
       connection_lost("the connection to hvrun closed");

@@ -69,6 +69,15 @@ void AgentLinks::add_rank(int rank, size_t index) {
   link_of_rank_[r] = index;
 }
 
+bool AgentLinks::send_to(const std::string& host, const std::string& frame) {
+  for (auto& link : links_) {
+    const AgentLink& a = link->agent;
+    if (a.host == host && link->started && !link->judged && !a.exited && a.in_fd >= 0)
+      return link->agent.send(frame);
+  }
+  return false;
+}
+
 bool AgentLinks::takes_ranks(size_t index) const {
   const Link& l = *links_.at(index);
   return l.started && !l.bye && !l.judged && !l.agent.exited && l.agent.in_fd >= 0;
@@ -190,6 +199,10 @@ void AgentLinks::read_shell_err(size_t index) {
 
 void AgentLinks::on_frame(size_t index, const Frame& f) {
   Link& link = *links_[index];
+  if (f.type == "PROCESS" || f.type == "PROCESSES_DONE") {
+    if (replies_) replies_(link.agent.host, f);
+    return;
+  }
   if (!link.started) {
     if (apply_prestart_frame(link.agent, f)) link.hooks.progress();
     return;

@@ -68,6 +68,14 @@ class AgentLinks final : public Children {
   // Keeps the job "running" while no agent runs (an elastic job waiting for hosts).
   void hold(bool held) { held_ = held; }
 
+  // Frames that answer hvrun's requests (PROCESS, PROCESSES_DONE) go to `replies`, with the
+  // host of the agent that sent them.
+  void on_replies(std::function<void(const std::string& host, const Frame&)> replies) {
+    replies_ = std::move(replies);
+  }
+  // Sends `frame` to the agent of `host` that has its job and runs; false when there is none.
+  bool send_to(const std::string& host, const std::string& frame);
+
   WorkerRecord* reap() override;  // reaps remote shells; ranks report their exits in frames
   // Always: a lost agent explains everything else (the coordinator sees the host's workers'
   // streams drop, and the other ranks fail on the abort, before hvrun sees the shell end).
@@ -120,6 +128,7 @@ class AgentLinks final : public Children {
   boost::asio::steady_timer shell_timer_;
   bool closed_ = false;
   bool held_ = false;
+  std::function<void(const std::string& host, const Frame&)> replies_;
 };
 
 }  // namespace hvrun::launcher

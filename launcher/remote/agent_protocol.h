@@ -14,10 +14,14 @@
 //   PROBES_DONE                             START               payload coordinator address
 //   STARTED RANK PID                        SIGNAL SIG          forward a signal to every worker
 //   START_FAILED RANK     payload why       KILL                SIGKILL every worker's group now
-//   OUT RANK 1|2          payload bytes
+//   OUT RANK 1|2          payload bytes     PROCESSES TAG       payload PID list
 //   EXIT RANK WAIT_STATUS
+//   PROCESS TAG PID       payload what /proc says of PID (common/proc_state.h encoding)
+//   PROCESSES_DONE TAG    (every PID of PROCESSES TAG answered)
 //   NOTE                  payload text
 //   BYE                                     (every worker exited; the agent exits 0)
+//
+// A WORKER frame after START is a rank an elastic job adds to this host: started at once.
 #pragma once
 
 #include <optional>

@@ -16,6 +16,7 @@
 
 #include "common/build_info.h"
 #include "common/setting_keys.h"
+#include "launcher/autopsy/agent_process_views.h"
 #include "launcher/autopsy/autopsy_reporter.h"
 #include "launcher/autopsy/report_files.h"
 #include "launcher/control/control_plane.h"
@@ -36,6 +37,9 @@ namespace hvrun::launcher {
 namespace {
 
 constexpr std::chrono::milliseconds kProbeWindow{5000};  // agents give each probe 2 s
+// An agent answers for its processes at once unless its loop is busy (a coordinator check
+// takes at most 1 s).
+constexpr std::chrono::milliseconds kAgentAnswerDeadline{2000};
 
 std::string this_executable() {
   std::error_code ec;
@@ -175,6 +179,7 @@ class MultiHostLaunch final : public MultiHostRunner::Starter {
   std::unique_ptr<ElasticController> controller_;
   std::unique_ptr<RemoteGrowth> growth_;  // with --host-discovery-script
   std::unique_ptr<DiscoveryThread> discovery_;
+  std::unique_ptr<AgentProcessViews> process_views_;  // once the job started
 };
 
 Result<AgentLink> MultiHostLaunch::start_agent(const std::string& host) const {
@@ -430,15 +435,26 @@ void MultiHostLaunch::start_job() {
     runner->post_control_plane_failure(m, rank);
   };
   events.on_note = [runner](const std::string& m) { runner->post_note(m); };
-  // Ranks on other hosts: their process states are not read (no agent request for it yet).
+  // The ranks that did not answer an autopsy: their hosts' agents read their /proc.
+  process_views_ = std::make_unique<AgentProcessViews>(
+      runner->io(),
+      [runner](const std::string& host, const std::string& frame) {
+        return runner->links().send_to(host, frame);
+      },
+      kAgentAnswerDeadline);
+  runner->links().on_replies([this](const std::string& host, const Frame& f) {
+    process_views_->on_reply(host, f);
+  });
   const AutopsyReporting autopsy_reporting{
       autopsy_directory(settings_.get(setting::kAutopsyDir),
                         settings_.get(setting::kOutputFilename)),
       false};
-  events.on_autopsy = [runner, err = err_, autopsy_reporting](
+  events.on_autopsy = [this, runner, autopsy_reporting](
                           std::shared_ptr<const v1::AutopsyJobReport> report) {
-    runner->post_task([err, autopsy_reporting, report] {
-      report_autopsy(*report, autopsy_reporting, *err);
+    runner->post_task([this, autopsy_reporting, report] {
+      process_views_->fill(*report, [this, autopsy_reporting](const v1::AutopsyJobReport& r) {
+        report_autopsy(r, autopsy_reporting, *err_);
+      });
     });
   };
   const std::string listen =
@@ -550,10 +566,12 @@ int MultiHostLaunch::run() {
   }
 
   int code = runner.run(std::move(links_), *this);
+  if (process_views_) process_views_->flush();  // an autopsy's report still waiting for agents
   if (auto e = runner.end()) end_ = *e;
   discovery_.reset();
   growth_.reset();
   controller_.reset();
+  process_views_.reset();
   links_.clear();
   deadline_timer_.reset();
   telemetry_source_.reset();

@@ -62,7 +62,7 @@ void RemoteGrowth::send_rank(Host& host, int id, const ElasticSlot& slot) {
 bool RemoteGrowth::start_agent(const std::string& name, Host& host) {
   auto link = job_.start_agent(name);
   if (!link.is_ok()) {
-    fail(name, host, "cannot start its agent: " + link.status().message());
+    fail(host, "host " + name + ": cannot start its agent: " + link.status().message());
     return false;
   }
   runner_.say("elastic: starting the agent of " + name + " (" + link->program + ")");
@@ -75,8 +75,8 @@ bool RemoteGrowth::start_agent(const std::string& name, Host& host) {
     auto it = hosts_.find(name);
     if (ec || it == hosts_.end() || it->second.ready || it->second.failed) return;
     const double seconds = static_cast<double>(job_.start_timeout.count()) / 1000.0;
-    fail(name, it->second,
-         "its agent did not get ready within --start-timeout (" +
+    fail(it->second,
+         "host " + name + ": its agent did not get ready within --start-timeout (" +
              std::to_string(static_cast<int>(seconds)) + " s)");
   });
   return true;
@@ -87,10 +87,10 @@ void RemoteGrowth::on_progress(const std::string& name) {
   if (it == hosts_.end() || it->second.ready || it->second.failed) return;
   Host& host = it->second;
   AgentLink& link = runner_.links().agent(host.link);
-  if (!link.failure.empty()) return fail(name, host, link.failure);
+  if (!link.failure.empty()) return fail(host, link.failure);
   if (!link.hello || !link.interfaces_done) return;
   if (std::string problem = job_.version_problem(link); !problem.empty())
-    return fail(name, host, problem);
+    return fail(host, problem);
   if (!host.probe_sent) {
     host.probe_sent = true;
     link.send(encode_frame("PROBE", {}, join_list({job_.coordinator_address})));
@@ -126,11 +126,12 @@ void RemoteGrowth::join(const std::string& name, Host& host) {
   AgentLink& link = runner_.links().agent(host.link);
   for (const ProbeOutcome& p : link.probes)
     if (p.target == job_.coordinator_address && !p.reached)
-      return fail(name, host,
-                  "it cannot reach the coordinator at " + p.target + " (" + p.error + ")");
+      return fail(host,
+                  "host " + name + " cannot reach the coordinator at " + p.target + " (" +
+                      p.error + ")");
   auto choice = choose_interface(HostInterfaces{name, link.interfaces}, {kLaunchHost}, host.probes,
                                  job_.forced_interfaces);
-  if (!choice.is_ok()) return fail(name, host, choice.status().message());
+  if (!choice.is_ok()) return fail(host, choice.status().message());
   host.choice = *choice;
   host.ready = true;
   host.deadline->cancel();
@@ -144,7 +145,7 @@ void RemoteGrowth::join(const std::string& name, Host& host) {
               host.choice.interface + " " + host.choice.address);
 }
 
-void RemoteGrowth::fail(const std::string& name, Host& host, const std::string& why) {
+void RemoteGrowth::fail(Host& host, const std::string& why) {
   if (host.failed) return;
   host.failed = true;
   if (host.deadline) host.deadline->cancel();
@@ -153,17 +154,12 @@ void RemoteGrowth::fail(const std::string& name, Host& host, const std::string& 
     if (link.failure.empty()) link.failure = why;
     if (link.pid > 0 && !link.exited) ::kill(-link.pid, SIGKILL);  // reaped by the links
   }
-  std::string ranks;
-  for (const auto& [id, slot] : host.waiting) {
-    runner_.records().at(static_cast<size_t>(id)).lost =
-        "not started (host " + name + ": " + why + ")";
-    ranks += (ranks.empty() ? "" : ", ") + std::to_string(id);
-  }
+  if (host.waiting.empty()) return;
+  for (const auto& [id, slot] : host.waiting)
+    runner_.records().at(static_cast<size_t>(id)).lost = "never started (" + why + ")";
   host.waiting.clear();
-  if (ranks.empty()) return;
-  const std::string text = "host " + name + ": " + why;
-  runner_.post_task([this, text] {
-    runner_.lose(JobEnd{JobEndKind::kControlPlane, -1, 1, 0, text});
+  runner_.post_task([this, why] {
+    runner_.lose(JobEnd{JobEndKind::kControlPlane, -1, 1, 0, why});
   });
 }
 

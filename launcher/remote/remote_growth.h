@@ -79,8 +79,8 @@ class RemoteGrowth {
   void probe_from_here(const std::string& name, const Host& host, const AgentLink& link);
   void join(const std::string& name, Host& host);
   // Ends the agent's start: its waiting ranks are lost (heard by the supervisor after the caller
-  // returns, so the membership holds them by then).
-  void fail(const std::string& name, Host& host, const std::string& why);
+  // returns, so the membership holds them by then). `why` names the host.
+  void fail(Host& host, const std::string& why);
 
   GrowthJob job_;
   MultiHostRunner& runner_;

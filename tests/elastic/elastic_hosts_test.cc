@@ -166,19 +166,21 @@ TEST_F(ElasticHostsTest, LosingOneOfThreeHostsTheJobFinishesOnFourRanks) {
   expect_nothing_left(err);
 }
 
-// The discovery script names hostC once the job is under way: hvrun starts an agent there over
-// ssh, its two ranks join at the next commit, and the job finishes on six ranks.
-TEST_F(ElasticHostsTest, ADiscoveredHostJoinsAtTheNextCommit) {
+// The discovery script names hostC, and a third slot on hostB, once the job is under way: hvrun
+// starts an agent on hostC over ssh, hostB's running agent starts one more rank, the three join
+// at the next commit, and the job finishes on seven ranks.
+TEST_F(ElasticHostsTest, ADiscoveredHostAndSlotJoinAtTheNextCommit) {
   const std::string hosts = hosts_file("grow-hosts", "hostA:2\nhostB:2\n");
-  auto p = start_logged(job({"-np", "4", "-H", "hostA:2,hostB:2", "--max-np", "6",
+  auto p = start_logged(job({"-np", "4", "-H", "hostA:2,hostB:2", "--max-np", "7",
                              "--host-discovery-script", "cat " + hosts},
                             {{"ELASTIC_EPOCHS", "3"},
                              {"ELASTIC_STEP_SLEEP", "0.2"},
-                             {"ELASTIC_GROW", hosts + ":3:hostA:2,hostB:2,hostC:2"}}),
+                             {"ELASTIC_GROW", hosts + ":3:hostA:2,hostB:3,hostC:2"}}),
                         dir_, "grow");
-  expect_replayed(*p, 6, "4,6");
+  expect_replayed(*p, 7, "4,7");
   const std::string err = read_file(p->err_path);
-  EXPECT_NE(err.find("elastic: 2 rank(s) added (hostC slot 0, hostC slot 1)"), std::string::npos)
+  EXPECT_NE(err.find("elastic: 3 rank(s) added (hostB slot 2, hostC slot 0, hostC slot 1)"),
+            std::string::npos)
       << err;
   EXPECT_NE(err.find("elastic: hostC joined: its agent runs, its ranks use " + env_["IFACE_C"] +
                      " " + env_["ADDR_C"]),
@@ -208,6 +210,29 @@ TEST_F(ElasticHostsTest, BelowMinNpTheJobResumesWhenTheHostComesBack) {
   EXPECT_NE(err.find("elastic: 2 rank(s) added (hostB slot 0, hostB slot 1)"), std::string::npos)
       << err;
   EXPECT_NE(err.find("elastic: hostB joined"), std::string::npos) << err;
+  expect_nothing_left(err);
+}
+
+// A discovered host that cannot be reached (an address of the hosts' network that nobody has:
+// ssh gives up) loses the ranks planned there: the host is blacklisted and the job finishes on
+// the four it had.
+TEST_F(ElasticHostsTest, AnUnreachableDiscoveredHostIsBlacklistedAndTheJobGoesOn) {
+  const std::string nobody = "10.231.0.9";
+  const std::string hosts = hosts_file("bad-hosts", "hostA:2\nhostB:2\n" + nobody + ":2\n");
+  auto p = start_logged(job({"-np", "4", "-H", "hostA:2,hostB:2", "--max-np", "6",
+                             "--host-discovery-script", "cat " + hosts},
+                            {{"ELASTIC_EPOCHS", "3"}, {"ELASTIC_STEP_SLEEP", "0.2"}}),
+                        dir_, "unreachable");
+  expect_replayed(*p, 4, "4");
+  const std::string err = read_file(p->err_path);
+  EXPECT_NE(err.find("the worker planned as rank 4 on host " + nobody + " was never started (host " +
+                     nobody + ": ssh failed: "),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("blacklisted: " + nobody + " (1 failure, blacklisted for the rest of the "
+                     "job); 4 ranks left"),
+            std::string::npos)
+      << err;
   expect_nothing_left(err);
 }
 

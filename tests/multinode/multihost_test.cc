@@ -47,23 +47,33 @@ class MultiHostTest : public NamespaceHostsTest<MultiHostTest> {
     for (pid_t pid : our_trainers()) ::kill(pid, SIGKILL);
   }
 
-  // The trainers this test's hosts run: `train` processes in hostA's or hostB's namespace (other
-  // tests on this machine run `train` too, in the machine's own namespace).
+  // The trainers this test's hosts run: `train` and `hvrun_autopsy_worker` processes in hostA's
+  // or hostB's namespace (other tests on this machine run them too, in the machine's own).
   static std::vector<pid_t> our_trainers() {
     const std::string a = netns_of_name(env_["NS_A"]), b = netns_of_name(env_["NS_B"]);
     std::vector<pid_t> out;
-    for (pid_t pid : processes_running(train_exe())) {
-      const std::string ns = netns_of_pid(pid);
-      if (ns == a || ns == b) out.push_back(pid);
+    for (const char* name : {"train", "hvrun_autopsy_worker"}) {
+      for (pid_t pid : processes_running(exe(name))) {
+        const std::string ns = netns_of_pid(pid);
+        if (ns == a || ns == b) out.push_back(pid);
+      }
     }
     return out;
   }
 
-  static std::string train_exe() {
+  static std::string exe(const char* name) {
     std::error_code ec;
-    auto p = std::filesystem::canonical(bin_path("train"), ec);
-    return ec ? bin_path("train") : p.string();
+    auto p = std::filesystem::canonical(bin_path(name), ec);
+    return ec ? bin_path(name) : p.string();
   }
+
+  // An autopsy of a job whose rank 1 is on hostB (tests/autopsy/autopsy_worker.cc gets it stuck
+  // before its step 3 in `mode`): hvrun's stderr once the report line came (or 60 s passed),
+  // the verdict, and the JSON report. hvrun is then stopped with SIGTERM.
+  struct RemoteAutopsy {
+    std::string err, verdict, json;
+  };
+  static RemoteAutopsy remote_autopsy(const std::string& mode);
 
   // hvrun inside hostA's namespace, over both hosts.
   static std::vector<std::string> hvrun_argv(const std::vector<std::string>& trainer_args,
@@ -303,6 +313,58 @@ TEST_F(MultiHostTest, ElasticJobGoesOnWithoutALostHost) {
                                   check);
   EXPECT_EQ(checked.exit_code, 0) << checked.out << checked.err;
   expect_nothing_left(err);
+}
+
+MultiHostTest::RemoteAutopsy MultiHostTest::remote_autopsy(const std::string& mode) {
+  const std::string autopsies = dir_ + "/autopsy-" + mode;
+  std::filesystem::create_directories(autopsies);
+  const std::vector<std::string> argv = {
+      ip_command(), "netns", "exec", env_["NS_A"], bin_path("hvrun"), "-np", "2", "-H",
+      "hostA:1,hostB:1", "-p", env_["SSH_PORT"], "-i", env_["KEY"], "--rsh", kRsh,
+      "--start-timeout", "60",
+      "--stall-check-warning-time-seconds", "2", "--autopsy-deadline-seconds", "2",
+      "--autopsy-dir", autopsies, "--heartbeat-timeout", "120", "--grace-period", "1",
+      bin_path("hvrun_autopsy_worker"), mode};
+  auto job = start_logged(argv, dir_, "autopsy-" + mode);
+  const auto limit = Clock::now() + seconds(60);
+  RemoteAutopsy a;
+  while (Clock::now() < limit) {
+    a.err = read_file(job->err_path);
+    const size_t at = a.err.find("full report in ");
+    if (at != std::string::npos && a.err.find('\n', at) != std::string::npos) break;
+    ::usleep(50000);
+  }
+  ::kill(job->pid, SIGTERM);
+  job->wait(seconds(15));
+  a.err = read_file(job->err_path);
+  const std::string head = "hvrun: autopsy: ";
+  if (const size_t at = a.err.find(head); at != std::string::npos)
+    a.verdict = a.err.substr(at + head.size(), a.err.find('\n', at) - at - head.size());
+  std::cerr << "[multinode] autopsy (" << mode << "): " << a.verdict << "\n";
+  if (const size_t at = a.err.find(" and ", a.err.find("full report in ")); at != std::string::npos)
+    a.json = read_file(a.err.substr(at + 5, a.err.find('\n', at) - at - 5));
+  return a;
+}
+
+// A stopped rank cannot answer: hostB's agent reads its state, and the verdict says "stopped".
+TEST_F(MultiHostTest, AutopsyReadsAStoppedRemoteRanksStateThroughItsAgent) {
+  const RemoteAutopsy a = remote_autopsy("stop");
+  EXPECT_EQ(a.verdict.rfind("rank 1 on hostB has not submitted '", 0), 0u) << a.err;
+  EXPECT_NE(a.verdict.find("did not answer within 2.0 s"), std::string::npos) << a.verdict;
+  EXPECT_NE(a.verdict.find("is stopped"), std::string::npos) << a.verdict;
+  EXPECT_NE(a.json.find("read by the agent on host hostB"), std::string::npos) << a.json;
+  expect_nothing_left(a.err);
+}
+
+// A rank blocked in read() answers for itself across hosts: the verdict names its function and
+// line, and the system call its agent-side state shows.
+TEST_F(MultiHostTest, AutopsyNamesTheFunctionAndLineOfARemoteRankBlockedInRead) {
+  const RemoteAutopsy a = remote_autopsy("pipe");
+  EXPECT_EQ(a.verdict.rfind("rank 1 on hostB has not submitted '", 0), 0u) << a.err;
+  EXPECT_NE(a.verdict.find(" block_in_read"), std::string::npos) << a.verdict;
+  EXPECT_NE(a.verdict.find("(sleeping in read)"), std::string::npos) << a.verdict;
+  EXPECT_FALSE(a.json.empty()) << a.err;
+  expect_nothing_left(a.err);
 }
 
 TEST_F(MultiHostTest, SigintToHvrunStopsEveryHostsWorkers) {
