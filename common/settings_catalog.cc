@@ -317,9 +317,10 @@ constexpr std::array kCatalog = {
                                "as the kernel shows it."},
     SettingSpec{.name = "autopsy_dir", .flag = "--autopsy-dir", .env = "HVRUN_AUTOPSY_DIR",
                 .kind = SettingKind::kString, .default_value = "", .unit = "directory",
-                .scope = "launcher",
-                .description = "Where hvrun writes autopsy reports (JSON and text); empty: the "
-                               "--output-filename directory, else $TMPDIR or /tmp."},
+                .scope = "coordinator",
+                .description = "Where hvrun (or hvrun-coordinator) writes autopsy reports (JSON "
+                               "and text); empty: the --output-filename directory, else $TMPDIR "
+                               "or /tmp."},
     SettingSpec{.name = "flight_recorder_size", .flag = "--flight-recorder-size",
                 .env = "HVRUN_FLIGHT_RECORDER_SIZE", .kind = SettingKind::kInt,
                 .default_value = "1024", .min = 0, .max = 1048576, .unit = "collectives",

@@ -12,6 +12,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <iostream>
@@ -23,6 +24,8 @@
 #include "common/settings.h"
 #include "coordinator/metrics/metrics_server.h"
 #include "coordinator/server.h"
+#include "launcher/autopsy/autopsy_reporter.h"
+#include "launcher/autopsy/report_files.h"
 
 namespace {
 
@@ -107,6 +110,11 @@ bool stdin_ended() {
   return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLIN | POLLHUP | POLLERR)) != 0;
 }
 
+std::string this_host_name() {
+  char name[256] = {};
+  return ::gethostname(name, sizeof name - 1) == 0 ? std::string(name) : std::string();
+}
+
 int fail(const Status& status) {
   std::cerr << "hvrun-coordinator: " << status.message() << std::endl;
   return 2;
@@ -148,7 +156,18 @@ int main(int argc, char** argv) {
     return fail(hvrun::invalid_argument("no job secret: set HVRUN_SECRET or write it on stdin"));
   }
 
-  auto server = hvrun::coordinator::CoordinatorServer::start(std::move(options));
+  // Autopsies (stall warnings): the verdict on stderr and the report files, as hvrun gives them.
+  // Ranks that registered with this machine's host name have their /proc read here.
+  const hvrun::launcher::AutopsyReporting reporting{
+      hvrun::launcher::autopsy_directory(args->settings.get(hvrun::setting::kAutopsyDir),
+                                         args->settings.get(hvrun::setting::kOutputFilename)),
+      false, this_host_name(), "hvrun-coordinator"};
+  hvrun::launcher::OutputSink err(2);
+  auto on_event = [&reporting, &err](const hvrun::coordinator::CoordinatorEvent& event) {
+    if (event.kind == hvrun::coordinator::CoordinatorEvent::Kind::kAutopsy && event.autopsy)
+      hvrun::launcher::report_autopsy(*event.autopsy, reporting, err);
+  };
+  auto server = hvrun::coordinator::CoordinatorServer::start(std::move(options), on_event);
   if (!server.is_ok()) return fail(server.status());
   std::cout << (*server)->address() << std::endl;
   // --metrics-port: Prometheus /metrics over this coordinator's telemetry (address on stderr:

@@ -16,6 +16,9 @@ namespace hvrun::launcher {
 struct AutopsyReporting {
   std::string directory;        // autopsy_directory(--autopsy-dir, --output-filename)
   bool ranks_are_local = true;  // every rank runs on this host (their /proc is readable)
+  // Else: ranks that registered with this host name are read here (empty: none).
+  std::string this_host;
+  std::string program = "hvrun";  // what the printed lines start with
 };
 
 // Returns the verdict it printed.

@@ -32,10 +32,11 @@ v1::AutopsyProcessState process_view_of(const ProcessSnapshot& snapshot, pid_t p
   return view;
 }
 
-void add_process_views(v1::AutopsyJobReport& report, bool ranks_are_local) {
+void add_process_views(v1::AutopsyJobReport& report, bool ranks_are_local,
+                       const std::string& this_host) {
   for (v1::AutopsyRankEntry& entry : *report.mutable_ranks()) {
     if (entry.answered() || entry.has_process()) continue;
-    if (ranks_are_local) {
+    if (ranks_are_local || (!this_host.empty() && entry.host() == this_host)) {
       *entry.mutable_process() = read_process_view(entry.pid());
     } else {
       entry.mutable_process()->set_state("unknown");

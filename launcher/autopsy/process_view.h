@@ -17,7 +17,9 @@ v1::AutopsyProcessState read_process_view(pid_t pid);
 v1::AutopsyProcessState process_view_of(const ProcessSnapshot& snapshot, pid_t pid);
 
 // Fills `process` for every rank that did not answer and has none yet: read here when
-// `ranks_are_local`, else a note that the process runs on another host.
-void add_process_views(v1::AutopsyJobReport& report, bool ranks_are_local);
+// `ranks_are_local` or the rank registered with host name `this_host` (when not empty), else a
+// note that the process runs on another host.
+void add_process_views(v1::AutopsyJobReport& report, bool ranks_are_local,
+                       const std::string& this_host = "");
 
 }  // namespace hvrun::launcher

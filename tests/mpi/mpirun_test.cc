@@ -43,23 +43,29 @@ class MpirunTest : public NamespaceHostsTest<MpirunTest> {
   }
 
 
-  // hvrun-coordinator for 4 ranks on hostA's veth address (its first stdout line: where).
-  static ChildProcess start_coordinator(const std::string& secret) {
+  // hvrun-coordinator for `ranks` ranks on hostA's veth address (its first stdout line: where),
+  // with `flags` after its own.
+  static ChildProcess start_coordinator(const std::string& secret, int ranks = 4,
+                                        const std::vector<std::string>& flags = {}) {
     ChildOptions options;
     options.env["HVRUN_SECRET"] = secret;
-    return ChildProcess({ip_command(), "netns", "exec", env_["NS_A"], bin_path("hvrun-coordinator"),
-                         "--world-size", "4", "--listen", env_["ADDR_A"] + ":0"},
-                        options);
+    std::vector<std::string> argv = {ip_command(), "netns", "exec", env_["NS_A"],
+                                     bin_path("hvrun-coordinator"), "--world-size",
+                                     std::to_string(ranks), "--listen", env_["ADDR_A"] + ":0"};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    return ChildProcess(argv, options);
   }
 
-  // mpirun on hostA's namespace, every rank over ssh on hostA:2,hostB:2; Open MPI's own
-  // traffic kept on the veth.
+  // mpirun on hostA's namespace, every rank over ssh on `hosts` (-np their slots); Open MPI's
+  // own traffic kept on the veth.
   static std::vector<std::string> mpirun_argv(const std::string& coordinator,
-                                              const std::vector<std::string>& command) {
+                                              const std::vector<std::string>& command,
+                                              const std::string& np = "4",
+                                              const std::string& hosts = "hostA:2,hostB:2") {
     const std::string veth = "10.231.0.0/24";
     std::vector<std::string> argv = {
         ip_command(), "netns", "exec", env_["NS_A"], find_mpirun(), "--allow-run-as-root",
-        "--tag-output", "-np", "4", "-H", "hostA:2,hostB:2", "--mca", "plm_rsh_agent", "ssh",
+        "--tag-output", "-np", np, "-H", hosts, "--mca", "plm_rsh_agent", "ssh",
         "--mca", "plm_rsh_args",
         "-p " + env_["SSH_PORT"] + " -i " + env_["KEY"] +
             " -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR",
@@ -89,6 +95,52 @@ TEST_F(MpirunTest, TheTrainerTakesItsRanksFromMpirunAndTrainsAcrossBothHosts) {
   expect_trained_alike(r.out, 4, 3, "[1,");
   std::optional<int> code = coordinator.wait_exit(std::chrono::seconds(10));
   EXPECT_EQ(code, std::optional<int>(0)) << coordinator.err();
+}
+
+// A job mpirun started gets its autopsy from the standalone coordinator as from hvrun: rank 1
+// (on hostB) blocks in read() before its step 3; at the stall warning the coordinator prints the
+// verdict, naming the function and line, and writes the report files.
+TEST_F(MpirunTest, TheStandaloneCoordinatorGivesTheAutopsyVerdictAndReport) {
+  const std::string secret = "mpirun-autopsy-secret";
+  const std::string autopsies = dir_ + "/autopsies";
+  std::filesystem::create_directories(autopsies);
+  ChildProcess coordinator =
+      start_coordinator(secret, 2,
+                        {"--stall-check-warning-time-seconds", "2", "--autopsy-deadline-seconds",
+                         "2", "--autopsy-dir", autopsies, "--heartbeat-timeout", "120"});
+  std::optional<std::string> address = coordinator.read_line(std::chrono::seconds(20));
+  ASSERT_TRUE(address.has_value()) << coordinator.err();
+  ChildOptions job_options;
+  job_options.env["HVRUN_SECRET"] = secret;
+  ChildProcess job(mpirun_argv(*address, {bin_path("hvrun_autopsy_worker"), "pipe"}, "2",
+                               "hostA:1,hostB:1"),
+                   job_options);
+  const auto limit = std::chrono::steady_clock::now() + seconds(60);
+  const std::string report_line = "full report in ";
+  while (std::chrono::steady_clock::now() < limit &&
+         coordinator.err().find(report_line) == std::string::npos) {
+    coordinator.pump(std::chrono::milliseconds(50));
+    job.pump(std::chrono::milliseconds(10));
+  }
+  coordinator.pump(std::chrono::milliseconds(200));
+  job.stop(seconds(5));
+  coordinator.stop(seconds(5));
+  const std::string err = coordinator.err();
+  const std::string head = "hvrun-coordinator: autopsy: ";
+  const size_t at = err.find(head);
+  ASSERT_NE(at, std::string::npos) << err << job.out() << job.err();
+  const std::string verdict = err.substr(at + head.size(), err.find('\n', at) - at - head.size());
+  std::cerr << "[mpi] autopsy: " << verdict << "\n";
+  EXPECT_EQ(verdict.rfind("rank 1 on hostB has not submitted '", 0), 0u) << verdict;
+  EXPECT_NE(verdict.find(" block_in_read"), std::string::npos) << verdict;
+  EXPECT_NE(verdict.find("(sleeping in read)"), std::string::npos) << verdict;
+  const size_t files = err.find(report_line);
+  ASSERT_NE(files, std::string::npos) << err;
+  const std::string paths = err.substr(files + report_line.size(),
+                                       err.find('\n', files) - files - report_line.size());
+  const std::string json = paths.substr(paths.find(" and ") + 5);
+  EXPECT_EQ(json.rfind(autopsies + "/hvrun-autopsy-", 0), 0u) << json;
+  EXPECT_NE(read_file(json).find("block_in_read"), std::string::npos) << json;
 }
 
 // Open MPI's settings for these hosts, as variables (hvrun --mpi passes its environment on).
