@@ -38,6 +38,16 @@ std::string without_anonymous_namespaces(std::string function) {
   return function;
 }
 
+// "libc.so.6+0x91f16" (the offset when known): what addr2line needs for a frame without a name.
+std::string object_and_offset(const v1::AutopsyFrame& frame) {
+  std::string text = basename_of(frame.object());
+  if (frame.object_offset() == 0) return text;
+  char offset[32];
+  std::snprintf(offset, sizeof offset, "+0x%llx",
+                static_cast<unsigned long long>(frame.object_offset()));
+  return text + offset;
+}
+
 std::string frame_text(const v1::AutopsyFrame& frame) {
   const std::string function =
       without_anonymous_namespaces(function_without_parameters(frame.function()));
@@ -47,7 +57,7 @@ std::string frame_text(const v1::AutopsyFrame& frame) {
   if (!function.empty()) return function + (frame.object().empty() ? "" : " (" + basename_of(frame.object()) + ")");
   char address[32];
   std::snprintf(address, sizeof address, "0x%llx", static_cast<unsigned long long>(frame.address()));
-  return std::string(address) + (frame.object().empty() ? "" : " (" + basename_of(frame.object()) + ")");
+  return std::string(address) + (frame.object().empty() ? "" : " (" + object_and_offset(frame) + ")");
 }
 
 // Where a thread is, outermost first: its innermost Python frames, else its innermost native
@@ -178,7 +188,9 @@ void describe_thread(std::ostringstream& out, const v1::AutopsyThread& thread) {
     out << "      #" << shown - 1 << " " << address << " "
         << (frame.function().empty() ? "??" : frame.function());
     if (!frame.file().empty()) out << " at " << frame.file() << ":" << frame.line();
-    if (!frame.object().empty()) out << " in " << basename_of(frame.object());
+    if (!frame.object().empty())
+      out << " in " << (frame.function().empty() ? object_and_offset(frame)
+                                                 : basename_of(frame.object()));
     out << "\n";
   }
 }

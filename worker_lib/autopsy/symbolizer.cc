@@ -70,9 +70,15 @@ const Libdwfl& libdwfl() {
   return lib;
 }
 
-void fill_with_dladdr(uintptr_t lookup, v1::AutopsyFrame& frame) {
+// The object's name and, when `name_function`, the exported symbol; the offset from the
+// object's load address always (an unnamed frame is then still found offline).
+void fill_with_dladdr(uintptr_t lookup, uintptr_t pc, v1::AutopsyFrame& frame,
+                      bool name_function) {
   Dl_info info{};
   if (::dladdr(reinterpret_cast<void*>(lookup), &info) == 0) return;
+  const auto base = reinterpret_cast<uintptr_t>(info.dli_fbase);
+  if (base != 0 && pc >= base) frame.set_object_offset(pc - base);
+  if (!name_function) return;
   if (info.dli_fname != nullptr) frame.set_object(info.dli_fname);
   if (info.dli_sname != nullptr) frame.set_function(demangle(info.dli_sname));
 }
@@ -105,7 +111,7 @@ std::vector<v1::AutopsyFrame> Symbolizer::frames(const std::vector<uintptr_t>& p
     const uintptr_t lookup = i == 0 || pcs[i] == 0 ? pcs[i] : pcs[i] - 1;
     Dwfl_Module* module = dwfl != nullptr ? lib.addrmodule(dwfl, lookup) : nullptr;
     if (module == nullptr) {
-      fill_with_dladdr(lookup, frame);
+      fill_with_dladdr(lookup, pcs[i], frame, true);
       continue;
     }
     const char* main_file = nullptr;
@@ -120,7 +126,7 @@ std::vector<v1::AutopsyFrame> Symbolizer::frames(const std::vector<uintptr_t>& p
         frame.set_line(number);
       }
     }
-    if (frame.function().empty()) fill_with_dladdr(lookup, frame);
+    fill_with_dladdr(lookup, pcs[i], frame, frame.function().empty());
   }
   return frames;
 }
