@@ -7,7 +7,9 @@
 // to block. Shared (shared_ptr) between the runtime and the handles it created, so a wait that
 // outlives the worker still has somewhere to count.
 //
-// Waits on several threads at once each count in full.
+// Waits on several threads at once each count in full. Frameworks whose executors wait for a
+// completion callback (TensorFlow's asynchronous kernels) count each op's submission to its
+// completion (Handle::count_wait_since).
 #pragma once
 
 #include <atomic>

@@ -32,6 +32,10 @@ bool Handle::poll() const {
   return state_->done;
 }
 
+void Handle::count_wait_since(std::chrono::steady_clock::time_point since) const {
+  if (state_ && state_->blocked) state_->blocked->add(since, detail::BlockedTime::Clock::now());
+}
+
 Status Handle::wait(std::chrono::milliseconds timeout) const {
   if (!state_) return failed_precondition("wait on an empty hvrun::Handle");
   std::unique_lock<std::mutex> lock(state_->mutex);

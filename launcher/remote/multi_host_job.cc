@@ -16,7 +16,7 @@
 
 #include "common/build_info.h"
 #include "common/setting_keys.h"
-#include "launcher/autopsy/agent_process_views.h"
+#include "launcher/remote/agent_process_views.h"
 #include "launcher/autopsy/autopsy_reporter.h"
 #include "launcher/autopsy/report_files.h"
 #include "launcher/control/control_plane.h"

@@ -45,6 +45,32 @@ class BarrierKernel : public CollectiveKernel {
   }
 };
 
+// mark_step() / mark_phase(phase) on the worker when the op runs; FAILED_PRECONDITION before
+// init().
+class MarkKernel : public tf::OpKernel {
+ public:
+  explicit MarkKernel(tf::OpKernelConstruction* context) : tf::OpKernel(context) {
+    is_phase_ = context->HasAttr("phase");
+    if (is_phase_) OP_REQUIRES_OK(context, context->GetAttr("phase", &phase_));
+  }
+
+  void Compute(tf::OpKernelContext* context) override {
+    const bool marked = WorkerSlot::of_process().with_worker([&](Worker& worker) {
+      if (is_phase_)
+        worker.mark_phase(phase_);
+      else
+        worker.mark_step();
+    });
+    if (!marked)
+      context->SetStatus(absl::FailedPreconditionError(
+          "hvrun.tensorflow has not been initialized; use hvd.init() (op '" + name() + "')"));
+  }
+
+ private:
+  bool is_phase_ = false;
+  std::string phase_;
+};
+
 // A scalar read from the worker, of the op's process set (process_set_id, 0 when the op has
 // none); FAILED_PRECONDITION before init(), the worker's error for a set that does not exist.
 class TopologyKernel : public tf::OpKernel {
@@ -124,6 +150,8 @@ class ProcessSetIncludedKernel : public SetMembersKernel {
 };
 
 REGISTER_KERNEL_BUILDER(Name("HvrunJoin").Device(tf::DEVICE_CPU), JoinKernel);
+REGISTER_KERNEL_BUILDER(Name("HvrunMarkStep").Device(tf::DEVICE_CPU), MarkKernel);
+REGISTER_KERNEL_BUILDER(Name("HvrunMarkPhase").Device(tf::DEVICE_CPU), MarkKernel);
 REGISTER_KERNEL_BUILDER(Name("HvrunBarrier").Device(tf::DEVICE_CPU), BarrierKernel);
 REGISTER_KERNEL_BUILDER(Name("HvrunSize").Device(tf::DEVICE_CPU), SizeKernel);
 REGISTER_KERNEL_BUILDER(Name("HvrunLocalSize").Device(tf::DEVICE_CPU), TopologyValueKernel<&Worker::local_size>);
@@ -134,6 +162,8 @@ REGISTER_KERNEL_BUILDER(Name("HvrunProcessSetIncluded").Device(tf::DEVICE_CPU), 
 // On a GPU device too, so that a graph placed there needs no copies: their values stay on the host.
 HVRUN_REGISTER_GPU_KERNEL(Name("HvrunJoin").Device(tf::DEVICE_GPU).HostMemory("output"), JoinKernel);
 HVRUN_REGISTER_GPU_KERNEL(Name("HvrunBarrier").Device(tf::DEVICE_GPU), BarrierKernel);
+HVRUN_REGISTER_GPU_KERNEL(Name("HvrunMarkStep").Device(tf::DEVICE_GPU), MarkKernel);
+HVRUN_REGISTER_GPU_KERNEL(Name("HvrunMarkPhase").Device(tf::DEVICE_GPU), MarkKernel);
 HVRUN_REGISTER_GPU_KERNEL(Name("HvrunSize").Device(tf::DEVICE_GPU).HostMemory("size"), SizeKernel);
 HVRUN_REGISTER_GPU_KERNEL(Name("HvrunLocalSize").Device(tf::DEVICE_GPU).HostMemory("local_size"),
                           TopologyValueKernel<&Worker::local_size>);

@@ -174,6 +174,9 @@ void CollectiveKernel::when_complete(tf::OpKernelContext* context, std::vector<H
     finish(Status::ok());
     return;
   }
+  // The graph waits for the op from now until its last handle completes: straggler
+  // attribution's blocked time, as a wait() would count it.
+  const auto submitted = std::chrono::steady_clock::now();
   auto pending = std::make_shared<PendingOp>();
   pending->left = handles.size();
   pending->finish = std::move(finish);
@@ -193,12 +196,13 @@ void CollectiveKernel::when_complete(tf::OpKernelContext* context, std::vector<H
       });
 
   for (const Handle& handle : handles) {
-    handle.on_complete([pending](const Status& status) {
+    handle.on_complete([pending, handle, submitted](const Status& status) {
       if (!status.is_ok()) {
         std::lock_guard<std::mutex> lock(pending->mutex);
         if (pending->first_failure.is_ok()) pending->first_failure = status;
       }
       if (pending->left.fetch_sub(1) != 1) return;
+      handle.count_wait_since(submitted);
       // The last one: the rest runs on TensorFlow's threads, never on the worker's.
       DeadlineWatch::of_process().cancel(pending->deadline_entry);
       Status final_status;

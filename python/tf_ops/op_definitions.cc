@@ -148,6 +148,14 @@ REGISTER_OP("HvrunJoin").Output("output: int32").SetIsStateful().SetShapeFn(scal
 REGISTER_OP("HvrunBarrier").Attr("process_set_id: int = 0").SetIsStateful().SetShapeFn(
     ::tensorflow::shape_inference::NoOutputs);
 
+// Straggler attribution's marks, when the graph runs (hvd.mark_step / mark_phase inside a
+// tf.function): in program order with the other stateful ops.
+REGISTER_OP("HvrunMarkStep").SetIsStateful().SetShapeFn(::tensorflow::shape_inference::NoOutputs);
+REGISTER_OP("HvrunMarkPhase")
+    .Attr("phase: string")
+    .SetIsStateful()
+    .SetShapeFn(::tensorflow::shape_inference::NoOutputs);
+
 // Values read when the graph runs, not when it is built (Horovod's size_op, rank_op, ...).
 REGISTER_OP("HvrunSize").Attr("process_set_id: int = 0").Output("size: int32").SetIsStateful().SetShapeFn(scalar);
 REGISTER_OP("HvrunProcessSetIncluded")

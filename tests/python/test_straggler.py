@@ -33,8 +33,10 @@ def run_job(args, timeout):
     return proc.returncode, out
 
 
-@pytest.mark.parametrize("api,slow_rank", [("torch", 1), ("numpy", 0)])
+@pytest.mark.parametrize("api,slow_rank", [("torch", 1), ("numpy", 0), ("tf", 1)])
 def test_mark_phase_names_the_slow_rank_and_its_phase(api, slow_rank):
+    if api == "tf":
+        pytest.importorskip("tensorflow")
     code, out = run_job(["-np", "2", "--device", "cpu", "--straggler-warning-ms", "10",
                          sys.executable, os.path.join(HERE, "straggler_worker.py"), api,
                          str(slow_rank), "20", "60"], timeout=90)
@@ -62,6 +64,18 @@ def test_mark_phase_is_in_every_namespace():
 
 def test_mark_phase_in_the_tensorflow_namespace():
     pytest.importorskip("tensorflow")
-    import hvrun.basics
+    import tensorflow as tf
+
     import hvrun.tensorflow
-    assert hvrun.tensorflow.mark_phase is hvrun.basics.mark_phase
+    assert callable(hvrun.tensorflow.mark_phase) and callable(hvrun.tensorflow.mark_step)
+    # Inside a tf.function the marks are ops of the graph (run each time it runs).
+
+    @tf.function
+    def step():
+        hvrun.tensorflow.mark_phase("data")
+        hvrun.tensorflow.mark_step()
+        return tf.constant(0)
+
+    graph = step.get_concrete_function().graph
+    types = [op.type for op in graph.get_operations()]
+    assert "HvrunMarkPhase" in types and "HvrunMarkStep" in types, types

@@ -20,10 +20,11 @@ import tensorflow as tf
 from tensorflow.python.framework import ops
 
 from hvrun import _state
+from hvrun import basics as _basics
 from hvrun._tensors import Adasum, Average, Max, Min, Product, Sum  # noqa: F401
 from hvrun.basics import (ccl_built, cross_rank, cross_size, cuda_built, ddl_built,  # noqa: F401
                           gloo_built, gloo_enabled, is_homogeneous, is_initialized, local_rank,
-                          local_size, mark_phase, mark_step, mpi_built, mpi_enabled,
+                          local_size, mpi_built, mpi_enabled,
                           mpi_threads_supported,
                           nccl_built, rank, rocm_built, set_layout, size, start_timeline,
                           stop_timeline)
@@ -305,6 +306,24 @@ def _grouped_reducescatter(tensors, name=None, op=Sum, ignore_name_scope=False,
 @ops.RegisterGradient("HvrunGroupedReducescatter")
 def _grouped_reducescatter_grad(op, *grads):
     return _scattered_grad(op, list(grads))
+
+
+def mark_step():
+    """One training step done on this rank (straggler attribution; not in Horovod). Inside a
+    tf.function it is an op that marks the step each time the graph runs, in program order with
+    the other stateful ops; the collectives are not ordered, so make it depend on the step's
+    results (tf.control_dependencies) for the step to end after them."""
+    if _executing_eagerly():
+        return _basics.mark_step()
+    return MPI_LIB.hvrun_mark_step()
+
+
+def mark_phase(name):
+    """Phase `name` of this step starts now on this rank ("data", "forward", ...), ending the one
+    before ("" ends it); inside a tf.function, an op as mark_step() is."""
+    if _executing_eagerly():
+        return _basics.mark_phase(name)
+    return MPI_LIB.hvrun_mark_phase(phase=str(name))
 
 
 def join():

@@ -46,6 +46,12 @@ class Handle {
   // once with kFailedPrecondition. Callbacks run in the order they were added.
   void on_complete(std::function<void(const Status&)> callback) const;
 
+  // Counts the time from `since` until now as time this rank waited in hvrun (straggler
+  // attribution's blocked time), for a framework whose executor waits for on_complete() rather
+  // than in wait() (TensorFlow's asynchronous kernels): call it once, when the operation
+  // completed, with the time it was submitted.
+  void count_wait_since(std::chrono::steady_clock::time_point since) const;
+
   // The final status; kFailedPrecondition while the operation is still running.
   Status status() const;
 

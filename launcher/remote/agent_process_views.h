@@ -2,7 +2,7 @@
 // host's agent can read /proc. Each such host's agent is asked (agent_protocol.h PROCESSES) for
 // the state of its silent ranks' processes; what comes back within the deadline is filled into
 // the report, and a host whose agent is gone or too slow gets a note saying so. The report then
-// goes on to `done` (autopsy_reporter.h prints and writes it).
+// goes on to `done` (launcher/autopsy/autopsy_reporter.h prints and writes it).
 //
 // Threads: the job supervisor's loop (the agents' frames are read there).
 #pragma once

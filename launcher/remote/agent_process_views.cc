@@ -1,4 +1,4 @@
-#include "launcher/autopsy/agent_process_views.h"
+#include "launcher/remote/agent_process_views.h"
 
 #include <cstdio>
 #include <cstdlib>
