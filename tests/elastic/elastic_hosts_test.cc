@@ -28,9 +28,7 @@ using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-const char* kRsh =
-    "ssh -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR "
-    "-o KexAlgorithms=curve25519-sha256";
+const char* const kRsh = kNamespaceRsh;
 
 class ElasticHostsTest : public NamespaceHostsTest<ElasticHostsTest> {
  public:
@@ -210,6 +208,53 @@ TEST_F(ElasticHostsTest, BelowMinNpTheJobResumesWhenTheHostComesBack) {
   EXPECT_NE(err.find("elastic: 2 rank(s) added (hostB slot 0, hostB slot 1)"), std::string::npos)
       << err;
   EXPECT_NE(err.find("elastic: hostB joined"), std::string::npos) << err;
+  expect_nothing_left(err);
+}
+
+// Below --min-np with no host coming back: the script names only hostA, hostB's agent is killed,
+// and after --elastic-timeout the job fails naming what was lost and the failed host.
+TEST_F(ElasticHostsTest, BelowMinNpWithNoHostBackTheJobFailsNamingWhatWasLost) {
+  const std::string hosts = hosts_file("gone-hosts", "hostA:2\n");
+  // The flags come after job()'s own: this --elastic-timeout wins over its 60 s.
+  auto p = start_logged(job({"-np", "4", "-H", "hostA:2,hostB:2", "--min-np", "4",
+                             "--elastic-timeout", "3", "--host-discovery-script", "cat " + hosts},
+                            {{"ELASTIC_EPOCHS", "3"}, {"ELASTIC_STEP_SLEEP", "0.3"}}),
+                        dir_, "gone");
+  ASSERT_TRUE(wait_for_output(*p, "STEP 3 SIZE 4", seconds(90)))
+      << read_file(p->out_path) << read_file(p->err_path);
+  const pid_t agent = hvrun_agent_in(env_["NS_B"]);
+  ASSERT_GT(agent, 0) << "no hvrun agent in hostB's namespace";
+  ASSERT_EQ(::kill(agent, SIGKILL), 0);
+  std::optional<int> code = p->wait(seconds(60));
+  const std::string err = read_file(p->err_path);
+  ASSERT_TRUE(code.has_value()) << err;
+  EXPECT_NE(*code, 0) << err;
+  EXPECT_NE(err.find("elastic: 2 ranks, fewer than --min-np 4, and no host came back within 3 s "
+                     "(--elastic-timeout); lost: the worker started as rank 2 on host hostB"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("; failed hosts: hostB"), std::string::npos) << err;
+  expect_nothing_left(err);
+}
+
+// A second failure during the reset of the first: hostC's agent is killed, and the process
+// started as rank 2 (on hostB) dies as it restores the last commit. The job goes on with the
+// three ranks left and finishes with the replayed weights.
+TEST_F(ElasticHostsTest, ASecondFailureDuringTheResetLeavesThreeRanks) {
+  auto p = start_logged(job({"-np", "6", "-H", "hostA:2,hostB:2,hostC:2", "--min-np", "2"},
+                            {{"ELASTIC_EPOCHS", "3"},
+                             {"ELASTIC_STEP_SLEEP", "0.3"},
+                             {"ELASTIC_KILL_IN_RESTORE", "2"}}),
+                        dir_, "second");
+  ASSERT_TRUE(wait_for_output(*p, "STEP 3 SIZE 6", seconds(90)))
+      << read_file(p->out_path) << read_file(p->err_path);
+  const pid_t agent = hvrun_agent_in(env_["NS_C"]);
+  ASSERT_GT(agent, 0) << "no hvrun agent in hostC's namespace";
+  ASSERT_EQ(::kill(agent, SIGKILL), 0);
+  expect_replayed(*p, 3, "6,3");
+  const std::string out = read_file(p->out_path), err = read_file(p->err_path);
+  EXPECT_NE(out.find("KILLING myself (launched as rank 2) in restore"), std::string::npos) << out;
+  EXPECT_NE(err.find("the worker started as rank 2 on host hostB"), std::string::npos) << err;
   expect_nothing_left(err);
 }
 

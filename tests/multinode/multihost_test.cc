@@ -29,12 +29,7 @@ using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-// Host keys are made per run: nothing to check them against. A light key exchange keeps ssh
-// quick on a loaded machine.
-const char* kRsh =
-    "ssh -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR "
-    "-o KexAlgorithms=curve25519-sha256";
-
+const char* const kRsh = kNamespaceRsh;
 
 class MultiHostTest : public NamespaceHostsTest<MultiHostTest> {
  public:

@@ -12,6 +12,12 @@
 
 namespace hvrun::test {
 
+// hvrun's --rsh for these hosts' sshds. Host keys are made per run: nothing to check them
+// against. A light key exchange keeps ssh quick on a loaded machine.
+inline constexpr const char* kNamespaceRsh =
+    "ssh -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR "
+    "-o KexAlgorithms=curve25519-sha256";
+
 class NamespaceHosts {
  public:
   // `script` is a file of scripts/, run as `script up DIR ARGS...`; `what` names the hosts in
