@@ -1,0 +1,361 @@
+// bench_coordinator_scale: N simulated ranks against the real coordinator service: the
+// `hvrun-coordinator` daemon in a process of its own, over real gRPC on loopback TCP. Every rank
+// registers, opens its negotiation stream (the rendezvous), then negotiates a ResNet-50-like step
+// (its 161 gradients: full requests in the first step, cache ids after) for --steps steps.
+//
+//   bench_coordinator_scale [--ranks 64,256,1024] [--steps 20] [--ranks-per-channel 8]
+//                           [--params PATH] [--coordinator PATH] [--json]
+//
+// Per N it prints: the rendezvous time (first Register sent to the last Welcome read), the first
+// step and the steady steps as rank 0 sees them (submit to its last plan), the steady step's
+// coordinator latency after the last rank's submission (rank 0's completion less the latest
+// submission of the step), the coordinator process's CPU per steady step and its resident
+// memory at the end, and the messages and bytes per steady step in each direction (all ranks).
+//
+// Ranks are threads of this process; `--ranks-per-channel` of them share one gRPC channel (one
+// TCP connection, as if they were one host's), so this process does not hold N connections. The
+// steps start together (a barrier): on this machine's 2 cores N threads contend with the
+// coordinator for CPU, which the rank-0 times include and the coordinator's CPU does not.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <barrier>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "bench/param_file.h"
+#include "hvrun.grpc.pb.h"
+
+#ifndef HVRUN_RESNET50_PARAMS
+#define HVRUN_RESNET50_PARAMS "bench/data/resnet50_params.txt"
+#endif
+
+namespace {
+
+namespace v1 = hvrun::v1;
+using Clock = std::chrono::steady_clock;
+constexpr char kSecret[] = "bench-scale-secret";
+
+struct Tensor {
+  std::string name;
+  std::vector<int64_t> shape;
+};
+
+[[noreturn]] void fail(const std::string& what) {
+  std::cerr << "bench_coordinator_scale: " << what << "\n";
+  std::exit(1);
+}
+
+// The daemon for `ranks` ranks: its pid and the address it printed.
+struct Daemon {
+  pid_t pid = -1;
+  std::string address;
+};
+
+Daemon start_daemon(const std::string& path, int ranks) {
+  int out[2];
+  if (::pipe(out) != 0) fail("pipe");
+  const pid_t pid = ::fork();
+  if (pid < 0) fail("fork");
+  if (pid == 0) {
+    ::setenv("HVRUN_SECRET", kSecret, 1);
+    ::dup2(out[1], 1);
+    ::close(out[0]);
+    const std::string n = std::to_string(ranks);
+    // The start and heartbeat limits are far above what any N here takes.
+    ::execl(path.c_str(), path.c_str(), "--world-size", n.c_str(), "--listen", "127.0.0.1:0",
+            "--start-timeout", "600", "--heartbeat-timeout", "600", "--log-level", "warning",
+            static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::close(out[1]);
+  std::string line;
+  char c = 0;
+  while (::read(out[0], &c, 1) == 1 && c != '\n') line += c;
+  ::close(out[0]);
+  if (line.empty()) fail("the coordinator at " + path + " printed no address");
+  return {pid, line};
+}
+
+// utime + stime of `pid` in seconds (/proc/PID/stat fields 14 and 15).
+double cpu_seconds(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::istringstream fields(text.substr(text.rfind(')') + 2));
+  std::string field;
+  double ticks = 0;
+  for (int i = 3; fields >> field; ++i)
+    if (i == 14 || i == 15) ticks += std::stod(field);
+  return ticks / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
+
+double resident_mib(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("VmRSS:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
+  return 0;
+}
+
+struct RankCounts {
+  uint64_t sent_messages = 0, sent_bytes = 0, received_messages = 0, received_bytes = 0;
+};
+
+struct Shared {
+  std::vector<std::shared_ptr<grpc::Channel>> channels;
+  const std::vector<Tensor>* tensors = nullptr;
+  int ranks = 0;
+  int steps = 0;
+  std::unique_ptr<std::barrier<>> step_barrier;
+  std::atomic<int64_t> welcomed{0};              // ranks with their Welcome
+  std::atomic<int64_t> last_welcome_ns{0};       // since t0
+  std::vector<std::atomic<int64_t>> last_submit_ns;  // per step, the latest submission
+  std::vector<double> rank0_us;                 // per step, rank 0's submit to done
+  std::vector<int64_t> rank0_done_ns;           // per step
+  std::vector<RankCounts> counts;               // per rank, steady steps only
+  Clock::time_point t0;
+  pid_t daemon = -1;
+  double cpu_before = 0, cpu_after = 0;
+  double rss_mib = 0;  // the coordinator's, after the last step
+};
+
+int64_t since(const Shared& s) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - s.t0).count();
+}
+
+void run_rank(Shared& s, int rank) {
+  auto stub = v1::Coordinator::NewStub(
+      s.channels[static_cast<size_t>(rank) % s.channels.size()]);
+  auto context = [] {
+    auto ctx = std::make_unique<grpc::ClientContext>();
+    ctx->AddMetadata("x-hvrun-secret", kSecret);
+    ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(600));
+    return ctx;
+  };
+  v1::RegisterRequest request;
+  request.set_protocol_version(v1::PROTOCOL_VERSION_CURRENT);
+  request.mutable_worker()->set_host("simhost" + std::to_string(rank / 8));
+  request.mutable_worker()->set_requested_rank(rank);
+  request.mutable_worker()->set_pid(getpid());
+  v1::RegisterResponse registered;
+  auto reg_ctx = context();
+  if (grpc::Status st = stub->Register(reg_ctx.get(), request, &registered); !st.ok())
+    fail("rank " + std::to_string(rank) + ": Register: " + st.error_message());
+  auto stream_ctx = context();
+  auto stream = stub->Negotiate(stream_ctx.get());
+  v1::WorkerMessage hello;
+  hello.mutable_hello()->set_rank(rank);
+  v1::CoordinatorMessage in;
+  if (!stream->Write(hello) || !stream->Read(&in) || !in.has_welcome())
+    fail("rank " + std::to_string(rank) + ": no Welcome");
+  s.welcomed.fetch_add(1);
+  const int64_t now = since(s);
+  for (int64_t seen = s.last_welcome_ns.load(); now > seen;)
+    if (s.last_welcome_ns.compare_exchange_weak(seen, now)) break;
+
+  const std::vector<Tensor>& tensors = *s.tensors;
+  std::map<std::string, uint32_t> ids;
+  RankCounts& counts = s.counts[static_cast<size_t>(rank)];
+  for (int step = 0; step < s.steps; ++step) {
+    if (step == 1 && rank == 0) s.cpu_before = cpu_seconds(s.daemon);
+    s.step_barrier->arrive_and_wait();
+    v1::WorkerMessage out;
+    auto* batch = out.mutable_requests();
+    for (auto it = tensors.rbegin(); it != tensors.rend(); ++it) {
+      if (auto id = ids.find(it->name); id != ids.end() && id->second != 0) {
+        batch->add_cached_ids(id->second);
+        continue;
+      }
+      auto* r = batch->add_requests();
+      r->set_name(it->name);
+      r->set_op(v1::COLLECTIVE_OP_ALLREDUCE);
+      r->set_dtype(v1::DATA_TYPE_FLOAT32);
+      r->set_device(v1::DEVICE_KIND_CPU);
+      r->set_reduce_op(v1::REDUCE_OP_SUM);
+      for (int64_t d : it->shape) r->add_shape(d);
+    }
+    const bool steady = step > 0;
+    const auto start = Clock::now();
+    const int64_t submitted = since(s);
+    std::atomic<int64_t>& latest = s.last_submit_ns[static_cast<size_t>(step)];
+    for (int64_t seen = latest.load(); submitted > seen;)
+      if (latest.compare_exchange_weak(seen, submitted)) break;
+    if (!stream->Write(out)) fail("rank " + std::to_string(rank) + ": write failed");
+    if (steady) {
+      ++counts.sent_messages;
+      counts.sent_bytes += out.ByteSizeLong();
+    }
+    size_t done = 0;
+    while (done < tensors.size()) {
+      if (!stream->Read(&in)) fail("rank " + std::to_string(rank) + ": stream ended");
+      if (steady) {
+        ++counts.received_messages;
+        counts.received_bytes += in.ByteSizeLong();
+      }
+      if (!in.has_plan()) continue;  // timeline state, hosts updated: not this bench's
+      for (const auto& response : in.plan().responses()) {
+        if (!response.error().empty()) fail(response.error());
+        for (const auto& t : response.tensors()) {
+          ids[t.name()] = t.cache_id();
+          ++done;
+        }
+      }
+    }
+    if (rank == 0) {
+      s.rank0_us[static_cast<size_t>(step)] =
+          std::chrono::duration<double, std::micro>(Clock::now() - start).count();
+      s.rank0_done_ns[static_cast<size_t>(step)] = since(s);
+    }
+  }
+  s.step_barrier->arrive_and_wait();
+  if (rank == 0) {
+    s.cpu_after = cpu_seconds(s.daemon);
+    s.rss_mib = resident_mib(s.daemon);
+  }
+  v1::WorkerMessage bye;
+  bye.mutable_goodbye();
+  stream->Write(bye);
+  stream->WritesDone();
+  while (stream->Read(&in)) {
+  }
+  stream->Finish();
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+std::string default_coordinator() {
+  char exe[4096] = {};
+  const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
+  std::string dir = n > 0 ? std::string(exe, static_cast<size_t>(n)) : std::string();
+  dir = dir.substr(0, dir.rfind('/') + 1);
+  return dir + "hvrun-coordinator";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<int> rank_counts = {64, 256, 1024};
+  int steps = 20;
+  int per_channel = 8;
+  bool json = false;
+  std::string params_path = HVRUN_RESNET50_PARAMS;
+  std::string coordinator = default_coordinator();
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) fail(arg + " needs a value");
+      return argv[++i];
+    };
+    if (arg == "--ranks") {
+      rank_counts.clear();
+      std::stringstream parts(value());
+      for (std::string item; std::getline(parts, item, ',');) rank_counts.push_back(std::stoi(item));
+    } else if (arg == "--steps") {
+      steps = std::max(3, std::stoi(value()));
+    } else if (arg == "--ranks-per-channel") {
+      per_channel = std::max(1, std::stoi(value()));
+    } else if (arg == "--params") {
+      params_path = value();
+    } else if (arg == "--coordinator") {
+      coordinator = value();
+    } else if (arg == "--json") {
+      json = true;
+    } else {
+      fail("usage: bench_coordinator_scale [--ranks 64,256,1024] [--steps N] "
+           "[--ranks-per-channel N] [--params PATH] [--coordinator PATH] [--json]");
+    }
+  }
+  std::vector<Tensor> tensors;
+  for (const hvrun::bench::ParamShape& p :
+       hvrun::bench::read_param_file(params_path).value_or(std::vector<hvrun::bench::ParamShape>{}))
+    tensors.push_back({p.name, p.shape});
+  if (tensors.empty()) fail("cannot read " + params_path + " (pass --params PATH)");
+  ::signal(SIGPIPE, SIG_IGN);
+
+  if (!json)
+    std::printf("# hvrun-coordinator (its own process) and N simulated ranks (threads, %d per "
+                "gRPC channel) over loopback TCP; %zu tensors per step, %d steps (the first "
+                "negotiates, the rest are cached)\n"
+                "%6s %12s %12s %12s %14s %12s %9s %10s %12s %10s %12s\n",
+                per_channel, tensors.size(), steps, "ranks", "rendezvous_s", "first_ms",
+                "steady_ms", "after_last_ms", "coord_cpu_ms", "rss_mib", "msgs_in", "bytes_in",
+                "msgs_out", "bytes_out");
+  for (int ranks : rank_counts) {
+    const Daemon daemon = start_daemon(coordinator, ranks);
+    Shared s;
+    s.tensors = &tensors;
+    s.ranks = ranks;
+    s.steps = steps;
+    s.daemon = daemon.pid;
+    s.step_barrier = std::make_unique<std::barrier<>>(ranks);
+    s.last_submit_ns = std::vector<std::atomic<int64_t>>(static_cast<size_t>(steps));
+    s.rank0_us.assign(static_cast<size_t>(steps), 0);
+    s.rank0_done_ns.assign(static_cast<size_t>(steps), 0);
+    s.counts.assign(static_cast<size_t>(ranks), {});
+    for (int c = 0; c < (ranks + per_channel - 1) / per_channel; ++c) {
+      grpc::ChannelArguments args;
+      args.SetInt("grpc.channel_id", c);  // distinct channels: one connection each
+      s.channels.push_back(grpc::CreateCustomChannel(
+          daemon.address, grpc::InsecureChannelCredentials(), args));
+    }
+    s.t0 = Clock::now();
+    std::vector<std::thread> threads;
+    threads.reserve(static_cast<size_t>(ranks));
+    for (int r = 0; r < ranks; ++r) threads.emplace_back([&s, r] { run_rank(s, r); });
+    for (auto& t : threads) t.join();
+    int status = 0;
+    ::waitpid(daemon.pid, &status, 0);
+
+    std::vector<double> steady, after_last;
+    for (int k = 1; k < steps; ++k) {
+      steady.push_back(s.rank0_us[static_cast<size_t>(k)] / 1000.0);
+      after_last.push_back(
+          static_cast<double>(s.rank0_done_ns[static_cast<size_t>(k)] -
+                              s.last_submit_ns[static_cast<size_t>(k)].load()) / 1e6);
+    }
+    RankCounts total;
+    for (const RankCounts& c : s.counts) {
+      total.sent_messages += c.sent_messages;
+      total.sent_bytes += c.sent_bytes;
+      total.received_messages += c.received_messages;
+      total.received_bytes += c.received_bytes;
+    }
+    const double per_step = static_cast<double>(steps - 1);
+    const double cpu_ms = (s.cpu_after - s.cpu_before) * 1000.0 / per_step;
+    const double rendezvous = static_cast<double>(s.last_welcome_ns.load()) / 1e9;
+    if (json) {
+      std::printf("{\"ranks\": %d, \"rendezvous_s\": %.4f, \"first_ms\": %.3f, \"steady_ms\": %.3f, "
+                  "\"after_last_ms\": %.3f, \"coord_cpu_ms\": %.3f, \"rss_mib\": %.1f, "
+                  "\"msgs_in\": %.0f, \"bytes_in\": %.0f, \"msgs_out\": %.0f, \"bytes_out\": %.0f}\n",
+                  ranks, rendezvous, s.rank0_us[0] / 1000.0, median(steady), median(after_last),
+                  cpu_ms, s.rss_mib, total.sent_messages / per_step, total.sent_bytes / per_step,
+                  total.received_messages / per_step, total.received_bytes / per_step);
+    } else {
+      std::printf("%6d %12.3f %12.2f %12.2f %14.2f %12.2f %9.1f %10.0f %12.0f %10.0f %12.0f\n",
+                  ranks, rendezvous, s.rank0_us[0] / 1000.0, median(steady), median(after_last),
+                  cpu_ms, s.rss_mib, total.sent_messages / per_step, total.sent_bytes / per_step,
+                  total.received_messages / per_step, total.received_bytes / per_step);
+    }
+    std::fflush(stdout);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+      fail("the coordinator for " + std::to_string(ranks) + " ranks did not end cleanly");
+  }
+  return 0;
+}
