@@ -32,10 +32,20 @@ bool ElasticController::absorb() {
   const auto now = ElasticMembership::Clock::now();
   std::string lost;
   std::string lost_host;
+  std::string withdrawn;
+  std::string withdrawn_host;
   for (size_t i = 0; i < records.size(); ++i) {
     const WorkerRecord& r = records[i];
     if (handled_[i] || (!r.exited && r.lost.empty())) continue;
     handled_[i] = true;
+    if (withdrawing_.erase(static_cast<int>(i)) > 0) {
+      // Stopped by hvrun: however it ended, its host did not fail.
+      if (!membership_.remove_finished(static_cast<int>(i))) continue;
+      withdrawn += (withdrawn.empty() ? "the worker started as rank " : ", rank ") +
+                   std::to_string(r.rank) + " on host " + r.host;
+      withdrawn_host = r.host;
+      continue;
+    }
     if (r.lost.empty() && !is_failure(r.wait_status)) {
       membership_.remove_finished(static_cast<int>(i));
       continue;
@@ -45,7 +55,19 @@ bool ElasticController::absorb() {
     lost += describe(r);
     lost_host = r.host;
   }
+  if (lost.empty() && !withdrawn.empty()) {
+    // Counted when the script's change was seen (on_discovered).
+    const std::string why = "withdrawn, the discovery script no longer lists them: " + withdrawn;
+    runner_.say("elastic: " + why + "; " + std::to_string(membership_.size()) + " ranks left");
+    if (membership_.short_of_min()) {
+      wait_for_hosts(why);
+      return true;
+    }
+    hooks_.change_membership(membership_.plan(), why, withdrawn_host);
+    return true;
+  }
   if (lost.empty()) return true;
+  if (!withdrawn.empty()) lost += "; withdrawn, the discovery script no longer lists them: " + withdrawn;
   const ElasticOptions& o = membership_.options();
   if (!membership_.count_reset()) {
     runner_.say("elastic: " + lost + "; --reset-limit " + std::to_string(o.reset_limit) +
@@ -101,6 +123,27 @@ void ElasticController::stop_waiting() {
   hosts_timer_.cancel();
 }
 
+void ElasticController::withdraw_unlisted(const std::vector<HostSlots>& hosts) {
+  if (!runner_.stop) return;
+  std::vector<int> ids;
+  for (int id : membership_.unlisted(hosts))
+    if (withdrawing_.count(id) == 0) ids.push_back(id);
+  if (ids.empty()) return;
+  if (!membership_.count_reset()) {
+    runner_.fail("elastic: --reset-limit " + std::to_string(membership_.options().reset_limit) +
+                 " reached (hosts were taken away)");
+    return;
+  }
+  std::string which;
+  for (int id : ids) {
+    withdrawing_.insert(id);
+    which += (which.empty() ? "" : ", ") + std::to_string(id);
+  }
+  runner_.say("elastic: the discovery script no longer lists the slots of process(es) " + which +
+              ": stopping them (SIGTERM); the others reset from their last commit");
+  for (int id : ids) runner_.stop(id);
+}
+
 void ElasticController::on_discovered(const Result<std::vector<HostSlots>>& hosts) {
   if (runner_.ending() || !runner_.start) return;
   if (!hosts.is_ok()) {
@@ -111,6 +154,14 @@ void ElasticController::on_discovered(const Result<std::vector<HostSlots>>& host
     return;
   }
   discovery_error_.clear();
+  if (hosts->empty()) {
+    // Most likely a script that failed quietly: taking every rank away would end the job.
+    if (!empty_said_) runner_.say("elastic: the discovery script listed no host; the hosts known stay");
+    empty_said_ = true;
+    return;
+  }
+  empty_said_ = false;
+  withdraw_unlisted(*hosts);
   const std::vector<ElasticSlot> slots =
       membership_.free_slots(*hosts, ElasticMembership::Clock::now());
   if (slots.empty()) return;

@@ -9,6 +9,7 @@
 
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,9 @@ struct ElasticRunnerSide {
   // Starts a new process in `slot`, adds its record; its id, or -1 (said why). Empty: this
   // runner cannot add ranks.
   std::function<int(const ElasticSlot&)> start;
+  // Stops process `id` (SIGTERM to its process group, wherever it runs); its exit is then
+  // taken as a withdrawal. Empty: this runner takes no slot away.
+  std::function<void(int id)> stop;
 };
 
 class ElasticController {
@@ -63,6 +67,8 @@ class ElasticController {
 
  private:
   void wait_for_hosts(const std::string& lost);
+  // Stops the members whose slots `hosts` no longer lists (their exits are withdrawals).
+  void withdraw_unlisted(const std::vector<HostSlots>& hosts);
   void stop_waiting();
 
   ElasticHooks hooks_;
@@ -70,8 +76,10 @@ class ElasticController {
   ElasticMembership membership_;
   boost::asio::steady_timer hosts_timer_;  // short of --min-np
   std::vector<bool> handled_;              // by record: taken into the membership
+  std::set<int> withdrawing_;              // stopped because the script no longer lists them
   bool waiting_for_hosts_ = false;
   std::string discovery_error_;            // the last one said (each is said once)
+  bool empty_said_ = false;                // "listed no host" was said
 };
 
 }  // namespace hvrun::launcher

@@ -1,5 +1,6 @@
 #include "launcher/elastic/elastic_runner.h"
 
+#include <signal.h>
 #include <spdlog/spdlog.h>
 
 #include <chrono>
@@ -73,6 +74,12 @@ int ElasticRunner::run(const std::vector<ElasticSlot>& first) {
   side.fail = [this](const std::string& text) { supervisor().post_control_plane_failure(text, -1); };
   side.hold = [this](bool held) { children_->held = held; };
   side.start = [this](const ElasticSlot& slot) { return start_member(slot); };
+  side.stop = [this](int id) {
+    WorkerRecord& w = supervisor().workers().at(static_cast<size_t>(id));
+    if (w.pid <= 0 || w.exited) return;
+    w.signalled_by_hvrun = true;
+    ::kill(-w.pid, SIGTERM);  // its process group: the worker and what it started
+  };
   controller_ = std::make_unique<ElasticController>(config_.elastic, config_.hooks, std::move(side),
                                                     supervisor().io());
   const int code = supervisor().run(children, [&] {

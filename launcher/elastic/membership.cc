@@ -47,6 +47,17 @@ bool ElasticMembership::remove_finished(int id) {
   return true;
 }
 
+std::vector<int> ElasticMembership::unlisted(const std::vector<HostSlots>& hosts) const {
+  std::vector<int> ids;
+  for (const Member& m : members_) {
+    const bool listed = std::any_of(hosts.begin(), hosts.end(), [&](const HostSlots& h) {
+      return h.host == m.slot.host && m.slot.local_rank < h.slots;
+    });
+    if (!listed) ids.push_back(m.id);
+  }
+  return ids;
+}
+
 std::vector<ElasticSlot> ElasticMembership::plan() const {
   std::vector<ElasticSlot> slots;
   for (const Member& m : members_) slots.push_back(m.slot);

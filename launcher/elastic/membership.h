@@ -40,8 +40,10 @@ class ElasticMembership {
   // `id` failed: it leaves and its host is blacklisted. False when it was no member. Ranks of
   // one host that fail at the same `now` (its agent was lost) count as one failure of it.
   bool remove_failed(int id, Clock::time_point now);
-  // `id` exited 0: it leaves (its host stays usable).
+  // `id` exited 0, or was withdrawn: it leaves (its host stays usable).
   bool remove_finished(int id);
+  // Members whose slot `hosts` no longer has (its host missing, or fewer slots there), by id.
+  std::vector<int> unlisted(const std::vector<HostSlots>& hosts) const;
 
   const std::vector<Member>& members() const { return members_; }
   std::vector<ElasticSlot> plan() const;

@@ -73,6 +73,8 @@ class Agent final : public RankOutput, public ChildrenEvents {
   void start_worker(size_t i);
   // A WORKER frame after START: an elastic job's new rank on this host, started at once.
   void add_worker(const Frame& f);
+  // STOP RANK: an elastic job takes this rank's slot away (SIGTERM to its process group).
+  void stop_worker(int rank);
   // PROCESSES: what /proc says of the processes named (an autopsy's ranks that did not answer).
   void answer_processes(const Frame& f);
   void sweep_shared_memory_on_exit();
@@ -258,6 +260,11 @@ void Agent::add_worker(const Frame& f) {
   loop_->check_progress();
 }
 
+void Agent::stop_worker(int rank) {
+  for (const WorkerRecord& w : workers_)
+    if (w.rank == rank && w.pid > 0 && !w.exited) ::kill(-w.pid, SIGTERM);
+}
+
 void Agent::answer_processes(const Frame& f) {
   const std::string tag = f.args.empty() ? "0" : f.args[0];
   for (const std::string& word : split_list(f.payload)) {
@@ -286,6 +293,8 @@ void Agent::read_stdin() {
         if (io_.stopped()) return;
       } else if (f.type == "WORKER") {
         add_worker(f);
+      } else if (f.type == "STOP") {
+        stop_worker(static_cast<int>(f.int_arg(0)));
       } else if (f.type == "SIGNAL") {
         local_->signal_all(static_cast<int>(f.int_arg(0, SIGTERM)));
       } else if (f.type == "KILL") {

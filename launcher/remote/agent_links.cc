@@ -69,6 +69,15 @@ void AgentLinks::add_rank(int rank, size_t index) {
   link_of_rank_[r] = index;
 }
 
+bool AgentLinks::stop_rank(int rank) {
+  const auto r = static_cast<size_t>(rank);
+  if (r >= link_of_rank_.size() || link_of_rank_[r] >= links_.size()) return false;
+  Link& link = *links_[link_of_rank_[r]];
+  if (link.judged || link.agent.exited) return false;
+  if (WorkerRecord* w = record(rank)) w->signalled_by_hvrun = true;
+  return link.agent.send(encode_frame("STOP", {std::to_string(rank)}));
+}
+
 bool AgentLinks::send_to(const std::string& host, const std::string& frame) {
   for (auto& link : links_) {
     const AgentLink& a = link->agent;

@@ -73,6 +73,9 @@ class AgentLinks final : public Children {
   void on_replies(std::function<void(const std::string& host, const Frame&)> replies) {
     replies_ = std::move(replies);
   }
+  // Asks rank `rank`'s agent to stop it (SIGTERM to its process group); false when its agent is
+  // gone.
+  bool stop_rank(int rank);
   // Sends `frame` to the agent of `host` that has its job and runs; false when there is none.
   bool send_to(const std::string& host, const std::string& frame);
 

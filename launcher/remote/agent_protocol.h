@@ -22,6 +22,7 @@
 //   BYE                                     (every worker exited; the agent exits 0)
 //
 // A WORKER frame after START is a rank an elastic job adds to this host: started at once.
+// STOP RANK (hvrun -> agent) takes one away: SIGTERM to that worker's process group.
 #pragma once
 
 #include <optional>

@@ -560,6 +560,7 @@ int MultiHostLaunch::run() {
       // Without a discovery script no host can come: short of --min-np the job fails at once.
       side.start = [this](const ElasticSlot& slot) { return growth_ ? growth_->start(slot) : -1; };
       side.hold = [&runner](bool held) { runner.links().hold(held); };
+      side.stop = [&runner](int id) { runner.links().stop_rank(id); };
     }
     controller_ = std::make_unique<ElasticController>(*elastic_, std::move(hooks), std::move(side),
                                                       runner.io());

@@ -211,10 +211,11 @@ TEST_F(ElasticHostsTest, BelowMinNpTheJobResumesWhenTheHostComesBack) {
   expect_nothing_left(err);
 }
 
-// Below --min-np with no host coming back: the script names only hostA, hostB's agent is killed,
-// and after --elastic-timeout the job fails naming what was lost and the failed host.
+// Below --min-np with no host coming back: hostB's agent is killed, and without a cool-down
+// range it stays blacklisted though the script names it; after --elastic-timeout the job fails
+// naming what was lost and the failed host.
 TEST_F(ElasticHostsTest, BelowMinNpWithNoHostBackTheJobFailsNamingWhatWasLost) {
-  const std::string hosts = hosts_file("gone-hosts", "hostA:2\n");
+  const std::string hosts = hosts_file("gone-hosts", "hostA:2\nhostB:2\n");
   // The flags come after job()'s own: this --elastic-timeout wins over its 60 s.
   auto p = start_logged(job({"-np", "4", "-H", "hostA:2,hostB:2", "--min-np", "4",
                              "--elastic-timeout", "3", "--host-discovery-script", "cat " + hosts},
@@ -255,6 +256,35 @@ TEST_F(ElasticHostsTest, ASecondFailureDuringTheResetLeavesThreeRanks) {
   const std::string out = read_file(p->out_path), err = read_file(p->err_path);
   EXPECT_NE(out.find("KILLING myself (launched as rank 2) in restore"), std::string::npos) << out;
   EXPECT_NE(err.find("the worker started as rank 2 on host hostB"), std::string::npos) << err;
+  expect_nothing_left(err);
+}
+
+// The script stops naming hostC mid-run: hvrun has hostC's agent stop its two ranks (SIGTERM),
+// the others reset from their last commit and finish on four ranks; hostC is not blacklisted.
+TEST_F(ElasticHostsTest, AHostTheScriptNoLongerListsIsWithdrawn) {
+  const std::string hosts = hosts_file("shrink-hosts", "hostA:2\nhostB:2\nhostC:2\n");
+  auto p = start_logged(job({"-np", "6", "-H", "hostA:2,hostB:2,hostC:2", "--min-np", "2",
+                             "--host-discovery-script", "cat " + hosts},
+                            {{"ELASTIC_EPOCHS", "3"},
+                             {"ELASTIC_STEP_SLEEP", "0.2"},
+                             {"ELASTIC_GROW", hosts + ":3:hostA:2,hostB:2"}}),
+                        dir_, "shrink");
+  expect_replayed(*p, 4, "6,4");
+  const std::string err = read_file(p->err_path);
+  EXPECT_NE(err.find("the discovery script no longer lists the slots of process(es) 4, 5: "
+                     "stopping them"),
+            std::string::npos)
+      << err;
+  // Each exit is taken as it comes (a membership change each; the second moves the first's
+  // rendezvous on).
+  for (const char* rank : {"4", "5"})
+    EXPECT_NE(err.find(std::string("elastic: withdrawn, the discovery script no longer lists them: "
+                                   "the worker started as rank ") +
+                       rank + " on host hostC"),
+              std::string::npos)
+        << err;
+  EXPECT_NE(err.find("; 4 ranks left"), std::string::npos) << err;
+  EXPECT_EQ(err.find("blacklisted"), std::string::npos) << err;
   expect_nothing_left(err);
 }
 

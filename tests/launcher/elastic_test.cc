@@ -35,6 +35,22 @@ TEST(ElasticMembership, SurvivorsKeepTheirOrderAndNewMembersGoLast) {
   EXPECT_TRUE(m.short_of_min());
 }
 
+TEST(ElasticMembership, UnlistedAreTheMembersOfHostsAndSlotsTheListNoLongerHas) {
+  ElasticMembership m(options(5, 1, 0));
+  m.add({0, {"a", 0}});
+  m.add({1, {"a", 1}});
+  m.add({2, {"b", 0}});
+  m.add({3, {"c", 0}});
+  m.add({4, {"c", 1}});
+  // a keeps one slot, b is gone, c keeps both.
+  EXPECT_EQ(m.unlisted({{"a", 1}, {"c", 2}}), (std::vector<int>{1, 2}));
+  EXPECT_TRUE(m.unlisted({{"a", 2}, {"b", 1}, {"c", 2}}).empty());
+  // A withdrawn member leaves without blacklisting its host.
+  EXPECT_TRUE(m.remove_finished(2));
+  EXPECT_FALSE(m.blacklisted("b", Clock::now()));
+  EXPECT_EQ(m.free_slots({{"b", 1}}, Clock::now()), (std::vector<ElasticSlot>{{"b", 0}}));
+}
+
 TEST(ElasticMembership, AFailedHostGetsNoNewRankForEver) {
   ElasticMembership m(options(2, 1, 0));
   m.add({0, {"a", 0}});

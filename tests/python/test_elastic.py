@@ -113,6 +113,20 @@ def test_discovered_slots_join_at_the_next_commit(tmp_path):
     check_job(out, code, final_size=3, sizes_seen=[2, 3])
 
 
+def test_a_slot_the_script_no_longer_lists_is_withdrawn(tmp_path):
+    hosts = tmp_path / "hosts"
+    hosts.write_text("localhost:3\n")
+    code, out = elastic_job(["-np", "3", "--min-np", "2", "--elastic-timeout", "60",
+                             "--host-discovery-script", "cat " + str(hosts)],
+                            {"ELASTIC_GROW": "%s:3:localhost:2" % hosts, "ELASTIC_EPOCHS": "3",
+                             "ELASTIC_STEP_SLEEP": "0.15"})
+    assert "the discovery script no longer lists the slots of process(es) 2: stopping them" in out, out
+    assert re.search(r"elastic: withdrawn, the discovery script no longer lists them: the worker "
+                     r"started as rank 2 on host \S+; 2 ranks left", out), out
+    assert "blacklisted" not in out, out
+    check_job(out, code, final_size=2, sizes_seen=[3, 2])
+
+
 def test_an_error_of_the_program_is_raised_not_reset_for_ever():
     code, out = elastic_job(["-np", "2", "--min-np", "1", "--elastic-timeout", "20"],
                             {"ELASTIC_MISMATCH": "3"}, timeout=90)
