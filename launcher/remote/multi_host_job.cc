@@ -516,7 +516,6 @@ void MultiHostLaunch::start_growth() {
 }
 
 int MultiHostLaunch::run() {
-  if (!start_agents()) return 2;
   auto secret = random_hex(32);
   auto job_suffix = random_hex(4);
   if (!secret.is_ok() || !job_suffix.is_ok()) {
@@ -546,6 +545,9 @@ int MultiHostLaunch::run() {
     config.absorb_failure = [this](const JobEnd&) { return controller_ && controller_->absorb(); };
   }
   MultiHostRunner runner(std::move(config), out, err);
+  // The runner catches SIGINT and SIGTERM from now on: a signal while the agents start is its
+  // to handle (the default action would kill hvrun without a word, the remote shells with it).
+  if (!start_agents()) return 2;
   runner_ = &runner;
   err_ = &err;
   deadline_timer_.emplace(runner.io());
