@@ -12,6 +12,8 @@
 #include <chrono>
 #include <condition_variable>
 #include <functional>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -26,8 +28,9 @@ namespace hvrun::coordinator {
 
 struct Registered {
   v1::Topology topology;
-  std::vector<v1::RankInfo> ranks;  // every rank, by rank
-  std::string job_id;               // filled by the job: what names this membership's resources
+  // Every rank's host: one copy for the whole job, built when the rendezvous completes.
+  std::shared_ptr<const v1::HostPlacement> placement;
+  std::string job_id;  // filled by the job: what names this membership's resources
 };
 
 // How the ranks are assigned.
@@ -87,6 +90,7 @@ class Rendezvous {
 
   const int world_size_;
   const std::vector<PlannedRank> plan_;
+  const std::map<std::pair<std::string, int>, int> planned_rank_;  // (host, local rank) -> rank
   const std::chrono::milliseconds start_timeout_;
   const RankRules rules_;
 
@@ -103,6 +107,7 @@ class Rendezvous {
   int failure_rank_ = -1;                         // after a failure: the rank it names
   std::vector<v1::Topology> topology_;            // by rank, after success
   std::vector<v1::RankInfo> ranks_;               // by rank, after success
+  std::shared_ptr<const v1::HostPlacement> placement_;  // after success
 };
 
 }  // namespace hvrun::coordinator

@@ -6,7 +6,8 @@
 //   bench_coordinator_scale [--ranks 64,256,1024] [--steps 20] [--ranks-per-channel 8]
 //                           [--params PATH] [--coordinator PATH] [--json]
 //
-// Per N it prints: the rendezvous time (first Register sent to the last Welcome read), the first
+// Per N it prints: the rendezvous time (first Register sent to the last Welcome read) and the
+// coordinator's CPU until then (its start included), the first
 // step and the steady steps as rank 0 sees them (submit to its last plan), the steady step's
 // coordinator latency after the last rank's submission (rank 0's completion less the latest
 // submission of the step), the coordinator process's CPU per steady step and its resident
@@ -128,6 +129,7 @@ struct Shared {
   std::vector<RankCounts> counts;               // per rank, steady steps only
   Clock::time_point t0;
   pid_t daemon = -1;
+  double rendezvous_cpu = 0;  // the coordinator's CPU from its start to the last Welcome
   double cpu_before = 0, cpu_after = 0;
   double rss_mib = 0;  // the coordinator's, after the last step
 };
@@ -154,6 +156,7 @@ void run_rank(Shared& s, int rank) {
   auto reg_ctx = context();
   if (grpc::Status st = stub->Register(reg_ctx.get(), request, &registered); !st.ok())
     fail("rank " + std::to_string(rank) + ": Register: " + st.error_message());
+
   auto stream_ctx = context();
   auto stream = stub->Negotiate(stream_ctx.get());
   v1::WorkerMessage hello;
@@ -161,7 +164,7 @@ void run_rank(Shared& s, int rank) {
   v1::CoordinatorMessage in;
   if (!stream->Write(hello) || !stream->Read(&in) || !in.has_welcome())
     fail("rank " + std::to_string(rank) + ": no Welcome");
-  s.welcomed.fetch_add(1);
+  if (s.welcomed.fetch_add(1) + 1 == s.ranks) s.rendezvous_cpu = cpu_seconds(s.daemon);
   const int64_t now = since(s);
   for (int64_t seen = s.last_welcome_ns.load(); now > seen;)
     if (s.last_welcome_ns.compare_exchange_weak(seen, now)) break;
@@ -293,8 +296,8 @@ int main(int argc, char** argv) {
     std::printf("# hvrun-coordinator (its own process) and N simulated ranks (threads, %d per "
                 "gRPC channel) over loopback TCP; %zu tensors per step, %d steps (the first "
                 "negotiates, the rest are cached)\n"
-                "%6s %12s %12s %12s %14s %12s %9s %10s %12s %10s %12s\n",
-                per_channel, tensors.size(), steps, "ranks", "rendezvous_s", "first_ms",
+                "%6s %12s %11s %12s %12s %14s %12s %9s %10s %12s %10s %12s\n",
+                per_channel, tensors.size(), steps, "ranks", "rendezvous_s", "rdv_cpu_ms", "first_ms",
                 "steady_ms", "after_last_ms", "coord_cpu_ms", "rss_mib", "msgs_in", "bytes_in",
                 "msgs_out", "bytes_out");
   for (int ranks : rank_counts) {
@@ -341,15 +344,16 @@ int main(int argc, char** argv) {
     const double cpu_ms = (s.cpu_after - s.cpu_before) * 1000.0 / per_step;
     const double rendezvous = static_cast<double>(s.last_welcome_ns.load()) / 1e9;
     if (json) {
-      std::printf("{\"ranks\": %d, \"rendezvous_s\": %.4f, \"first_ms\": %.3f, \"steady_ms\": %.3f, "
+      std::printf("{\"ranks\": %d, \"rendezvous_s\": %.4f, \"rdv_cpu_ms\": %.1f, "
+                  "\"first_ms\": %.3f, \"steady_ms\": %.3f, "
                   "\"after_last_ms\": %.3f, \"coord_cpu_ms\": %.3f, \"rss_mib\": %.1f, "
                   "\"msgs_in\": %.0f, \"bytes_in\": %.0f, \"msgs_out\": %.0f, \"bytes_out\": %.0f}\n",
-                  ranks, rendezvous, s.rank0_us[0] / 1000.0, median(steady), median(after_last),
+                  ranks, rendezvous, s.rendezvous_cpu * 1000.0, s.rank0_us[0] / 1000.0, median(steady), median(after_last),
                   cpu_ms, s.rss_mib, total.sent_messages / per_step, total.sent_bytes / per_step,
                   total.received_messages / per_step, total.received_bytes / per_step);
     } else {
-      std::printf("%6d %12.3f %12.2f %12.2f %14.2f %12.2f %9.1f %10.0f %12.0f %10.0f %12.0f\n",
-                  ranks, rendezvous, s.rank0_us[0] / 1000.0, median(steady), median(after_last),
+      std::printf("%6d %12.3f %11.1f %12.2f %12.2f %14.2f %12.2f %9.1f %10.0f %12.0f %10.0f %12.0f\n",
+                  ranks, rendezvous, s.rendezvous_cpu * 1000.0, s.rank0_us[0] / 1000.0, median(steady), median(after_last),
                   cpu_ms, s.rss_mib, total.sent_messages / per_step, total.sent_bytes / per_step,
                   total.received_messages / per_step, total.received_bytes / per_step);
     }

@@ -10,12 +10,19 @@ namespace {
 std::string describe_worker(const v1::WorkerInfo& w) {
   return "host " + w.host() + " pid " + std::to_string(w.pid());
 }
+
+std::map<std::pair<std::string, int>, int> index_plan(const std::vector<PlannedRank>& plan) {
+  std::map<std::pair<std::string, int>, int> rank_of;
+  for (int r = 0; r < static_cast<int>(plan.size()); ++r) rank_of[{plan[r].host, plan[r].local_rank}] = r;
+  return rank_of;
+}
 }  // namespace
 
 Rendezvous::Rendezvous(int world_size, std::vector<PlannedRank> plan,
                        std::chrono::milliseconds start_timeout, Listener on_end, RankRules rules)
     : world_size_(world_size),
       plan_(std::move(plan)),
+      planned_rank_(index_plan(plan_)),
       start_timeout_(start_timeout),
       rules_(rules),
       on_end_(std::move(on_end)),
@@ -25,9 +32,9 @@ Status Rendezvous::claim_rank(const v1::WorkerInfo& worker, int* slot) {
   const int index = static_cast<int>(workers_.size());
   int rank = rules_ == RankRules::kMembership ? -1 : worker.requested_rank();
   if (rank < 0 && !plan_.empty()) {
-    for (int r = 0; r < world_size_; ++r) {
-      if (plan_[r].host == worker.host() && plan_[r].local_rank == worker.local_rank()) rank = r;
-    }
+    if (auto planned = planned_rank_.find({worker.host(), worker.local_rank()});
+        planned != planned_rank_.end())
+      rank = planned->second;
     if (rank < 0) {
       return invalid_argument("worker on " + describe_worker(worker) + " (local rank " +
                               std::to_string(worker.local_rank()) +
@@ -70,52 +77,68 @@ void Rendezvous::finish_locked() {
   // Hosts in order of their lowest rank; local ranks as planned, as given, or in rank order.
   std::vector<std::string> host_order;
   std::map<std::string, std::vector<int>> ranks_on_host;
-  for (int r = 0; r < world_size_; ++r) {
-    const auto& host = workers_[worker_of_rank_[r]].host();
-    if (!ranks_on_host.count(host)) host_order.push_back(host);
-    ranks_on_host[host].push_back(r);
+  auto placement = std::make_shared<v1::HostPlacement>();
+  {
+    std::map<std::string, uint32_t> index_of_host;
+    for (int r = 0; r < world_size_; ++r) {
+      const auto& host = workers_[worker_of_rank_[r]].host();
+      auto [it, added] = index_of_host.try_emplace(host, static_cast<uint32_t>(host_order.size()));
+      if (added) {
+        host_order.push_back(host);
+        placement->add_hosts(host);
+      }
+      ranks_on_host[host].push_back(r);
+      placement->add_host_of_rank(it->second);
+    }
   }
   std::vector<int> local_rank(world_size_);
-  for (int r = 0; r < world_size_; ++r) {
-    const v1::WorkerInfo& w = workers_[worker_of_rank_[r]];
-    const auto& on_host = ranks_on_host[w.host()];
-    if (rules_ == RankRules::kMembership) {
-      local_rank[r] = static_cast<int>(std::find(on_host.begin(), on_host.end(), r) - on_host.begin());
-    } else if (!plan_.empty()) {
-      local_rank[r] = plan_[r].local_rank;
-    } else if (w.local_rank() >= 0) {
-      local_rank[r] = w.local_rank();
-    } else {
-      local_rank[r] = static_cast<int>(std::find(on_host.begin(), on_host.end(), r) - on_host.begin());
+  for (const auto& [host, on_host] : ranks_on_host) {
+    for (size_t i = 0; i < on_host.size(); ++i) {
+      const int r = on_host[i];
+      const v1::WorkerInfo& w = workers_[worker_of_rank_[r]];
+      const int in_rank_order = static_cast<int>(i);  // on_host is in rank order
+      if (rules_ == RankRules::kMembership) {
+        local_rank[r] = in_rank_order;
+      } else if (!plan_.empty()) {
+        local_rank[r] = plan_[r].local_rank;
+      } else if (w.local_rank() >= 0) {
+        local_rank[r] = w.local_rank();
+      } else {
+        local_rank[r] = in_rank_order;
+      }
     }
+  }
+  // A rank's cross rank: its host's place among the hosts (in host order) that have a rank of
+  // its local rank; the cross size: how many such hosts there are.
+  std::map<int, std::vector<int>> hosts_with_local_rank;  // local rank -> host positions
+  for (size_t h = 0; h < host_order.size(); ++h) {
+    std::vector<int> seen;
+    for (int r : ranks_on_host[host_order[h]]) seen.push_back(local_rank[r]);
+    std::sort(seen.begin(), seen.end());
+    seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
+    for (int l : seen) hosts_with_local_rank[l].push_back(static_cast<int>(h));
   }
   topology_.assign(world_size_, {});
   ranks_.assign(world_size_, {});
   for (int r = 0; r < world_size_; ++r) {
     const v1::WorkerInfo& w = workers_[worker_of_rank_[r]];
+    const std::vector<int>& hosts = hosts_with_local_rank[local_rank[r]];
+    const int host_position = static_cast<int>(placement->host_of_rank(r));
     v1::Topology& t = topology_[r];
     t.set_rank(r);
     t.set_size(world_size_);
     t.set_local_rank(local_rank[r]);
     t.set_local_size(static_cast<int>(ranks_on_host[w.host()].size()));
-    int cross_rank = 0;
-    int cross_size = 0;
-    for (const auto& host : host_order) {
-      const auto& on_host = ranks_on_host[host];
-      const bool has_slot = std::any_of(on_host.begin(), on_host.end(),
-                                        [&](int other) { return local_rank[other] == local_rank[r]; });
-      if (!has_slot) continue;
-      if (host == w.host()) cross_rank = cross_size;
-      ++cross_size;
-    }
-    t.set_cross_rank(cross_rank);
-    t.set_cross_size(cross_size);
+    t.set_cross_rank(static_cast<int>(std::lower_bound(hosts.begin(), hosts.end(), host_position) -
+                                      hosts.begin()));
+    t.set_cross_size(static_cast<int>(hosts.size()));
     v1::RankInfo& info = ranks_[r];
     info.set_rank(r);
     info.set_host(w.host());
     info.set_local_rank(local_rank[r]);
     info.set_pid(w.pid());
   }
+  placement_ = std::move(placement);
 }
 
 Status Rendezvous::check_consistency_locked() const {
@@ -238,7 +261,7 @@ Result<Registered> Rendezvous::register_worker(const v1::WorkerInfo& worker) {
   Registered result;
   if (status.is_ok()) {
     result.topology = topology_[rank];
-    result.ranks = ranks_;
+    result.placement = placement_;
   }
   lock.unlock();
   for (auto& listener : to_call) listener(status);

@@ -2,8 +2,11 @@
 // registration, the key-value store, authentication, options.
 #include <unistd.h>
 
+#include <array>
 #include <future>
 #include <map>
+#include <string>
+#include <vector>
 
 #include <google/protobuf/util/message_differencer.h>
 #include <gtest/gtest.h>
@@ -27,7 +30,9 @@ TEST(CoordinatorService, SmokeRegisterKvAndOneAllreduceGivesIdenticalPlans) {
     EXPECT_EQ(registered[r].topology().local_size(), 2);
     EXPECT_EQ(registered[r].topology().cross_size(), 1);
     EXPECT_EQ(registered[r].job_id(), server->job_id());
-    EXPECT_EQ(registered[r].ranks_size(), 2);
+    ASSERT_EQ(registered[r].placement().host_of_rank_size(), 2);
+    ASSERT_EQ(registered[r].placement().hosts_size(), 1);
+    EXPECT_EQ(registered[r].placement().host_of_rank(r), 0u);
   }
 
   ASSERT_TRUE(client.kv_set("gloo/0", "address-of-0").ok());
@@ -116,7 +121,16 @@ TEST(CoordinatorService, TopologyFollowsThePlan) {
     }));
   }
   std::vector<v1::Topology> topology;
-  for (auto& f : futures) topology.push_back(f.get().topology());
+  for (auto& f : futures) {
+    const v1::RegisterResponse response = f.get();
+    topology.push_back(response.topology());
+    const v1::HostPlacement& placement = response.placement();
+    ASSERT_EQ(placement.hosts_size(), 2);
+    EXPECT_EQ(placement.hosts(0), "alpha");
+    EXPECT_EQ(placement.hosts(1), "beta");
+    EXPECT_EQ(std::vector<uint32_t>(placement.host_of_rank().begin(), placement.host_of_rank().end()),
+              (std::vector<uint32_t>{0, 0, 1}));
+  }
   EXPECT_EQ(topology[0].rank(), 2);
   EXPECT_EQ(topology[0].local_size(), 1);
   EXPECT_EQ(topology[0].cross_rank(), 1);
@@ -126,6 +140,48 @@ TEST(CoordinatorService, TopologyFollowsThePlan) {
   EXPECT_EQ(topology[1].local_size(), 2);
   EXPECT_EQ(topology[1].cross_size(), 1);
   EXPECT_EQ(topology[2].rank(), 0);
+}
+
+// Ranks placed round-robin over hosts, one host with fewer slots: local and cross ranks as
+// Horovod defines them, and every rank's host in the placement.
+TEST(CoordinatorService, InterleavedHostsGetLocalAndCrossRanksAndOnePlacement) {
+  const std::vector<std::pair<std::string, int>> slots = {
+      {"a", 0}, {"b", 0}, {"a", 1}, {"b", 1}, {"c", 0}};
+  auto options = options_for(static_cast<int>(slots.size()));
+  for (const auto& [host, local] : slots) options.plan.push_back({host, local});
+  auto server = start_server(options);
+  ASSERT_TRUE(server);
+  TestClient client(server->address());
+  std::vector<std::future<v1::RegisterResponse>> futures;
+  for (auto [host, local] : slots) {
+    futures.push_back(std::async(std::launch::async, [&client, host = host, local = local] {
+      v1::RegisterRequest request;
+      request.set_protocol_version(v1::PROTOCOL_VERSION_CURRENT);
+      request.mutable_worker()->set_host(host);
+      request.mutable_worker()->set_local_rank(local);
+      request.mutable_worker()->set_requested_rank(-1);
+      v1::RegisterResponse response;
+      auto ctx = client.context();
+      EXPECT_TRUE(client.stub().Register(ctx.get(), request, &response).ok());
+      return response;
+    }));
+  }
+  // rank: (local rank, local size, cross rank, cross size)
+  const std::vector<std::array<int, 4>> expected = {
+      {0, 2, 0, 3}, {0, 2, 1, 3}, {1, 2, 0, 2}, {1, 2, 1, 2}, {0, 1, 2, 3}};
+  for (size_t r = 0; r < futures.size(); ++r) {
+    const v1::RegisterResponse response = futures[r].get();
+    const v1::Topology& t = response.topology();
+    EXPECT_EQ(t.rank(), static_cast<int>(r));
+    EXPECT_EQ((std::array<int, 4>{t.local_rank(), t.local_size(), t.cross_rank(), t.cross_size()}),
+              expected[r])
+        << "rank " << r;
+    const v1::HostPlacement& placement = response.placement();
+    EXPECT_EQ(std::vector<std::string>(placement.hosts().begin(), placement.hosts().end()),
+              (std::vector<std::string>{"a", "b", "c"}));
+    EXPECT_EQ(std::vector<uint32_t>(placement.host_of_rank().begin(), placement.host_of_rank().end()),
+              (std::vector<uint32_t>{0, 1, 0, 1, 2}));
+  }
 }
 
 TEST(CoordinatorService, RanksSharingAGpuOrDifferingInNcclFailTheRendezvous) {

@@ -121,20 +121,19 @@ Result<CpuDataPlane> make_cpu_backend(const CpuBackendContext& c,
 }
 
 Result<CpuDataPlane> make_cpu_backend_for_job(const Config& config,
-                                              const v1::RegisterResponse& registered,
+                                              const Registration& registered,
                                               KeyValueStore& store) {
   CpuBackendConfig settings = config.cpu_backend;
-  CpuBackendContext context{.rank = registered.topology().rank(),
-                            .hosts = {},
-                            .job_id = registered.job_id(),
+  CpuBackendContext context{.rank = registered.topology.rank,
+                            .hosts = registered.hosts,
+                            .job_id = registered.response.job_id(),
                             .data_address = config.data_address,
                             .connect_timeout = config.start_timeout,
                             .op_timeout = config.op_timeout};
-  for (const v1::RankInfo& info : registered.ranks()) context.hosts.push_back(info.host());
-  // A coordinator that lists no ranks leaves the placement unknown: Gloo works everywhere.
-  if (static_cast<int>(context.hosts.size()) != registered.topology().size()) {
+  // A coordinator that gives no placement leaves it unknown: Gloo works everywhere.
+  if (context.hosts.empty()) {
     settings.backend = "gloo";
-    context.hosts.assign(static_cast<size_t>(registered.topology().size()), config.host);
+    context.hosts.assign(static_cast<size_t>(registered.topology.size), config.host);
   }
   return make_cpu_backend(context, settings, store);
 }

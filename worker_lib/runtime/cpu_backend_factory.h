@@ -24,6 +24,7 @@
 #include "worker_lib/backend.h"
 #include "worker_lib/kv_store.h"
 #include "worker_lib/round_agreement.h"
+#include "worker_lib/runtime/registration.h"
 
 namespace hvrun::detail {
 
@@ -58,7 +59,7 @@ Result<CpuDataPlane> make_cpu_backend(const CpuBackendContext& context,
 // What the runtime calls after registration: settings from `config.cpu_backend`, hosts from the
 // coordinator's answer.
 Result<CpuDataPlane> make_cpu_backend_for_job(const Config& config,
-                                              const v1::RegisterResponse& registered,
+                                              const Registration& registered,
                                               KeyValueStore& store);
 
 }  // namespace hvrun::detail

@@ -4,6 +4,8 @@
 
 #include <chrono>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "hvrun.pb.h"
@@ -21,6 +23,9 @@ struct Registration {
   bool timeline_from_start = false;  // --timeline-filename: record from the first collective
   int64_t fusion_threshold_bytes = 0;  // the coordinator's; 0 = no fusion
   std::chrono::microseconds cycle_time{0};  // the coordinator's
+  // Every rank's host, by rank (the response's placement unpacked); empty when the coordinator
+  // gave none or one that does not cover every rank, which leaves the placement unknown.
+  std::vector<std::string> hosts;
 };
 
 // Registers this process (`config.host` filled in) and checks the protocol version.

@@ -75,7 +75,7 @@ Status Runtime::connect() {
 
   // Shared memory within a host, Gloo across hosts (see cpu_backend_factory.h).
   HVRUN_ASSIGN_OR_RETURN(CpuDataPlane plane,
-                         make_cpu_backend_for_job(config_, registered.response, *client_));
+                         make_cpu_backend_for_job(config_, registered, *client_));
   backend_ = std::move(plane.backend);
   executor_ = std::make_unique<PlanExecutor>(*backend_, topology_.rank, topology_.size);
   executor_->set_failure_explainer([this](Status failed) {
@@ -95,7 +95,7 @@ Status Runtime::connect() {
   ProcessSetPlanes::Job set_job{.rank = topology_.rank,
                                 .size = topology_.size,
                                 .local_rank = topology_.local_rank,
-                                .hosts = {},
+                                .hosts = registered.hosts,
                                 .job_id = job_id_,
                                 .config = &config_,
                                 .store = client_.get(),
@@ -103,11 +103,9 @@ Status Runtime::connect() {
                                   return state_.explain_failure(std::move(failed));
                                 },
                                 .observer = nullptr};
-  for (const v1::RankInfo& info : registered.response.ranks()) set_job.hosts.push_back(info.host());
-  // A coordinator that lists no ranks leaves the placement unknown: a host per rank, so that
-  // sets use Gloo, as the job does then.
-  if (static_cast<int>(set_job.hosts.size()) != topology_.size) {
-    set_job.hosts.clear();
+  // A coordinator that gives no placement leaves it unknown: a host per rank, so that sets use
+  // Gloo, as the job does then.
+  if (set_job.hosts.empty()) {
     for (int r = 0; r < topology_.size; ++r) set_job.hosts.push_back("unknown-host-" + std::to_string(r));
     set_job.gloo_only = true;
   }
