@@ -28,8 +28,9 @@ namespace hvrun::coordinator {
 
 struct Registered {
   v1::Topology topology;
-  // Every rank's host: one copy for the whole job, built when the rendezvous completes.
-  std::shared_ptr<const v1::HostPlacement> placement;
+  // Every rank's host (a serialized v1::HostPlacement): one copy for the whole job, built when
+  // the rendezvous completes.
+  std::shared_ptr<const std::string> placement;
   std::string job_id;  // filled by the job: what names this membership's resources
 };
 
@@ -107,7 +108,7 @@ class Rendezvous {
   int failure_rank_ = -1;                         // after a failure: the rank it names
   std::vector<v1::Topology> topology_;            // by rank, after success
   std::vector<v1::RankInfo> ranks_;               // by rank, after success
-  std::shared_ptr<const v1::HostPlacement> placement_;  // after success
+  std::shared_ptr<const std::string> placement_;  // after success, serialized
 };
 
 }  // namespace hvrun::coordinator

@@ -212,7 +212,7 @@ void run_rank(Shared& s, int rank) {
       for (const auto& response : in.plan().responses()) {
         if (!response.error().empty()) fail(response.error());
         for (const auto& t : response.tensors()) {
-          ids[t.name()] = t.cache_id();
+          if (!t.name().empty()) ids[t.name()] = t.cache_id();  // as_cached: name left out
           ++done;
         }
       }
@@ -297,9 +297,9 @@ int main(int argc, char** argv) {
                 "gRPC channel) over loopback TCP; %zu tensors per step, %d steps (the first "
                 "negotiates, the rest are cached)\n"
                 "%6s %12s %11s %12s %12s %14s %12s %9s %10s %12s %10s %12s\n",
-                per_channel, tensors.size(), steps, "ranks", "rendezvous_s", "rdv_cpu_ms", "first_ms",
-                "steady_ms", "after_last_ms", "coord_cpu_ms", "rss_mib", "msgs_in", "bytes_in",
-                "msgs_out", "bytes_out");
+                per_channel, tensors.size(), steps, "ranks", "rendezvous_s", "rdv_cpu_ms",
+                "first_ms", "steady_ms", "after_last_ms", "coord_cpu_ms", "rss_mib", "msgs_in",
+                "bytes_in", "msgs_out", "bytes_out");
   for (int ranks : rank_counts) {
     const Daemon daemon = start_daemon(coordinator, ranks);
     Shared s;
@@ -348,12 +348,15 @@ int main(int argc, char** argv) {
                   "\"first_ms\": %.3f, \"steady_ms\": %.3f, "
                   "\"after_last_ms\": %.3f, \"coord_cpu_ms\": %.3f, \"rss_mib\": %.1f, "
                   "\"msgs_in\": %.0f, \"bytes_in\": %.0f, \"msgs_out\": %.0f, \"bytes_out\": %.0f}\n",
-                  ranks, rendezvous, s.rendezvous_cpu * 1000.0, s.rank0_us[0] / 1000.0, median(steady), median(after_last),
+                  ranks, rendezvous, s.rendezvous_cpu * 1000.0, s.rank0_us[0] / 1000.0,
+                  median(steady), median(after_last),
                   cpu_ms, s.rss_mib, total.sent_messages / per_step, total.sent_bytes / per_step,
                   total.received_messages / per_step, total.received_bytes / per_step);
     } else {
-      std::printf("%6d %12.3f %11.1f %12.2f %12.2f %14.2f %12.2f %9.1f %10.0f %12.0f %10.0f %12.0f\n",
-                  ranks, rendezvous, s.rendezvous_cpu * 1000.0, s.rank0_us[0] / 1000.0, median(steady), median(after_last),
+      std::printf("%6d %12.3f %11.1f %12.2f %12.2f %14.2f %12.2f %9.1f %10.0f %12.0f %10.0f "
+                  "%12.0f\n",
+                  ranks, rendezvous, s.rendezvous_cpu * 1000.0, s.rank0_us[0] / 1000.0,
+                  median(steady), median(after_last),
                   cpu_ms, s.rss_mib, total.sent_messages / per_step, total.sent_bytes / per_step,
                   total.received_messages / per_step, total.received_bytes / per_step);
     }

@@ -211,6 +211,12 @@ std::optional<v1::Plan> NegotiationEngine::State::build_plan(TimePoint now) {
     v1::ResponseTensor& out = *response->add_tensors();
     out.set_name(tensor->name);
     out.set_cache_id(cache_id);
+    // Every rank knows this tensor by its id (it sent the id, and every rank received the plan
+    // that assigned it): the wire form may leave out name and shape.
+    out.set_as_cached(tensor->cache_id != 0 && tensor->reference_from_cache &&
+                      (meta.op == v1::COLLECTIVE_OP_ALLREDUCE ||
+                       meta.op == v1::COLLECTIVE_OP_BROADCAST ||
+                       meta.op == v1::COLLECTIVE_OP_REDUCESCATTER));
     out.mutable_shape()->Assign(meta.shape.begin(), meta.shape.end());
     if (meta.op == v1::COLLECTIVE_OP_ALLGATHER || meta.op == v1::COLLECTIVE_OP_ALLTOALL) {
       if (!out.shape().empty()) out.set_shape(0, tensor->first_dims[0]);

@@ -13,7 +13,8 @@ std::string describe_worker(const v1::WorkerInfo& w) {
 
 std::map<std::pair<std::string, int>, int> index_plan(const std::vector<PlannedRank>& plan) {
   std::map<std::pair<std::string, int>, int> rank_of;
-  for (int r = 0; r < static_cast<int>(plan.size()); ++r) rank_of[{plan[r].host, plan[r].local_rank}] = r;
+  for (int r = 0; r < static_cast<int>(plan.size()); ++r)
+    rank_of[{plan[r].host, plan[r].local_rank}] = r;
   return rank_of;
 }
 }  // namespace
@@ -138,7 +139,7 @@ void Rendezvous::finish_locked() {
     info.set_local_rank(local_rank[r]);
     info.set_pid(w.pid());
   }
-  placement_ = std::move(placement);
+  placement_ = std::make_shared<const std::string>(placement->SerializeAsString());
 }
 
 Status Rendezvous::check_consistency_locked() const {

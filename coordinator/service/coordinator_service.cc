@@ -51,7 +51,7 @@ grpc::Status CoordinatorService::Register(grpc::ServerContext* context,
   worker_settings->set_timeline_from_start(!job_.options().timeline_filename.empty());
   worker_settings->set_fusion_threshold_bytes(job_.options().fusion_threshold_bytes);
   worker_settings->set_cycle_time_us(job_.options().cycle_time.count());
-  if (registered->placement) *response->mutable_placement() = *registered->placement;
+  if (registered->placement) response->set_placement(*registered->placement);
   response->set_protocol_version(kProtocolVersion);
   return grpc::Status::OK;
 }

@@ -18,6 +18,20 @@ std::chrono::milliseconds stall_check_period(const NegotiationLoop::StallOptions
   }
   return std::max(std::chrono::milliseconds(50), smallest / 8);
 }
+
+// What goes on the wire: the plan without the names and shapes its tensors' cache ids already
+// say (ResponseTensor.as_cached), which is most of a steady step's plan.
+v1::CoordinatorMessage wire_form(const v1::CoordinatorMessage& message) {
+  v1::CoordinatorMessage wire = message;
+  for (v1::Response& response : *wire.mutable_plan()->mutable_responses()) {
+    for (v1::ResponseTensor& tensor : *response.mutable_tensors()) {
+      if (!tensor.as_cached()) continue;
+      tensor.clear_name();
+      tensor.clear_shape();
+    }
+  }
+  return wire;
+}
 }  // namespace
 
 NegotiationLoop::NegotiationLoop(EngineOptions options, StallOptions stall, Hooks hooks)
@@ -225,7 +239,7 @@ void NegotiationLoop::take_plans_locked(NegotiationEngine::TimePoint now) {
     }
     Outgoing out;
     *out.wrapped.mutable_plan() = std::move(*plan);
-    out.bytes = serialize(out.wrapped);
+    out.bytes = serialize(wire_form(out.wrapped));
     std::lock_guard<std::mutex> lock(send_mutex_);
     outgoing_.push_back(std::move(out));
   }

@@ -29,10 +29,43 @@ TEST(Cache, FirstNegotiationAssignsIdsAndCachedIdsNegotiateTheSame) {
   ASSERT_EQ(sim.plans.size(), 1u);
   const v1::Plan& second = sim.plans[0];
   ASSERT_EQ(second.responses_size(), first.responses_size());
+  // The same responses, but now every rank knows each tensor by its id: as_cached.
   for (int i = 0; i < second.responses_size(); ++i) {
     v1::Response a = first.responses(i), b = second.responses(i);
+    for (v1::ResponseTensor& t : *a.mutable_tensors()) EXPECT_FALSE(t.as_cached()) << t.name();
+    for (v1::ResponseTensor& t : *b.mutable_tensors()) {
+      EXPECT_TRUE(t.as_cached()) << t.name();
+      t.clear_as_cached();
+    }
     EXPECT_EQ(a.SerializeAsString(), b.SerializeAsString()) << "response " << i;
   }
+}
+
+// A tensor is as_cached only when its id was assigned by an earlier plan and the ranks sent the
+// id (nothing changed); an allgather never is (its first dimensions differ per step).
+TEST(Cache, OnlyTensorsKnownByTheirIdAreAsCached) {
+  Sim sim(2);
+  for (int r = 0; r < 2; ++r)
+    sim.submit(r, {allreduce("a", {4}), request("g", v1::COLLECTIVE_OP_ALLGATHER, {2, 3})});
+  auto ids = ids_of(sim);
+  sim.plans.clear();
+  sim.submit(0, {cached(ids["a"]), cached(ids["g"])});
+  sim.submit(1, {cached(ids["a"]), cached(ids["g"])});
+  ASSERT_EQ(sim.plans.size(), 1u);
+  std::map<std::string, bool> as_cached;
+  for (const v1::Response& r : sim.plans[0].responses())
+    for (const v1::ResponseTensor& t : r.tensors()) as_cached[t.name()] = t.as_cached();
+  EXPECT_EQ(as_cached, (std::map<std::string, bool>{{"a", true}, {"g", false}}));
+
+  // Rank 0 sends "a" in full (same metadata): the reference is not the cache's, so the plan
+  // restates it.
+  sim.plans.clear();
+  sim.submit(0, {allreduce("a", {4})});
+  sim.submit(1, {cached(ids["a"])});
+  ASSERT_EQ(sim.plans.size(), 1u);
+  ASSERT_EQ(sim.plans[0].responses_size(), 1);
+  EXPECT_EQ(sim.plans[0].responses(0).tensors(0).cache_id(), ids["a"]);
+  EXPECT_FALSE(sim.plans[0].responses(0).tensors(0).as_cached());
 }
 
 TEST(Cache, PackedCachedIdsAreTheSameAsCachedRequests) {

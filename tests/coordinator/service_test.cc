@@ -18,6 +18,12 @@ namespace {
 
 using namespace testing;  // NOLINT(google-build-using-namespace): test helpers
 
+v1::HostPlacement placement_of(const v1::RegisterResponse& response) {
+  v1::HostPlacement placement;
+  EXPECT_TRUE(placement.ParseFromString(response.placement()));
+  return placement;
+}
+
 TEST(CoordinatorService, SmokeRegisterKvAndOneAllreduceGivesIdenticalPlans) {
   auto server = start_server(options_for(2));
   ASSERT_TRUE(server);
@@ -30,9 +36,10 @@ TEST(CoordinatorService, SmokeRegisterKvAndOneAllreduceGivesIdenticalPlans) {
     EXPECT_EQ(registered[r].topology().local_size(), 2);
     EXPECT_EQ(registered[r].topology().cross_size(), 1);
     EXPECT_EQ(registered[r].job_id(), server->job_id());
-    ASSERT_EQ(registered[r].placement().host_of_rank_size(), 2);
-    ASSERT_EQ(registered[r].placement().hosts_size(), 1);
-    EXPECT_EQ(registered[r].placement().host_of_rank(r), 0u);
+    const v1::HostPlacement placement = placement_of(registered[r]);
+    ASSERT_EQ(placement.host_of_rank_size(), 2);
+    ASSERT_EQ(placement.hosts_size(), 1);
+    EXPECT_EQ(placement.host_of_rank(r), 0u);
   }
 
   ASSERT_TRUE(client.kv_set("gloo/0", "address-of-0").ok());
@@ -124,11 +131,12 @@ TEST(CoordinatorService, TopologyFollowsThePlan) {
   for (auto& f : futures) {
     const v1::RegisterResponse response = f.get();
     topology.push_back(response.topology());
-    const v1::HostPlacement& placement = response.placement();
+    const v1::HostPlacement placement = placement_of(response);
     ASSERT_EQ(placement.hosts_size(), 2);
     EXPECT_EQ(placement.hosts(0), "alpha");
     EXPECT_EQ(placement.hosts(1), "beta");
-    EXPECT_EQ(std::vector<uint32_t>(placement.host_of_rank().begin(), placement.host_of_rank().end()),
+    EXPECT_EQ(std::vector<uint32_t>(placement.host_of_rank().begin(),
+                                    placement.host_of_rank().end()),
               (std::vector<uint32_t>{0, 0, 1}));
   }
   EXPECT_EQ(topology[0].rank(), 2);
@@ -176,10 +184,11 @@ TEST(CoordinatorService, InterleavedHostsGetLocalAndCrossRanksAndOnePlacement) {
     EXPECT_EQ((std::array<int, 4>{t.local_rank(), t.local_size(), t.cross_rank(), t.cross_size()}),
               expected[r])
         << "rank " << r;
-    const v1::HostPlacement& placement = response.placement();
+    const v1::HostPlacement placement = placement_of(response);
     EXPECT_EQ(std::vector<std::string>(placement.hosts().begin(), placement.hosts().end()),
               (std::vector<std::string>{"a", "b", "c"}));
-    EXPECT_EQ(std::vector<uint32_t>(placement.host_of_rank().begin(), placement.host_of_rank().end()),
+    EXPECT_EQ(std::vector<uint32_t>(placement.host_of_rank().begin(),
+                                    placement.host_of_rank().end()),
               (std::vector<uint32_t>{0, 1, 0, 1, 2}));
   }
 }

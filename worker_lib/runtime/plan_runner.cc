@@ -109,7 +109,7 @@ void PlanRunner::loop() {
 
     if (abort_reason && !ended) send_abort_request(*abort_reason);
     if (outbox_waiting) c_.rounds.dispatch();
-    for (const auto& message : inbox) handle_message(message);
+    for (auto& message : inbox) handle_message(message);
     if (ended && !stream_done) {
       stream_done = true;
       // Normally terminal already (the reader's JobAbort or its account of the lost stream).
@@ -131,13 +131,13 @@ void PlanRunner::send_abort_request(const std::string& reason) {
   if (!c_.stream.write(message)) (void)c_.client.abort(*a);
 }
 
-void PlanRunner::handle_message(const v1::CoordinatorMessage& message) {
+void PlanRunner::handle_message(v1::CoordinatorMessage& message) {
   switch (message.kind_case()) {
     case v1::CoordinatorMessage::kWelcome:
       SPDLOG_DEBUG("coordinator welcomed us; first plan seq {}", message.welcome().first_plan_seq());
       break;
     case v1::CoordinatorMessage::kPlan:
-      execute_plan(message.plan());
+      execute_plan(*message.mutable_plan());
       break;
     case v1::CoordinatorMessage::kAbort: {
       Status status = job_abort_status(message.abort());
@@ -152,7 +152,7 @@ void PlanRunner::handle_message(const v1::CoordinatorMessage& message) {
   }
 }
 
-void PlanRunner::execute_plan(const v1::Plan& plan) {
+void PlanRunner::execute_plan(v1::Plan& plan) {
   // Every rank counts every plan it executes, in the same order: the fast path's rounds.
   std::lock_guard<std::mutex> exec_lock(c_.lane.mutex);
   // This rank moves past round `passed` without taking part in it: a peer waiting there (for a
@@ -165,6 +165,10 @@ void PlanRunner::execute_plan(const v1::Plan& plan) {
     return;
   }
   last_plan_seq_ = plan.seq();
+  if (Status restored = cached_names_.restore(plan); !restored.is_ok()) {
+    c_.state.terminate(std::move(restored));
+    return;
+  }
   // Take every tensor of the plan out of the in-flight table at once: a JobAbort that arrives
   // while this plan runs fails only what no received plan covers (see StreamReader), and tears
   // the data plane down, so the collective running now fails with the abort's reason.

@@ -14,6 +14,7 @@
 
 #include "hvrun.pb.h"
 #include "worker_lib/runtime/cached_rounds.h"
+#include "worker_lib/runtime/cached_tensor_names.h"
 #include "worker_lib/runtime/coordinator_client.h"
 #include "worker_lib/runtime/execution_lane.h"
 #include "worker_lib/execution/plan_executor.h"
@@ -61,14 +62,15 @@ class PlanRunner {
   // `state.mutex` held: whether the outbox should gather for the cycle time first.
   bool gathers() const;
   void send_abort_request(const std::string& reason);
-  void handle_message(const v1::CoordinatorMessage& message);
-  void execute_plan(const v1::Plan& plan);
+  void handle_message(v1::CoordinatorMessage& message);
+  void execute_plan(v1::Plan& plan);
   // The executor of the response's process set, or null when this rank is not in it.
   PlanExecutor* executor_for(const v1::Response& response);
   // A process set added or removed by every rank (entries: this rank's call).
   void change_process_sets(const v1::Response& response, const ResponseEntries& entries);
 
   Context c_;
+  CachedTensorNames cached_names_;
   uint64_t last_plan_seq_ = 0;  // this thread only
   std::atomic<uint64_t> finished_plan_seq_{0};
   std::thread thread_;

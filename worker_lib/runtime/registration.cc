@@ -45,8 +45,9 @@ Result<Registration> register_worker(const Config& config, CoordinatorClient& cl
   r.timeline_from_start = settings.timeline_from_start();
   r.fusion_threshold_bytes = settings.fusion_threshold_bytes();
   r.cycle_time = std::chrono::microseconds(settings.cycle_time_us());
-  const v1::HostPlacement& placement = registered.placement();
-  if (placement.host_of_rank_size() == t.size()) {
+  v1::HostPlacement placement;
+  if (placement.ParseFromString(registered.placement()) &&
+      placement.host_of_rank_size() == t.size()) {
     r.hosts.reserve(static_cast<size_t>(t.size()));
     for (uint32_t index : placement.host_of_rank()) {
       if (index >= static_cast<uint32_t>(placement.hosts_size())) {
