@@ -13,10 +13,21 @@
 // submission of the step), the coordinator process's CPU per steady step and its resident
 // memory at the end, and the messages and bytes per steady step in each direction (all ranks).
 //
+// Each rank also sends what a worker sends besides its requests, at a worker's pace: a Heartbeat
+// every second and a TelemetryReport (its step timing, its collectives' counters) every 500 ms;
+// they are in the per-step counts. Every rank checks that it received the same plans as rank 0.
+//
+// Unless --no-stall: one more step in which rank 2N/3 submits nothing. The coordinator (started
+// with a stall warning after 0.5 s and a stall shutdown after 1 s, autopsies off) must abort the
+// job naming that rank, on every rank's stream; the table gives the time from the step's last
+// submission to the last rank's JobAbort (stall_abort_s, 1 s of it the shutdown time) and the
+// spread of the JobAbort's arrival over the ranks (abort_spread_ms).
+//
 // Ranks are threads of this process; `--ranks-per-channel` of them share one gRPC channel (one
 // TCP connection, as if they were one host's), so this process does not hold N connections. The
 // steps start together (a barrier): on this machine's 2 cores N threads contend with the
 // coordinator for CPU, which the rank-0 times include and the coordinator's CPU does not.
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -56,9 +67,14 @@ struct Tensor {
   std::vector<int64_t> shape;
 };
 
+std::atomic<pid_t> g_daemon{-1};  // the running coordinator, killed on failure
+
+// From any thread: the daemon goes, and so does this process, without running destructors
+// under threads that still use gRPC.
 [[noreturn]] void fail(const std::string& what) {
-  std::cerr << "bench_coordinator_scale: " << what << "\n";
-  std::exit(1);
+  if (const pid_t daemon = g_daemon.load(); daemon > 0) ::kill(daemon, SIGKILL);
+  std::cerr << "bench_coordinator_scale: " << what << std::endl;
+  std::_Exit(1);
 }
 
 // The daemon for `ranks` ranks: its pid and the address it printed.
@@ -67,7 +83,7 @@ struct Daemon {
   std::string address;
 };
 
-Daemon start_daemon(const std::string& path, int ranks) {
+Daemon start_daemon(const std::string& path, int ranks, bool stall) {
   int out[2];
   if (::pipe(out) != 0) fail("pipe");
   const pid_t pid = ::fork();
@@ -76,14 +92,29 @@ Daemon start_daemon(const std::string& path, int ranks) {
     ::setenv("HVRUN_SECRET", kSecret, 1);
     ::dup2(out[1], 1);
     ::close(out[0]);
+    if (stall) {  // its stall report and abort: the ranks check them, a terminal need not see them
+      const int null = ::open("/dev/null", O_WRONLY);
+      if (null >= 0) ::dup2(null, 2);
+    }
     const std::string n = std::to_string(ranks);
     // The start and heartbeat limits are far above what any N here takes.
-    ::execl(path.c_str(), path.c_str(), "--world-size", n.c_str(), "--listen", "127.0.0.1:0",
-            "--start-timeout", "600", "--heartbeat-timeout", "600", "--log-level", "warning",
-            static_cast<char*>(nullptr));
+    std::vector<const char*> args = {path.c_str(),         "--world-size", n.c_str(),
+                                     "--listen",           "127.0.0.1:0",  "--start-timeout",
+                                     "600",                "--heartbeat-timeout", "600",
+                                     "--log-level",        stall ? "error" : "warning"};
+    if (stall) {
+      for (const char* a : {"--stall-check-warning-time-seconds", "0.5",
+                            "--stall-check-shutdown-time-seconds", "1", "--autopsy=false"})
+        args.push_back(a);
+    } else {
+      args.push_back("--stall-check=false");
+    }
+    args.push_back(nullptr);
+    ::execv(path.c_str(), const_cast<char* const*>(args.data()));
     ::_exit(127);
   }
   ::close(out[1]);
+  g_daemon = pid;
   std::string line;
   char c = 0;
   while (::read(out[0], &c, 1) == 1 && c != '\n') line += c;
@@ -127,6 +158,11 @@ struct Shared {
   std::vector<double> rank0_us;                 // per step, rank 0's submit to done
   std::vector<int64_t> rank0_done_ns;           // per step
   std::vector<RankCounts> counts;               // per rank, steady steps only
+  std::vector<std::vector<uint64_t>> plan_digest;  // per rank, per step: of the plans' bytes
+  bool stall = true;
+  int stalled_rank = -1;
+  std::atomic<int64_t> stall_submitted_ns{0};  // the stall step's latest submission
+  std::atomic<int64_t> first_abort_ns{0}, last_abort_ns{0};
   Clock::time_point t0;
   pid_t daemon = -1;
   double rendezvous_cpu = 0;  // the coordinator's CPU from its start to the last Welcome
@@ -138,12 +174,72 @@ int64_t since(const Shared& s) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - s.t0).count();
 }
 
+void raise_to(std::atomic<int64_t>& latest, int64_t value) {
+  for (int64_t seen = latest.load(); value > seen;)
+    if (latest.compare_exchange_weak(seen, value)) break;
+}
+
+void lower_to(std::atomic<int64_t>& earliest, int64_t value) {
+  for (int64_t seen = earliest.load(); seen == 0 || value < seen;)
+    if (earliest.compare_exchange_weak(seen, value)) break;
+}
+
+// FNV-1a over `bytes`, continuing from `digest`.
+uint64_t digest_of(uint64_t digest, const std::string& bytes) {
+  for (unsigned char c : bytes) digest = (digest ^ c) * 1099511628211ULL;
+  return digest;
+}
+
+// What a worker sends now and then besides its requests (see the top of the file).
+struct Background {
+  Clock::time_point last_heartbeat = Clock::now();
+  Clock::time_point last_report = Clock::now();
+  uint64_t tensors_done = 0;
+  uint64_t responses_done = 0;
+};
+
+void send_background(Background& b, uint64_t step, uint64_t last_plan_seq, int64_t step_ns,
+                     grpc::ClientReaderWriter<v1::WorkerMessage, v1::CoordinatorMessage>& stream,
+                     RankCounts* counts) {
+  const auto now = Clock::now();
+  std::vector<v1::WorkerMessage> out;
+  if (now - b.last_heartbeat >= std::chrono::seconds(1)) {
+    b.last_heartbeat = now;
+    out.emplace_back().mutable_heartbeat()->set_last_plan_seq(last_plan_seq);
+  }
+  if (now - b.last_report >= std::chrono::milliseconds(500)) {
+    b.last_report = now;
+    v1::TelemetryReport* report = out.emplace_back().mutable_telemetry();
+    report->set_steps(step);
+    report->set_sent_unix_us(std::chrono::duration_cast<std::chrono::microseconds>(
+                                 std::chrono::system_clock::now().time_since_epoch())
+                                 .count());
+    v1::StepTiming* timing = report->add_step_timings();
+    timing->set_step(step);
+    timing->set_duration_ns(static_cast<uint64_t>(step_ns));
+    timing->set_blocked_ns(static_cast<uint64_t>(step_ns));
+    v1::CollectiveStats* stats = report->add_collectives();
+    stats->set_op(v1::COLLECTIVE_OP_ALLREDUCE);
+    stats->set_backend("gloo");
+    stats->set_tensors(b.tensors_done);
+    stats->set_responses(b.responses_done);
+  }
+  for (const v1::WorkerMessage& m : out) {
+    if (!stream.Write(m)) fail("a heartbeat or telemetry write failed");
+    if (counts) {
+      ++counts->sent_messages;
+      counts->sent_bytes += m.ByteSizeLong();
+    }
+  }
+}
+
 void run_rank(Shared& s, int rank) {
   auto stub = v1::Coordinator::NewStub(
       s.channels[static_cast<size_t>(rank) % s.channels.size()]);
   auto context = [] {
     auto ctx = std::make_unique<grpc::ClientContext>();
     ctx->AddMetadata("x-hvrun-secret", kSecret);
+    ctx->set_wait_for_ready(true);  // as workers do: a connection still being made is no error
     ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(600));
     return ctx;
   };
@@ -172,6 +268,9 @@ void run_rank(Shared& s, int rank) {
   const std::vector<Tensor>& tensors = *s.tensors;
   std::map<std::string, uint32_t> ids;
   RankCounts& counts = s.counts[static_cast<size_t>(rank)];
+  Background background;
+  uint64_t last_plan_seq = 0;
+  std::vector<uint64_t>& digests = s.plan_digest[static_cast<size_t>(rank)];
   for (int step = 0; step < s.steps; ++step) {
     if (step == 1 && rank == 0) s.cpu_before = cpu_seconds(s.daemon);
     s.step_barrier->arrive_and_wait();
@@ -192,16 +291,14 @@ void run_rank(Shared& s, int rank) {
     }
     const bool steady = step > 0;
     const auto start = Clock::now();
-    const int64_t submitted = since(s);
-    std::atomic<int64_t>& latest = s.last_submit_ns[static_cast<size_t>(step)];
-    for (int64_t seen = latest.load(); submitted > seen;)
-      if (latest.compare_exchange_weak(seen, submitted)) break;
+    raise_to(s.last_submit_ns[static_cast<size_t>(step)], since(s));
     if (!stream->Write(out)) fail("rank " + std::to_string(rank) + ": write failed");
     if (steady) {
       ++counts.sent_messages;
       counts.sent_bytes += out.ByteSizeLong();
     }
     size_t done = 0;
+    uint64_t digest = 1469598103934665603ULL;
     while (done < tensors.size()) {
       if (!stream->Read(&in)) fail("rank " + std::to_string(rank) + ": stream ended");
       if (steady) {
@@ -209,24 +306,61 @@ void run_rank(Shared& s, int rank) {
         counts.received_bytes += in.ByteSizeLong();
       }
       if (!in.has_plan()) continue;  // timeline state, hosts updated: not this bench's
+      digest = digest_of(digest, in.plan().SerializeAsString());
+      last_plan_seq = in.plan().seq();
+      background.responses_done += static_cast<uint64_t>(in.plan().responses_size());
       for (const auto& response : in.plan().responses()) {
         if (!response.error().empty()) fail(response.error());
+        background.tensors_done += static_cast<uint64_t>(response.tensors_size());
         for (const auto& t : response.tensors()) {
           if (!t.name().empty()) ids[t.name()] = t.cache_id();  // as_cached: name left out
           ++done;
         }
       }
     }
+    digests.push_back(digest);
     if (rank == 0) {
       s.rank0_us[static_cast<size_t>(step)] =
           std::chrono::duration<double, std::micro>(Clock::now() - start).count();
       s.rank0_done_ns[static_cast<size_t>(step)] = since(s);
     }
+    send_background(background, static_cast<uint64_t>(step + 1), last_plan_seq,
+                    std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start)
+                        .count(),
+                    *stream, steady ? &counts : nullptr);
   }
   s.step_barrier->arrive_and_wait();
   if (rank == 0) {
     s.cpu_after = cpu_seconds(s.daemon);
     s.rss_mib = resident_mib(s.daemon);
+  }
+  if (s.stall) {
+    // Every rank but one submits the step again (cache ids); all must get the coordinator's
+    // abort naming the one.
+    if (rank != s.stalled_rank) {
+      v1::WorkerMessage again;
+      for (const Tensor& t : tensors) again.mutable_requests()->add_cached_ids(ids.at(t.name));
+      raise_to(s.stall_submitted_ns, since(s));
+      if (!stream->Write(again)) fail("rank " + std::to_string(rank) + ": write failed");
+    }
+    bool aborted = false;
+    while (!aborted && stream->Read(&in)) {
+      if (in.has_plan()) fail("rank " + std::to_string(rank) + ": a plan came without rank " +
+                              std::to_string(s.stalled_rank) + "'s requests");
+      if (!in.has_abort()) continue;
+      aborted = true;
+      const int64_t arrived = since(s);
+      raise_to(s.last_abort_ns, arrived);
+      lower_to(s.first_abort_ns, arrived);
+      const std::string named = "rank " + std::to_string(s.stalled_rank);
+      if (in.abort().reason().find(named) == std::string::npos)
+        fail("rank " + std::to_string(rank) + ": the stall's abort does not name " + named +
+             ": " + in.abort().reason());
+    }
+    if (!aborted) fail("rank " + std::to_string(rank) + ": the stream ended without a JobAbort");
+    stream->WritesDone();
+    stream->Finish();
+    return;
   }
   v1::WorkerMessage bye;
   bye.mutable_goodbye();
@@ -258,6 +392,7 @@ int main(int argc, char** argv) {
   int steps = 20;
   int per_channel = 8;
   bool json = false;
+  bool stall = true;
   std::string params_path = HVRUN_RESNET50_PARAMS;
   std::string coordinator = default_coordinator();
   for (int i = 1; i < argc; ++i) {
@@ -280,9 +415,11 @@ int main(int argc, char** argv) {
       coordinator = value();
     } else if (arg == "--json") {
       json = true;
+    } else if (arg == "--no-stall") {
+      stall = false;
     } else {
       fail("usage: bench_coordinator_scale [--ranks 64,256,1024] [--steps N] "
-           "[--ranks-per-channel N] [--params PATH] [--coordinator PATH] [--json]");
+           "[--ranks-per-channel N] [--params PATH] [--coordinator PATH] [--no-stall] [--json]");
     }
   }
   std::vector<Tensor> tensors;
@@ -296,12 +433,12 @@ int main(int argc, char** argv) {
     std::printf("# hvrun-coordinator (its own process) and N simulated ranks (threads, %d per "
                 "gRPC channel) over loopback TCP; %zu tensors per step, %d steps (the first "
                 "negotiates, the rest are cached)\n"
-                "%6s %12s %11s %12s %12s %14s %12s %9s %10s %12s %10s %12s\n",
+                "%6s %12s %11s %12s %12s %14s %12s %9s %10s %12s %10s %12s %14s %15s\n",
                 per_channel, tensors.size(), steps, "ranks", "rendezvous_s", "rdv_cpu_ms",
                 "first_ms", "steady_ms", "after_last_ms", "coord_cpu_ms", "rss_mib", "msgs_in",
-                "bytes_in", "msgs_out", "bytes_out");
+                "bytes_in", "msgs_out", "bytes_out", "stall_abort_s", "abort_spread_ms");
   for (int ranks : rank_counts) {
-    const Daemon daemon = start_daemon(coordinator, ranks);
+    const Daemon daemon = start_daemon(coordinator, ranks, stall && ranks > 1);
     Shared s;
     s.tensors = &tensors;
     s.ranks = ranks;
@@ -312,6 +449,9 @@ int main(int argc, char** argv) {
     s.rank0_us.assign(static_cast<size_t>(steps), 0);
     s.rank0_done_ns.assign(static_cast<size_t>(steps), 0);
     s.counts.assign(static_cast<size_t>(ranks), {});
+    s.plan_digest.assign(static_cast<size_t>(ranks), {});
+    s.stall = stall && ranks > 1;
+    s.stalled_rank = ranks * 2 / 3;
     for (int c = 0; c < (ranks + per_channel - 1) / per_channel; ++c) {
       grpc::ChannelArguments args;
       args.SetInt("grpc.channel_id", c);  // distinct channels: one connection each
@@ -325,7 +465,12 @@ int main(int argc, char** argv) {
     for (auto& t : threads) t.join();
     int status = 0;
     ::waitpid(daemon.pid, &status, 0);
+    g_daemon = -1;
 
+    for (int r = 1; r < ranks; ++r)
+      if (s.plan_digest[static_cast<size_t>(r)] != s.plan_digest[0])
+        fail("rank " + std::to_string(r) + " received other plans than rank 0 (" +
+             std::to_string(ranks) + " ranks)");
     std::vector<double> steady, after_last;
     for (int k = 1; k < steps; ++k) {
       steady.push_back(s.rank0_us[static_cast<size_t>(k)] / 1000.0);
@@ -343,25 +488,39 @@ int main(int argc, char** argv) {
     const double per_step = static_cast<double>(steps - 1);
     const double cpu_ms = (s.cpu_after - s.cpu_before) * 1000.0 / per_step;
     const double rendezvous = static_cast<double>(s.last_welcome_ns.load()) / 1e9;
+    // Without the stall phase: NaN in JSON would not parse, so -1 there and "-" in the table.
+    const double stall_abort =
+        s.stall ? static_cast<double>(s.last_abort_ns - s.stall_submitted_ns) / 1e9 : -1;
+    const double abort_spread =
+        s.stall ? static_cast<double>(s.last_abort_ns - s.first_abort_ns) / 1e6 : -1;
     if (json) {
       std::printf("{\"ranks\": %d, \"rendezvous_s\": %.4f, \"rdv_cpu_ms\": %.1f, "
                   "\"first_ms\": %.3f, \"steady_ms\": %.3f, "
                   "\"after_last_ms\": %.3f, \"coord_cpu_ms\": %.3f, \"rss_mib\": %.1f, "
-                  "\"msgs_in\": %.0f, \"bytes_in\": %.0f, \"msgs_out\": %.0f, \"bytes_out\": %.0f}\n",
+                  "\"msgs_in\": %.1f, \"bytes_in\": %.0f, \"msgs_out\": %.1f, "
+                  "\"bytes_out\": %.0f, \"stall_abort_s\": %.3f, \"abort_spread_ms\": %.2f}\n",
                   ranks, rendezvous, s.rendezvous_cpu * 1000.0, s.rank0_us[0] / 1000.0,
-                  median(steady), median(after_last),
-                  cpu_ms, s.rss_mib, total.sent_messages / per_step, total.sent_bytes / per_step,
-                  total.received_messages / per_step, total.received_bytes / per_step);
+                  median(steady), median(after_last), cpu_ms, s.rss_mib,
+                  total.sent_messages / per_step, total.sent_bytes / per_step,
+                  total.received_messages / per_step, total.received_bytes / per_step,
+                  stall_abort, abort_spread);
     } else {
-      std::printf("%6d %12.3f %11.1f %12.2f %12.2f %14.2f %12.2f %9.1f %10.0f %12.0f %10.0f "
-                  "%12.0f\n",
+      char stall_text[32] = "-", spread_text[32] = "-";
+      if (s.stall) {
+        std::snprintf(stall_text, sizeof stall_text, "%.3f", stall_abort);
+        std::snprintf(spread_text, sizeof spread_text, "%.2f", abort_spread);
+      }
+      std::printf("%6d %12.3f %11.1f %12.2f %12.2f %14.2f %12.2f %9.1f %10.1f %12.0f %10.1f "
+                  "%12.0f %14s %15s\n",
                   ranks, rendezvous, s.rendezvous_cpu * 1000.0, s.rank0_us[0] / 1000.0,
-                  median(steady), median(after_last),
-                  cpu_ms, s.rss_mib, total.sent_messages / per_step, total.sent_bytes / per_step,
-                  total.received_messages / per_step, total.received_bytes / per_step);
+                  median(steady), median(after_last), cpu_ms, s.rss_mib,
+                  total.sent_messages / per_step, total.sent_bytes / per_step,
+                  total.received_messages / per_step, total.received_bytes / per_step,
+                  stall_text, spread_text);
     }
     std::fflush(stdout);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    // After the stall the coordinator ends the job as failed: it must still exit by itself.
+    if (!WIFEXITED(status) || (!s.stall && WEXITSTATUS(status) != 0))
       fail("the coordinator for " + std::to_string(ranks) + " ranks did not end cleanly");
   }
   return 0;

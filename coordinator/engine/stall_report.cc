@@ -58,6 +58,11 @@ std::string describe_stall(const StalledTensor& stall) {
 
 namespace hvrun::coordinator {
 
+namespace {
+constexpr size_t kRanksDescribed = 8;    // missing ranks described one by one
+constexpr size_t kTensorsDescribed = 5;  // tensors named per described rank
+}  // namespace
+
 std::string describe_stalls(const std::vector<StalledTensor>& stalls,
                             const std::function<std::string(int rank)>& detail) {
   std::map<int, std::vector<const StalledTensor*>> by_rank;  // missing rank -> its stalls
@@ -69,11 +74,23 @@ std::string describe_stalls(const std::vector<StalledTensor>& stalls,
   std::ostringstream out;
   out << (missing.size() == 1 ? "rank " : "ranks ") << engine::format_ranks(missing)
       << (missing.size() == 1 ? " has" : " have") << " not submitted what the other ranks wait for";
+  // A message for people: a few ranks and a few tensors each, the rest counted (a job of
+  // thousands of ranks or a model of hundreds of tensors would otherwise print pages).
+  size_t ranks_described = 0;
   for (const auto& [rank, waiting] : by_rank) {
+    if (ranks_described++ == kRanksDescribed) {
+      out << "; " << by_rank.size() - kRanksDescribed << " more of those ranks likewise";
+      break;
+    }
     out << "; rank " << rank;
     if (detail) out << detail(rank);
     out << " has not submitted ";
     for (size_t i = 0; i < waiting.size(); ++i) {
+      if (i == kTensorsDescribed) {
+        out << ", and " << waiting.size() - kTensorsDescribed << " more (" << waiting.size()
+            << " in all)";
+        break;
+      }
       const StalledTensor& stall = *waiting[i];
       out << (i ? ", " : "") << engine::op_name(stall.op) << " '" << stall.name << "'"
           << on_process_set(stall) << " (waited "

@@ -279,6 +279,30 @@ TEST(Stall, ReportsTensorsWaitingLongWithTheMissingRanks) {
   EXPECT_EQ(sim.engine.stalled_tensors(sim.now, std::chrono::seconds(0)).size(), 2u);
 }
 
+// A model of hundreds of tensors, a job of hundreds of missing ranks: the report describes a
+// few of each and counts the rest, all missing ranks still named up front.
+TEST(Stall, TheReportOfManyTensorsAndRanksDescribesAFewAndCountsTheRest) {
+  std::vector<StalledTensor> stalls;
+  for (int t = 0; t < 161; ++t) {
+    StalledTensor stall;
+    stall.name = "grad." + std::to_string(t);
+    stall.op = v1::COLLECTIVE_OP_ALLREDUCE;
+    stall.waited = std::chrono::seconds(2);
+    for (int r = 0; r < 20; ++r) stall.missing_ranks.push_back(r);
+    stall.submitted_ranks = {20, 21};
+    stalls.push_back(stall);
+  }
+  const std::string text = describe_stalls(stalls, nullptr);
+  EXPECT_TRUE(contains(text, "ranks 0-19 have not submitted what the other ranks wait for")) << text;
+  EXPECT_TRUE(contains(text, "; rank 7 has not submitted allreduce 'grad.0' (waited 2 s")) << text;
+  EXPECT_FALSE(contains(text, "; rank 8 has not submitted")) << text;
+  EXPECT_TRUE(contains(text, "; 12 more of those ranks likewise")) << text;
+  EXPECT_TRUE(contains(text, "'grad.4'")) << text;
+  EXPECT_FALSE(contains(text, "'grad.5'")) << text;
+  EXPECT_TRUE(contains(text, ", and 156 more (161 in all)")) << text;
+  EXPECT_LT(text.size(), 4000u) << text;
+}
+
 TEST(Protocol, RequestsWithoutNameOrOpOrFromBadRanksAreRejected) {
   Sim sim(2);
   v1::TensorRequest nameless = allreduce("", {1});
