@@ -194,7 +194,7 @@ TEST(GpuExecutor, FusedAllreduceIsOnePackOneCollectiveOneUnpackOnEachStreamOnce)
                                 "release_to stream1", "release_to stream2", "synchronize"};
   EXPECT_EQ(f.log.calls, want);
   EXPECT_EQ(f.store.values.at("nccl/gpu/0"), "h\t0000:00:00.0\t0");
-  EXPECT_EQ(f.store.values.at("nccl/unique_id").size(), 128u);
+  EXPECT_EQ(f.store.values.at("nccl/unique_id"), "id:" + std::string(128, 'u'));
 }
 
 TEST(GpuExecutor, LoneAllreduceGoesStraightFromInputToOutputAndAverageIsNcclAvg) {
@@ -214,7 +214,6 @@ TEST(GpuExecutor, AverageWithAJoinedRankDividesWhileUnpacking) {
   Fixture f(3);
   f.store.values["nccl/gpu/1"] = "h\t0000:01:00.0\t1";
   f.store.values["nccl/gpu/2"] = "g\t0000:01:00.0\t1";
-  f.store.values["nccl/unique_id"] = std::string(128, 'u');
   GpuExecutor ex(f.job);
   std::vector<float> a{8, 6}, b{4, 2};
   auto r = response(v1::COLLECTIVE_OP_ALLREDUCE, {{"a", {2}}, {"b", {2}}});
@@ -290,6 +289,8 @@ TEST(GpuExecutor, TwoRanksOnOneGpuFailBeforeTheCommunicator) {
   EXPECT_EQ(std::find(f.log.calls.begin(), f.log.calls.end(), "init_communicator"), f.log.calls.end());
   // Told the other ranks, and every later CUDA response fails the same way.
   EXPECT_EQ(f.store.values.at("nccl/gpu/0").rfind("error:", 0), 0u);
+  EXPECT_EQ(f.store.values.at("nccl/unique_id").rfind("error:ranks 0 and 1 on host h", 0), 0u)
+      << f.store.values.at("nccl/unique_id");
   EXPECT_EQ(ex.execute(response(v1::COLLECTIVE_OP_ALLREDUCE, {{"x", {2}}}), {nullptr}).code(),
             StatusCode::kFailedPrecondition);
 }
@@ -304,6 +305,52 @@ TEST(GpuExecutor, AnotherRanksSetUpErrorIsReportedWithItsWords) {
   EXPECT_NE(s.message().find("rank 1 could not set up its GPU data plane: CUDA cudaSetDevice(0) failed"),
             std::string::npos)
       << s.message();
+  // Passed on to the ranks waiting for rank 0's answer, as it is.
+  EXPECT_EQ(f.store.values.at("nccl/unique_id"), "error:" + s.message());
+}
+
+// Rank 0's own failure (here: no GPU data plane to load) reaches the others, naming rank 0.
+TEST(GpuExecutor, RankZerosOwnSetUpFailureReachesTheOthers) {
+  Fixture f(2);
+  f.job.plane_factory = [](const cuda::PluginContext&) -> Result<std::unique_ptr<cuda::DevicePlane>> {
+    return failed_precondition("no libhvrun_cuda.so here");
+  };
+  GpuExecutor ex(f.job);
+  std::vector<float> x(2);
+  Status s = ex.execute(response(v1::COLLECTIVE_OP_ALLREDUCE, {{"x", {2}}}),
+                        {cuda_op("x", {2}, x.data(), x.data(), nullptr)});
+  EXPECT_FALSE(s.is_ok());
+  EXPECT_EQ(f.store.values.at("nccl/unique_id"),
+            "error:rank 0 could not set up its GPU data plane: no libhvrun_cuda.so here");
+}
+
+// Ranks other than 0 read rank 0's answer alone, never every rank's GPU: a set-up of N ranks
+// reads O(N) keys in all.
+TEST(GpuExecutor, AnotherRankReadsOnlyRankZerosAnswer) {
+  Fixture f(3);
+  f.job.rank = 2;
+  f.job.setup_timeout = std::chrono::milliseconds(2000);
+  f.store.values["nccl/unique_id"] = "id:" + std::string(128, 'u');
+  GpuExecutor ex(f.job);
+  std::vector<float> x(2);
+  Status s = ex.execute(response(v1::COLLECTIVE_OP_ALLREDUCE, {{"x", {2}}}),
+                        {cuda_op("x", {2}, x.data(), x.data(), nullptr)});
+  ASSERT_TRUE(s.is_ok()) << s.to_string();  // ranks 0 and 1 posted nothing: not read
+  EXPECT_EQ(f.store.values.at("nccl/gpu/2"), "h\t0000:00:00.0\t0");
+}
+
+TEST(GpuExecutor, AnotherRankFailsWithRankZerosWordsAtOnce) {
+  Fixture f(2);
+  f.job.rank = 1;
+  f.store.values["nccl/unique_id"] =
+      "error:ranks 0 and 1 on host h both use the GPU at PCI 0000:00:00.0";
+  GpuExecutor ex(f.job);
+  std::vector<float> x(2);
+  Status s = ex.execute(response(v1::COLLECTIVE_OP_ALLREDUCE, {{"x", {2}}}),
+                        {cuda_op("x", {2}, x.data(), x.data(), nullptr)});
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(s.message(), "ranks 0 and 1 on host h both use the GPU at PCI 0000:00:00.0");
+  EXPECT_EQ(std::find(f.log.calls.begin(), f.log.calls.end(), "init_communicator"), f.log.calls.end());
 }
 
 TEST(GpuExecutor, ATensorOnAnotherGpuIsRefused) {

@@ -14,6 +14,8 @@ namespace hvrun::detail {
 namespace {
 
 constexpr const char* kErrorPrefix = "error:";
+constexpr const char* kIdPrefix = "id:";
+constexpr const char* kUniqueIdKey = "nccl/unique_id";
 
 bool is_floating(DataType t) {
   return t == DataType::kFloat16 || t == DataType::kBFloat16 || t == DataType::kFloat32 ||
@@ -99,8 +101,15 @@ Status GpuExecutor::ensure_ready(const std::vector<std::shared_ptr<PendingOp>>& 
   Status s = set_up(ordinal);
   if (!s.is_ok()) {
     setup_failure_ = s;
-    // Tell the other ranks, who would otherwise wait for this rank's keys until the timeout.
-    if (job_.store) (void)job_.store->set("nccl/gpu/" + std::to_string(job_.rank), kErrorPrefix + s.message());
+    // Tell the other ranks, who would otherwise wait for this rank's key (rank 0) or for rank
+    // 0's answer (the others) until the timeout.
+    if (job_.store) {
+      (void)job_.store->set("nccl/gpu/" + std::to_string(job_.rank), kErrorPrefix + s.message());
+      if (job_.rank == 0 && !answered_)
+        (void)job_.store->set(kUniqueIdKey, std::string(kErrorPrefix) +
+                                                "rank 0 could not set up its GPU data plane: " +
+                                                s.message());
+    }
     return s;
   }
   ready_ = true;
@@ -132,43 +141,57 @@ Status GpuExecutor::set_up(int ordinal) {
   ordinal_ = ordinal;
   HVRUN_ASSIGN_OR_RETURN(std::string bus_id, plane_->pci_bus_id(ordinal));
 
-  // One GPU per rank, checked before NCCL (which would only say "Duplicate GPU detected").
+  // One GPU per rank, checked before NCCL (which would only say "Duplicate GPU detected"), and
+  // rank 0's unique id: every rank posts its GPU, rank 0 alone reads them all and answers with
+  // the id or what went wrong, which every other rank reads. O(N) keys in all, not N per rank.
   if (job_.store == nullptr) return internal_error("GPU data plane without a key-value store");
   HVRUN_RETURN_IF_ERROR(job_.store->set("nccl/gpu/" + std::to_string(job_.rank),
                                         job_.host + "\t" + bus_id + "\t" + std::to_string(ordinal)));
-  std::vector<std::string> keys;
-  for (int r = 0; r < job_.size; ++r) keys.push_back("nccl/gpu/" + std::to_string(r));
-  auto values = job_.store->get(keys, job_.setup_timeout);
-  if (!values.is_ok())
-    return values.status().with_context("rank " + std::to_string(job_.rank) +
-                                        " waiting for every rank's GPU (NCCL set-up)");
-  std::vector<cuda::GpuOfRank> gpus;
-  for (int r = 0; r < job_.size; ++r) {
-    const std::string& v = (*values)[static_cast<size_t>(r)];
-    if (v.rfind(kErrorPrefix, 0) == 0)
-      return failed_precondition("rank " + std::to_string(r) + " could not set up its GPU data "
-                                 "plane: " + v.substr(std::string(kErrorPrefix).size()));
-    std::istringstream in(v);
-    cuda::GpuOfRank g;
-    std::string ordinal_text;
-    std::getline(in, g.host, '\t');
-    std::getline(in, g.bus_id, '\t');
-    std::getline(in, ordinal_text);
-    g.ordinal = std::atoi(ordinal_text.c_str());
-    gpus.push_back(std::move(g));
-  }
-  HVRUN_RETURN_IF_ERROR(cuda::check_one_gpu_per_rank(gpus));
-
   std::string id;
   if (job_.rank == 0) {
+    std::vector<std::string> keys;
+    for (int r = 0; r < job_.size; ++r) keys.push_back("nccl/gpu/" + std::to_string(r));
+    auto values = job_.store->get(keys, job_.setup_timeout);
+    if (!values.is_ok())
+      return values.status().with_context("rank 0 waiting for every rank's GPU (NCCL set-up)");
+    // What rank 0 finds wrong with the others goes to them as it is (it names the rank).
+    auto answer_failure = [&](Status failed) {
+      answered_ = true;
+      (void)job_.store->set(kUniqueIdKey, kErrorPrefix + failed.message());
+      return failed;
+    };
+    std::vector<cuda::GpuOfRank> gpus;
+    for (int r = 0; r < job_.size; ++r) {
+      const std::string& v = (*values)[static_cast<size_t>(r)];
+      if (v.rfind(kErrorPrefix, 0) == 0)
+        return answer_failure(failed_precondition(
+            "rank " + std::to_string(r) + " could not set up its GPU data plane: " +
+            v.substr(std::string(kErrorPrefix).size())));
+      std::istringstream in(v);
+      cuda::GpuOfRank g;
+      std::string ordinal_text;
+      std::getline(in, g.host, '\t');
+      std::getline(in, g.bus_id, '\t');
+      std::getline(in, ordinal_text);
+      g.ordinal = std::atoi(ordinal_text.c_str());
+      gpus.push_back(std::move(g));
+    }
+    if (Status one_each = cuda::check_one_gpu_per_rank(gpus); !one_each.is_ok())
+      return answer_failure(std::move(one_each));
     HVRUN_ASSIGN_OR_RETURN(id, plane_->make_unique_id());
-    HVRUN_RETURN_IF_ERROR(job_.store->set("nccl/unique_id", id));
+    HVRUN_RETURN_IF_ERROR(job_.store->set(kUniqueIdKey, kIdPrefix + id));
+    answered_ = true;
   } else {
-    auto got = job_.store->get({"nccl/unique_id"}, job_.setup_timeout);
+    auto got = job_.store->get({kUniqueIdKey}, job_.setup_timeout);
     if (!got.is_ok())
       return got.status().with_context("rank " + std::to_string(job_.rank) +
                                        " waiting for rank 0's NCCL unique id");
-    id = got->at(0);
+    const std::string& answer = got->at(0);
+    if (answer.rfind(kErrorPrefix, 0) == 0)
+      return failed_precondition(answer.substr(std::string(kErrorPrefix).size()));
+    if (answer.rfind(kIdPrefix, 0) != 0)
+      return internal_error("rank 0's NCCL unique id is malformed (protocol error)");
+    id = answer.substr(std::string(kIdPrefix).size());
   }
   HVRUN_RETURN_IF_ERROR(plane_->init_communicator(id));
   SPDLOG_INFO("NCCL {} communicator ready on {} ({} ranks)", plane_->nccl_version(),

@@ -11,10 +11,11 @@
 //
 // The plugin and the communicator are created lazily, by the first CUDA response (every rank
 // executes responses in the same order, so every rank gets here together): load
-// libhvrun_cuda.so, select the GPU (the tensor's, or the local rank's for a joined rank), trade
-// (host, PCI bus id) through the coordinator's key-value store to refuse two ranks on one GPU
-// with a clear message, then rank 0's ncclUniqueId and a non-blocking ncclCommInitRankConfig.
-// A rank that cannot set up posts its error to the store so the others fail at once with it.
+// libhvrun_cuda.so, select the GPU (the tensor's, or the local rank's for a joined rank), post
+// (host, PCI bus id) to the coordinator's key-value store; rank 0 reads every rank's, refuses two
+// ranks on one GPU with a clear message, and posts its ncclUniqueId (or that message) for the
+// others to read; then a non-blocking ncclCommInitRankConfig. A rank that cannot set up posts its
+// error to the store, and rank 0 passes it on, so the others fail at once with it.
 //
 // Threads: execute() and the setters on the worker's background thread; abort() and
 // set_device_allocator() from any thread.
@@ -85,6 +86,7 @@ class GpuExecutor final : public Executor {
   GpuJob job_;
   int ordinal_ = -1;                      // the GPU in use once set up
   bool ready_ = false;                    // set up: plugin, GPU, communicator
+  bool answered_ = false;                 // rank 0: the others have its id or its error
   std::optional<Status> setup_failure_;  // sticky: set-up is tried once per job
 
   mutable std::mutex mutex_;
