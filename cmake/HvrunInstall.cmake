@@ -73,6 +73,10 @@ if(TARGET hvrun_python_core)
     install(TARGETS hvrun_tensorflow_ops LIBRARY DESTINATION ${HVRUN_PYTHON_INSTALL_DIR}/hvrun/tensorflow
             COMPONENT python)
   endif()
+  if(TARGET hvrun_torch_tensor_api)  # hvrun/torch/; it needs only torch's libraries, loaded by then
+    install(TARGETS hvrun_torch_tensor_api LIBRARY DESTINATION ${HVRUN_PYTHON_INSTALL_DIR}/hvrun/torch
+            COMPONENT python)
+  endif()
   # hvrun.cmake_prefix_path: the prefix find_package(hvrun) searches, as torch.utils has one.
   get_filename_component(_prefix_of_lib "/prefix/${HVRUN_INSTALL_LIBDIR}" DIRECTORY)
   file(RELATIVE_PATH _pkg_to_prefix "/prefix/${HVRUN_PYTHON_INSTALL_DIR}/hvrun" "${_prefix_of_lib}")

@@ -10,7 +10,7 @@ namespace {
 // Attribute and method names, made once (the hot calls look them up on every tensor).
 struct Names {
   py::str is_cuda{"is_cuda"}, dtype{"dtype"}, is_contiguous{"is_contiguous"},
-      data_ptr{"data_ptr"}, shape{"shape"};
+      data_ptr{"data_ptr"}, shape{"shape"}, requires_grad{"requires_grad"};
 };
 
 const Names& names() {
@@ -37,8 +37,20 @@ AsyncTable::AsyncTable(py::object names_in_flight, py::dict dtype_codes)
   if (!PySet_Check(names_.ptr())) throw py::type_error("AsyncTable: names_in_flight is a set");
 }
 
-std::optional<TensorView> AsyncTable::cpu_view(py::handle tensor) const {
+std::optional<TensorView> AsyncTable::cpu_view(py::handle tensor, bool* requires_grad) const {
+  if (api_) {
+    TorchCpuTensor t;
+    if (!api_->cpu_tensor(tensor.ptr(), &t)) return std::nullopt;
+    if (requires_grad) *requires_grad = t.requires_grad;
+    return TensorView{t.data, static_cast<DataType>(t.dtype),
+                      std::vector<int64_t>(t.shape, t.shape + t.dims), Device::cpu(), nullptr};
+  }
   const Names& n = names();
+  if (requires_grad) {
+    const int grad = PyObject_IsTrue(attr(tensor, n.requires_grad).ptr());
+    if (grad < 0) throw py::error_already_set();
+    *requires_grad = grad == 1;
+  }
   if (attr(tensor, n.is_cuda).ptr() != Py_False) return std::nullopt;
   PyObject* code = PyDict_GetItemWithError(dtype_codes_.ptr(), attr(tensor, n.dtype).ptr());
   if (code == nullptr) {
@@ -50,11 +62,32 @@ std::optional<TensorView> AsyncTable::cpu_view(py::handle tensor) const {
                     shape_of(attr(tensor, n.shape)), Device::cpu(), nullptr};
 }
 
-void* AsyncTable::data_of(py::handle tensor) {
+void* AsyncTable::data_of(py::handle tensor) const {
+  if (TorchCpuTensor t; api_ && api_->cpu_tensor(tensor.ptr(), &t)) return t.data;
   const auto data = reinterpret_cast<void*>(static_cast<uintptr_t>(
       PyLong_AsUnsignedLongLong(call_method(tensor, names().data_ptr).ptr())));
   if (PyErr_Occurred()) throw py::error_already_set();
   return data;
+}
+
+py::object AsyncTable::empty_like(py::handle tensor, py::handle empty_like) const {
+  PyObject* made = api_ ? api_->empty_like(tensor.ptr())
+                        : PyObject_CallOneArg(empty_like.ptr(), tensor.ptr());
+  if (made == nullptr) throw py::error_already_set();
+  return py::reinterpret_steal<py::object>(made);
+}
+
+void AsyncTable::use_tensor_api(py::object capsule) {
+  if (capsule.is_none()) {
+    api_ = nullptr;
+    api_capsule_ = py::none();
+    return;
+  }
+  auto* api = static_cast<const TorchTensorApi*>(
+      PyCapsule_GetPointer(capsule.ptr(), kTorchTensorApiCapsule));
+  if (api == nullptr) throw py::error_already_set();  // not that capsule (or another version)
+  api_ = api;
+  api_capsule_ = std::move(capsule);
 }
 
 bool AsyncTable::name_in_flight(py::handle name) const {
@@ -118,6 +151,8 @@ void bind_async_table(py::module_& m) {
            py::arg("timeout_s"))
       .def("poll", &AsyncTable::poll, py::arg("handle"))
       .def("clear", &AsyncTable::clear)
+      .def("use_tensor_api", &AsyncTable::use_tensor_api, py::arg("capsule"))
+      .def_property_readonly("tensor_api_active", &AsyncTable::tensor_api_active)
       .def("__len__", &AsyncTable::size);
 }
 

@@ -18,6 +18,7 @@
 #include <unordered_map>
 
 #include "hvrun/hvrun.h"
+#include "python/src/torch_tensor_api.h"
 
 namespace hvrun::python {
 
@@ -39,11 +40,20 @@ class AsyncTable {
                                double prescale, double postscale);
 
   // A view of `tensor` when the fast paths take it (a contiguous CPU tensor of a dtype in
-  // dtype_codes), else nothing.
-  std::optional<TensorView> cpu_view(py::handle tensor) const;
+  // dtype_codes), else nothing. `requires_grad`, when given, is set to the tensor's.
+  std::optional<TensorView> cpu_view(py::handle tensor, bool* requires_grad = nullptr) const;
 
   // The address of a CPU tensor's first element (its data_ptr()).
-  static void* data_of(py::handle tensor);
+  void* data_of(py::handle tensor) const;
+
+  // torch.empty_like(tensor) for a tensor cpu_view() took, through the tensor API when it is
+  // installed, else by calling `empty_like`.
+  py::object empty_like(py::handle tensor, py::handle empty_like) const;
+
+  // Installs hvrun.torch._tensor_api's table (its capsule; None removes it): tensors are then
+  // read in C++ instead of through their Python attributes (torch_tensor_api.h).
+  void use_tensor_api(py::object capsule);
+  bool tensor_api_active() const { return api_ != nullptr; }
 
   // Whether `name` (a str) is in flight, on either side.
   bool name_in_flight(py::handle name) const;
@@ -71,6 +81,8 @@ class AsyncTable {
   int64_t last_id_ = 0;
   py::object names_;
   py::dict dtype_codes_;
+  const TorchTensorApi* api_ = nullptr;
+  py::object api_capsule_;  // keeps the module's table alive
 };
 
 void bind_async_table(py::module_& m);

@@ -258,11 +258,12 @@ struct BlockingCall {
   TensorView in;
 };
 
-std::optional<BlockingCall> blocking_call(const State& s, PyObject* call, PyObject* source) {
+std::optional<BlockingCall> blocking_call(const State& s, PyObject* call, PyObject* source,
+                                          bool* requires_grad = nullptr) {
   static PyObject* const worker_name = interned("_worker");
   py::object worker = module_attribute(s, worker_name);
   if (worker.is_none() || s.table->name_in_flight(PyTuple_GET_ITEM(call, 0))) return std::nullopt;
-  std::optional<TensorView> in = s.table->cpu_view(source);
+  std::optional<TensorView> in = s.table->cpu_view(source, requires_grad);
   if (!in) return std::nullopt;
   return BlockingCall{std::move(worker), std::move(*in)};
 }
@@ -320,17 +321,12 @@ PyObject* allreduce_entry(FastFunction* self, PyObject* const* args, Py_ssize_t 
   py::object call =
       remembered(s, v[2], v[4] == Py_None ? s.average_op.ptr() : v[4], v[5], v[6]);
   if (!call) return call_general(s, args, nargs, kwnames);
-  static PyObject* const requires_grad = interned("requires_grad");
-  py::object needs_grad = py::reinterpret_steal<py::object>(PyObject_GetAttr(v[0], requires_grad));
-  if (!needs_grad) throw py::error_already_set();
-  if (needs_grad.ptr() != Py_False) return call_general(s, args, nargs, kwnames);
-  std::optional<BlockingCall> b = blocking_call(s, call.ptr(), v[0]);
-  if (!b) return call_general(s, args, nargs, kwnames);
+  bool needs_grad = true;
+  std::optional<BlockingCall> b = blocking_call(s, call.ptr(), v[0], &needs_grad);
+  if (!b || needs_grad) return call_general(s, args, nargs, kwnames);
   // Of the source's dtype, shape and device, and contiguous as the source is (empty_like keeps
   // a dense tensor's strides): only its address is new.
-  py::object output = py::reinterpret_steal<py::object>(
-      PyObject_CallOneArg(s.empty_like.ptr(), v[0]));
-  if (!output) throw py::error_already_set();
+  py::object output = s.table->empty_like(v[0], s.empty_like);
   return run_blocking(s, call.ptr(), *b, s.table->data_of(output), output.ptr());
 }
 

@@ -135,6 +135,52 @@ def test_repeated_async_in_place_calls_take_every_argument_form():
     assert "prescale_factor" in str(__import__("inspect").signature(hvd.allreduce_async_))
 
 
+def test_the_tensor_api_reads_tensors_as_python_does():
+    # hvrun.torch._tensor_api (built against this torch) reads tensors in C++; without it the
+    # calls read the same through Python. Both ways must take and refuse the same tensors and
+    # give the same results; a module built for another torch is never installed.
+    from hvrun.torch import handles
+    if not os.path.exists(os.path.join(os.path.dirname(handles.__file__), "_tensor_api" +
+                                       __import__("sysconfig").get_config_var("EXT_SUFFIX"))):
+        pytest.skip("hvrun.torch._tensor_api was not built (no torch C++ headers at configure "
+                    "time, or HVRUN_WITH_TORCH_API=OFF)")
+    assert handles._table.tensor_api_active, "built for this torch, but not installed"
+    assert handles._tensor_api(torch.__version__) is handles._api
+    assert handles._tensor_api(torch.__version__ + ".other") is None
+    r, n = ranks()
+    results = {}
+    try:
+        for mode in ("api", "python"):
+            handles._table.use_tensor_api(handles._api if mode == "api" else None)
+            assert handles._table.tensor_api_active == (mode == "api")
+            got = {}
+            for dtype in DTYPES + [torch.int16]:
+                for shape in [(), (3,), (2, 3)]:
+                    x = tensor(r, shape, dtype)
+                    got[dtype, shape, "out"] = hvd.allreduce(x, name="api.out", op=hvd.Sum)
+                    got[dtype, shape, "in"] = hvd.allreduce_(x.clone(), name="api.in", op=hvd.Sum)
+                    got[dtype, shape, "async"] = hvd.synchronize(
+                        hvd.allreduce_async_(x.clone(), name="api.async", op=hvd.Sum))
+            m = tensor(r, (3, 4), torch.float32)
+            got["strided"] = hvd.allreduce(m.t(), name="api.strided", op=hvd.Sum)  # not contiguous
+            p = torch.nn.Parameter(tensor(r, (4,), torch.float32))
+            got["param"] = hvd.allreduce(p.detach(), name="api.param", op=hvd.Sum)
+            with pytest.raises(TypeError, match="dtype"):
+                hvd.allreduce(torch.ones(2, dtype=torch.bool), name="api.bool")
+            results[mode] = got
+    finally:
+        handles._table.use_tensor_api(handles._api)
+    assert results["api"].keys() == results["python"].keys()
+    for key, a in results["api"].items():
+        b = results["python"][key]
+        assert a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b), key
+    for kind in ("out", "in", "async"):
+        expected = sum(tensor(k, (2, 3), torch.float64) for k in range(n))
+        assert torch.equal(results["api"][torch.float64, (2, 3), kind], expected), kind
+    assert torch.equal(results["api"]["strided"],
+                       sum(tensor(k, (3, 4), torch.float32) for k in range(n)).t())
+
+
 def test_repeated_blocking_calls_take_every_argument_form():
     # As the async calls: repeated named blocking calls run in C; a graph to record, another
     # compression, average=, a name in flight or bad arguments go to the Python functions.

@@ -13,6 +13,8 @@ every rank refuses the same call and no peer is left waiting for a tensor that n
 import functools
 import threading
 
+import torch
+
 from hvrun import _core, _state
 from hvrun.exceptions import raise_for_status
 from hvrun.torch.tensor_refs import _TORCH_DTYPES
@@ -34,6 +36,21 @@ _lock = threading.Lock()
 # The extension's table takes the tensors of the dtypes the library reduces.
 _table = _core.AsyncTable(_in_flight, _TORCH_DTYPES)
 _new_id = _table.next_id
+
+
+def _tensor_api(running_version):
+    """hvrun.torch._tensor_api's table when it was built against `running_version` of torch
+    (its C++ ABI is that version's only), else None: the calls then read tensors through Python."""
+    try:
+        from hvrun.torch import _tensor_api
+    except ImportError:  # not built (no torch C++ headers at build time), or it cannot load
+        return None
+    return _tensor_api.api if _tensor_api.TORCH_VERSION == running_version else None
+
+
+_api = _tensor_api(torch.__version__)
+if _api is not None:
+    _table.use_tensor_api(_api)
 
 
 def check_not_in_flight(names):
