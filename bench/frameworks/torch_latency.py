@@ -6,9 +6,9 @@
 
 For each round of --pairs, every build in turn runs one 2-rank job (interleaved, so the
 machine's load falls on every build alike). Each job times, on every rank, blocking
-`allreduce_(t, name="x")` and `synchronize(allreduce_async_(t, name="y"))` on a 1-element
-float32 CPU tensor: after a warm-up, five batches of --calls (blocking) and --calls / 4 (async)
-calls, each batch's mean per call; the row is the median of those batch means on rank 0, and
+`allreduce_(t, name="x")`, blocking `allreduce(t, name="z")` (into a new tensor) and
+`synchronize(allreduce_async_(t, name="y"))` on a 1-element float32 CPU tensor: after a warm-up,
+five batches of --calls (blocking) and --calls / 4 (async) calls, each batch's mean per call; the row is the median of those batch means on rank 0, and
 the table gives each build's median over the pairs. The load average is printed before and
 after. Needs the project's Python environment with torch (HVRUN_VENV, else <source>/.venv) and
 builds with the Python packages (default <source>/build).
@@ -30,6 +30,7 @@ hvd.init()
 t = torch.ones(1)
 for _ in range(3000):
     hvd.allreduce_(t, name="x", op=hvd.Sum)
+    hvd.allreduce(t, name="z", op=hvd.Sum)
     hvd.synchronize(hvd.allreduce_async_(t, name="y", op=hvd.Sum))
 def batches(n, call):
     means = []
@@ -40,10 +41,12 @@ def batches(n, call):
         means.append((time.perf_counter() - start) / n * 1e6)
     return means
 blocking = batches(calls, lambda: hvd.allreduce_(t, name="x", op=hvd.Sum))
+out_of_place = batches(calls, lambda: hvd.allreduce(t, name="z", op=hvd.Sum))
 async_sync = batches(max(calls // 4, 1),
                      lambda: hvd.synchronize(hvd.allreduce_async_(t, name="y", op=hvd.Sum)))
 if hvd.rank() == 0:
-    print("RESULT %.3f %.3f" % (statistics.median(blocking), statistics.median(async_sync)))
+    print("RESULT %.3f %.3f %.3f" % (statistics.median(blocking), statistics.median(async_sync),
+                                     statistics.median(out_of_place)))
 hvd.shutdown()
 """
 
@@ -81,7 +84,7 @@ def run_job(build, python, np, calls):
     for line in done.stdout.splitlines():
         if "RESULT " in line:  # "[0]<stdout>:RESULT ..." through hvrun's output prefix
             fields = line.split("RESULT ")[1].split()
-            return float(fields[0]), float(fields[1])
+            return float(fields[0]), float(fields[1]), float(fields[2])
     raise SystemExit("job with %s failed (exit %d):\n%s\n%s" %
                      (build, done.returncode, done.stdout[-2000:], done.stderr[-2000:]))
 
@@ -100,21 +103,27 @@ def main():
     for build in builds:
         blocking = [r[0] for r in results[build]]
         async_sync = [r[1] for r in results[build]]
+        out_of_place = [r[2] for r in results[build]]
         rows.append({"build": build, "blocking_us": blocking, "async_synchronize_us": async_sync,
+                     "out_of_place_us": out_of_place,
                      "blocking_median_us": statistics.median(blocking),
-                     "async_synchronize_median_us": statistics.median(async_sync)})
+                     "async_synchronize_median_us": statistics.median(async_sync),
+                     "out_of_place_median_us": statistics.median(out_of_place)})
     if args.json:
         print(json.dumps({"load_before": load_before, "load_after": load_after, "rows": rows},
                          indent=2))
         return
     print("# load average before %s, after %s; %d ranks, %d pairs" %
           (load_before, load_after, args.np, args.pairs))
-    print("%-40s %28s %28s" % ("build", "blocking allreduce_ (us)", "async + synchronize (us)"))
+    print("%-40s %28s %28s %28s" % ("build", "blocking allreduce_ (us)",
+                                     "blocking allreduce (us)", "async + synchronize (us)"))
     for row in rows:
-        print("%-40s %28s %28s" % (
+        print("%-40s %28s %28s %28s" % (
             row["build"][-40:],
             "%.2f [%s]" % (row["blocking_median_us"],
                            " ".join("%.2f" % v for v in row["blocking_us"])),
+            "%.2f [%s]" % (row["out_of_place_median_us"],
+                           " ".join("%.2f" % v for v in row["out_of_place_us"])),
             "%.2f [%s]" % (row["async_synchronize_median_us"],
                            " ".join("%.1f" % v for v in row["async_synchronize_us"]))))
 
