@@ -49,6 +49,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "bench/coordinator/step_requests.h"
 #include "bench/param_file.h"
 #include "hvrun.grpc.pb.h"
 
@@ -62,10 +63,7 @@ namespace v1 = hvrun::v1;
 using Clock = std::chrono::steady_clock;
 constexpr char kSecret[] = "bench-scale-secret";
 
-struct Tensor {
-  std::string name;
-  std::vector<int64_t> shape;
-};
+using Tensor = hvrun::bench::ParamShape;
 
 std::atomic<pid_t> g_daemon{-1};  // the running coordinator, killed on failure
 
@@ -274,21 +272,7 @@ void run_rank(Shared& s, int rank) {
   for (int step = 0; step < s.steps; ++step) {
     if (step == 1 && rank == 0) s.cpu_before = cpu_seconds(s.daemon);
     s.step_barrier->arrive_and_wait();
-    v1::WorkerMessage out;
-    auto* batch = out.mutable_requests();
-    for (auto it = tensors.rbegin(); it != tensors.rend(); ++it) {
-      if (auto id = ids.find(it->name); id != ids.end() && id->second != 0) {
-        batch->add_cached_ids(id->second);
-        continue;
-      }
-      auto* r = batch->add_requests();
-      r->set_name(it->name);
-      r->set_op(v1::COLLECTIVE_OP_ALLREDUCE);
-      r->set_dtype(v1::DATA_TYPE_FLOAT32);
-      r->set_device(v1::DEVICE_KIND_CPU);
-      r->set_reduce_op(v1::REDUCE_OP_SUM);
-      for (int64_t d : it->shape) r->add_shape(d);
-    }
+    const v1::WorkerMessage out = hvrun::bench::step_requests(tensors, ids);
     const bool steady = step > 0;
     const auto start = Clock::now();
     raise_to(s.last_submit_ns[static_cast<size_t>(step)], since(s));
@@ -422,10 +406,8 @@ int main(int argc, char** argv) {
            "[--ranks-per-channel N] [--params PATH] [--coordinator PATH] [--no-stall] [--json]");
     }
   }
-  std::vector<Tensor> tensors;
-  for (const hvrun::bench::ParamShape& p :
-       hvrun::bench::read_param_file(params_path).value_or(std::vector<hvrun::bench::ParamShape>{}))
-    tensors.push_back({p.name, p.shape});
+  const std::vector<Tensor> tensors =
+      hvrun::bench::read_param_file(params_path).value_or(std::vector<Tensor>{});
   if (tensors.empty()) fail("cannot read " + params_path + " (pass --params PATH)");
   ::signal(SIGPIPE, SIG_IGN);
 

@@ -24,6 +24,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "bench/coordinator/step_requests.h"
 #include "bench/param_file.h"
 #include "coordinator/server.h"
 #include "hvrun.grpc.pb.h"
@@ -38,16 +39,10 @@ namespace v1 = hvrun::v1;
 using Clock = std::chrono::steady_clock;
 constexpr char kSecret[] = "bench-secret";
 
-struct Tensor {
-  std::string name;
-  std::vector<int64_t> shape;
-};
+using Tensor = hvrun::bench::ParamShape;
 
 std::vector<Tensor> read_params(const std::string& path) {
-  std::vector<Tensor> out;
-  for (const hvrun::bench::ParamShape& p : hvrun::bench::read_param_file(path).value_or(std::vector<hvrun::bench::ParamShape>{}))
-    out.push_back({p.name, p.shape});
-  return out;
+  return hvrun::bench::read_param_file(path).value_or(std::vector<Tensor>{});
 }
 
 void fail(const std::string& what) {
@@ -83,21 +78,7 @@ std::vector<double> run_rank(const std::string& address, int rank, const std::ve
   std::map<std::string, uint32_t> ids;
   std::vector<double> times;
   for (int step = 0; step < steps; ++step) {
-    v1::WorkerMessage out;
-    auto* batch = out.mutable_requests();
-    for (auto it = tensors.rbegin(); it != tensors.rend(); ++it) {
-      if (auto id = ids.find(it->name); id != ids.end() && id->second != 0) {
-        batch->add_cached_ids(id->second);
-        continue;
-      }
-      auto* r = batch->add_requests();
-      r->set_name(it->name);
-      r->set_op(v1::COLLECTIVE_OP_ALLREDUCE);
-      r->set_dtype(v1::DATA_TYPE_FLOAT32);
-      r->set_device(v1::DEVICE_KIND_CPU);
-      r->set_reduce_op(v1::REDUCE_OP_SUM);
-      for (int64_t d : it->shape) r->add_shape(d);
-    }
+    const v1::WorkerMessage out = hvrun::bench::step_requests(tensors, ids);
     const auto start = Clock::now();
     if (!stream->Write(out)) fail("write failed");
     size_t done = 0;

@@ -18,6 +18,22 @@ namespace {
 
 using namespace testing;  // NOLINT(google-build-using-namespace): test helpers
 
+// A worker of the launcher's plan (no requested rank) registering on a thread of its own.
+std::future<v1::RegisterResponse> register_planned(TestClient& client, const std::string& host,
+                                                   int local_rank) {
+  return std::async(std::launch::async, [&client, host, local_rank] {
+    v1::RegisterRequest request;
+    request.set_protocol_version(v1::PROTOCOL_VERSION_CURRENT);
+    request.mutable_worker()->set_host(host);
+    request.mutable_worker()->set_local_rank(local_rank);
+    request.mutable_worker()->set_requested_rank(-1);
+    v1::RegisterResponse response;
+    auto ctx = client.context();
+    EXPECT_TRUE(client.stub().Register(ctx.get(), request, &response).ok());
+    return response;
+  });
+}
+
 v1::HostPlacement placement_of(const v1::RegisterResponse& response) {
   v1::HostPlacement placement;
   EXPECT_TRUE(placement.ParseFromString(response.placement()));
@@ -114,19 +130,8 @@ TEST(CoordinatorService, TopologyFollowsThePlan) {
   ASSERT_TRUE(server);
   TestClient client(server->address());
   std::vector<std::future<v1::RegisterResponse>> futures;
-  for (auto [host, local] : std::vector<std::pair<std::string, int>>{{"beta", 0}, {"alpha", 1}, {"alpha", 0}}) {
-    futures.push_back(std::async(std::launch::async, [&client, host = host, local = local] {
-      v1::RegisterRequest request;
-      request.set_protocol_version(v1::PROTOCOL_VERSION_CURRENT);
-      request.mutable_worker()->set_host(host);
-      request.mutable_worker()->set_local_rank(local);
-      request.mutable_worker()->set_requested_rank(-1);
-      v1::RegisterResponse response;
-      auto ctx = client.context();
-      EXPECT_TRUE(client.stub().Register(ctx.get(), request, &response).ok());
-      return response;
-    }));
-  }
+  for (auto [host, local] : std::vector<std::pair<std::string, int>>{{"beta", 0}, {"alpha", 1}, {"alpha", 0}})
+    futures.push_back(register_planned(client, host, local));
   std::vector<v1::Topology> topology;
   for (auto& f : futures) {
     const v1::RegisterResponse response = f.get();
@@ -161,19 +166,7 @@ TEST(CoordinatorService, InterleavedHostsGetLocalAndCrossRanksAndOnePlacement) {
   ASSERT_TRUE(server);
   TestClient client(server->address());
   std::vector<std::future<v1::RegisterResponse>> futures;
-  for (auto [host, local] : slots) {
-    futures.push_back(std::async(std::launch::async, [&client, host = host, local = local] {
-      v1::RegisterRequest request;
-      request.set_protocol_version(v1::PROTOCOL_VERSION_CURRENT);
-      request.mutable_worker()->set_host(host);
-      request.mutable_worker()->set_local_rank(local);
-      request.mutable_worker()->set_requested_rank(-1);
-      v1::RegisterResponse response;
-      auto ctx = client.context();
-      EXPECT_TRUE(client.stub().Register(ctx.get(), request, &response).ok());
-      return response;
-    }));
-  }
+  for (const auto& [host, local] : slots) futures.push_back(register_planned(client, host, local));
   // rank: (local rank, local size, cross rank, cross size)
   const std::vector<std::array<int, 4>> expected = {
       {0, 2, 0, 3}, {0, 2, 1, 3}, {1, 2, 0, 2}, {1, 2, 1, 2}, {0, 1, 2, 3}};
