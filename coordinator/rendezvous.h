@@ -6,7 +6,9 @@
 // requested (its launcher's environment); else the lowest free rank, in order of registration.
 //
 // Threads: every method may be called from any thread (guarded by mutex_). register_worker()
-// blocks its caller until the rendezvous ends.
+// blocks its caller until the rendezvous ends; register_async() returns at once and calls back
+// when it ends, from the thread that ended it (the last registration, an abort, an exit, or the
+// rendezvous's own deadline thread), so that thousands of waiting ranks hold no thread each.
 #pragma once
 
 #include <chrono>
@@ -17,6 +19,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -47,12 +50,21 @@ class Rendezvous {
   using Clock = std::chrono::steady_clock;
   // Called once, outside the lock, when the rendezvous completes (OK) or fails (the error).
   using Listener = std::function<void(const Status&)>;
+  // A registration's answer: the worker's place once every rank is in, or why not.
+  using Done = std::function<void(Result<Registered>)>;
 
   Rendezvous(int world_size, std::vector<PlannedRank> plan, std::chrono::milliseconds start_timeout,
              Listener on_end, RankRules rules = RankRules::kLaunch);
+  // Answers registrations still waiting with CANCELLED.
+  ~Rendezvous();
+  Rendezvous(const Rendezvous&) = delete;
+  Rendezvous& operator=(const Rendezvous&) = delete;
 
   // Registers a worker and waits for the others (bounded by the start timeout).
   Result<Registered> register_worker(const v1::WorkerInfo& worker);
+  // The same without waiting: `done` gets the answer, at once when the registration fails or
+  // ends the rendezvous, else when the rendezvous ends (after the end listener).
+  void register_async(const v1::WorkerInfo& worker, Done done);
 
   // Fails the rendezvous if the start timeout has passed; returns whether it has ended.
   // (Waiting workers check this themselves; the service's loop calls it as a backstop.)
@@ -88,6 +100,15 @@ class Rendezvous {
   int first_missing_rank_locked() const;                       // requires mutex_
   // Requires mutex_. `rank`: the rank a failure names best, -1 for none.
   void end_locked(Status status, std::vector<Listener>* to_call, int rank = -1);
+  // What to tell each asynchronous registration once the rendezvous has ended (taken out of
+  // waiting_); empty before. Requires mutex_; run the answers after unlocking.
+  using Answers = std::vector<std::pair<Done, Result<Registered>>>;
+  Answers take_answers_locked();
+  Result<Registered> answer_locked(int slot) const;  // requires mutex_, ended_
+  // The asynchronous registrations' start timeout (their callers do not wait to see it).
+  void watch_deadline();
+  static void deliver(const std::vector<Listener>& listeners, const Status& status,
+                      Answers answers);
 
   const int world_size_;
   const std::vector<PlannedRank> plan_;
@@ -109,6 +130,9 @@ class Rendezvous {
   std::vector<v1::Topology> topology_;            // by rank, after success
   std::vector<v1::RankInfo> ranks_;               // by rank, after success
   std::shared_ptr<const std::string> placement_;  // after success, serialized
+  std::vector<std::pair<int, Done>> waiting_;     // asynchronous registrations: slot, answer
+  bool stopping_ = false;                         // the destructor runs
+  std::thread deadline_thread_;                   // started by the first register_async()
 };
 
 }  // namespace hvrun::coordinator

@@ -257,35 +257,122 @@ Result<Registered> Rendezvous::register_worker(const v1::WorkerInfo& worker) {
       end_locked(deadline_exceeded(missing_message()), &to_call, first_missing_rank_locked());
     }
   }
-  Status status = end_status_;
-  const int rank = status.is_ok() ? rank_of_worker_[slot] : -1;
-  Registered result;
-  if (status.is_ok()) {
-    result.topology = topology_[rank];
-    result.placement = placement_;
-  }
+  const Status status = end_status_;
+  Result<Registered> result = answer_locked(slot);
+  Answers answers = take_answers_locked();
   lock.unlock();
-  for (auto& listener : to_call) listener(status);
-  if (!status.is_ok()) return status;
+  deliver(to_call, status, std::move(answers));
   return result;
+}
+
+Result<Registered> Rendezvous::answer_locked(int slot) const {
+  if (!end_status_.is_ok()) return end_status_;
+  Registered result;
+  result.topology = topology_[rank_of_worker_[slot]];
+  result.placement = placement_;
+  return result;
+}
+
+Rendezvous::Answers Rendezvous::take_answers_locked() {
+  Answers answers;
+  if (!ended_) return answers;
+  for (auto& [slot, done] : waiting_) answers.emplace_back(std::move(done), answer_locked(slot));
+  waiting_.clear();
+  return answers;
+}
+
+void Rendezvous::deliver(const std::vector<Listener>& listeners, const Status& status,
+                         Answers answers) {
+  for (const auto& listener : listeners) listener(status);
+  for (auto& [done, answer] : answers) done(std::move(answer));
+}
+
+void Rendezvous::register_async(const v1::WorkerInfo& worker, Done done) {
+  std::vector<Listener> to_call;
+  Answers answers;
+  Status status;
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (ended_) {
+      const Status ended = end_status_;
+      lock.unlock();
+      if (!ended.is_ok()) return done(ended);
+      return done(failed_precondition("worker on " + describe_worker(worker) +
+                                      " registered after the rendezvous completed; every rank "
+                                      "is already taken"));
+    }
+    int slot = -1;
+    if (Status claimed = claim_rank(worker, &slot); !claimed.is_ok()) {
+      lock.unlock();
+      return done(std::move(claimed));
+    }
+    waiting_.emplace_back(slot, std::move(done));
+    if (!deadline_) deadline_ = Clock::now() + start_timeout_;
+    if (!deadline_thread_.joinable()) deadline_thread_ = std::thread([this] { watch_deadline(); });
+    if (!exited_unregistered_.empty()) {
+      end_locked(failed_precondition(exited_message()), &to_call,
+                 exited_unregistered_.front().first);
+    } else if (static_cast<int>(workers_.size()) == world_size_) {
+      finish_locked();
+      end_locked(check_consistency_locked(), &to_call);
+    }
+    status = end_status_;
+    answers = take_answers_locked();
+  }
+  deliver(to_call, status, std::move(answers));
+}
+
+void Rendezvous::watch_deadline() {
+  std::vector<Listener> to_call;
+  Answers answers;
+  Status status;
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (!ended_ && !stopping_) {
+      if (ended_cv_.wait_until(lock, *deadline_) == std::cv_status::timeout && !ended_ &&
+          !stopping_ && Clock::now() >= *deadline_)
+        end_locked(deadline_exceeded(missing_message()), &to_call, first_missing_rank_locked());
+    }
+    status = end_status_;
+    answers = take_answers_locked();
+  }
+  deliver(to_call, status, std::move(answers));
+}
+
+Rendezvous::~Rendezvous() {
+  Answers answers;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+    ended_cv_.notify_all();
+    for (auto& [slot, done] : waiting_)
+      answers.emplace_back(std::move(done), cancelled("the coordinator shut down during the "
+                                                      "rendezvous"));
+    waiting_.clear();
+  }
+  if (deadline_thread_.joinable()) deadline_thread_.join();
+  deliver({}, Status::ok(), std::move(answers));
 }
 
 bool Rendezvous::check_deadline(Clock::time_point now) {
   std::vector<Listener> to_call;
+  Answers answers;
   Status status;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!ended_ && deadline_ && now >= *deadline_)
       end_locked(deadline_exceeded(missing_message()), &to_call, first_missing_rank_locked());
     status = end_status_;
-    if (to_call.empty()) return ended_;
+    answers = take_answers_locked();
+    if (to_call.empty() && answers.empty()) return ended_;
   }
-  for (auto& listener : to_call) listener(status);
+  deliver(to_call, status, std::move(answers));
   return true;
 }
 
 void Rendezvous::rank_exited(int rank, const std::string& how) {
   std::vector<Listener> to_call;
+  Answers answers;
   Status status;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -297,17 +384,20 @@ void Rendezvous::rank_exited(int rank, const std::string& how) {
     if (!deadline_) return;  // nobody registered yet: maybe no rank uses the worker library
     end_locked(failed_precondition(exited_message()), &to_call, exited_unregistered_.front().first);
     status = end_status_;
+    answers = take_answers_locked();
   }
-  for (auto& listener : to_call) listener(status);
+  deliver(to_call, status, std::move(answers));
 }
 
 void Rendezvous::abort(const Status& status) {
   std::vector<Listener> to_call;
+  Answers answers;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     end_locked(status, &to_call);
+    answers = take_answers_locked();
   }
-  for (auto& listener : to_call) listener(status);
+  deliver(to_call, status, std::move(answers));
 }
 
 std::optional<Rendezvous::Failure> Rendezvous::failure() const {

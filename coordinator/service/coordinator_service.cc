@@ -24,36 +24,48 @@ std::chrono::milliseconds until_deadline(const grpc::ServerContext& context) {
 }
 }  // namespace
 
-grpc::Status CoordinatorService::Register(grpc::ServerContext* context,
-                                          const v1::RegisterRequest* request,
-                                          v1::RegisterResponse* response) {
-  HVRUN_RETURN_IF_ERROR_GRPC(check_secret(*context, job_.options().secret, "Register"));
+grpc::ServerUnaryReactor* CoordinatorService::Register(grpc::CallbackServerContext* context,
+                                                       const v1::RegisterRequest* request,
+                                                       v1::RegisterResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (Status allowed = check_secret(*context, job_.options().secret, "Register");
+      !allowed.is_ok()) {
+    reactor->Finish(to_grpc(allowed));
+    return reactor;
+  }
   const v1::WorkerInfo& worker = request->worker();
   if (request->protocol_version() != kProtocolVersion) {
-    return to_grpc(failed_precondition(
+    reactor->Finish(to_grpc(failed_precondition(
         "worker on host " + worker.host() + " (pid " + std::to_string(worker.pid()) +
         ", hvrun " + worker.hvrun_version() + ") speaks hvrun protocol version " +
         std::to_string(request->protocol_version()) + ", this coordinator (hvrun " +
         std::string(build_info().version) + ") speaks version " +
-        std::to_string(kProtocolVersion) + "; run the same hvrun version everywhere"));
+        std::to_string(kProtocolVersion) + "; run the same hvrun version everywhere")));
+    return reactor;
   }
   SPDLOG_DEBUG("Register from {} host {} pid {} requested rank {}", context->peer(),
                worker.host(), worker.pid(), worker.requested_rank());
-  auto registered = job_.register_worker(worker);
-  if (!registered.is_ok()) return to_grpc(registered.status());
-  *response->mutable_topology() = registered->topology;
-  response->set_job_id(registered->job_id);
-  for (const auto& [name, text] : job_.options().job_settings) {
-    (*response->mutable_settings())[name] = text;
-  }
-  v1::WorkerSettings* worker_settings = response->mutable_worker_settings();
-  worker_settings->set_heartbeat_timeout_ms(job_.options().heartbeat_timeout.count());
-  worker_settings->set_timeline_from_start(!job_.options().timeline_filename.empty());
-  worker_settings->set_fusion_threshold_bytes(job_.options().fusion_threshold_bytes);
-  worker_settings->set_cycle_time_us(job_.options().cycle_time.count());
-  if (registered->placement) response->set_placement(*registered->placement);
-  response->set_protocol_version(kProtocolVersion);
-  return grpc::Status::OK;
+  // gRPC keeps the request and the response until Finish.
+  job_.register_worker_async(worker, [this, reactor, response](Result<Registered> registered) {
+    if (!registered.is_ok()) {
+      reactor->Finish(to_grpc(registered.status()));
+      return;
+    }
+    *response->mutable_topology() = registered->topology;
+    response->set_job_id(registered->job_id);
+    for (const auto& [name, text] : job_.options().job_settings) {
+      (*response->mutable_settings())[name] = text;
+    }
+    v1::WorkerSettings* worker_settings = response->mutable_worker_settings();
+    worker_settings->set_heartbeat_timeout_ms(job_.options().heartbeat_timeout.count());
+    worker_settings->set_timeline_from_start(!job_.options().timeline_filename.empty());
+    worker_settings->set_fusion_threshold_bytes(job_.options().fusion_threshold_bytes);
+    worker_settings->set_cycle_time_us(job_.options().cycle_time.count());
+    if (registered->placement) response->set_placement(*registered->placement);
+    response->set_protocol_version(kProtocolVersion);
+    reactor->Finish(grpc::Status::OK);
+  });
+  return reactor;
 }
 
 grpc::Status CoordinatorService::KvSet(grpc::ServerContext* context,

@@ -58,8 +58,53 @@ Job::Job(CoordinatorOptions options, CoordinatorServer::EventCallback on_event)
 }
 
 Job::~Job() {
+  end(cancelled("the coordinator shut down before the job ended"));  // wakes every waiter
+  std::vector<std::thread> threads;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+    threads.swap(waiting_registrations_);
+  }
+  for (std::thread& t : threads) t.join();
   stop_loops();
   telemetry_.finish();
+}
+
+void Job::register_on_thread(const v1::WorkerInfo& worker, Rendezvous::Done done) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (stopping_) {
+    done(cancelled("the coordinator shut down before the job ended"));
+    return;
+  }
+  waiting_registrations_.emplace_back([this, worker, done = std::move(done)] {
+    done(register_worker(worker));
+  });
+}
+
+void Job::register_worker_async(const v1::WorkerInfo& worker, Rendezvous::Done done) {
+  Generation* generation = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    Generation* now = generations_.back().get();
+    if (!now->resetting && !now->rendezvous.complete()) generation = now;
+  }
+  if (generation == nullptr) return register_on_thread(worker, std::move(done));
+  generation->rendezvous.register_async(
+      worker, [this, generation, worker, done = std::move(done)](Result<Registered> registered) {
+        if (!registered.is_ok()) {
+          bool next_membership = false;
+          {
+            std::lock_guard<std::mutex> lock(mutex_);
+            next_membership = options_.elastic && generation->resetting && !stopping_ &&
+                              (!end_.has_value() || end_->is_ok());
+          }
+          // A membership that ended while this worker waited sends it on to the next one.
+          if (next_membership) return register_on_thread(worker, done);
+          return done(registered.status());
+        }
+        registered->job_id = job_id_of(*generation);
+        done(std::move(registered));
+      });
 }
 
 Generation& Job::current() {

@@ -26,6 +26,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -70,6 +71,10 @@ class Job {
   // Registers a worker in the current generation, or, when that one's rendezvous already
   // completed (a worker's init after its shutdown), in the next one once every rank left.
   Result<Registered> register_worker(const v1::WorkerInfo& worker);
+  // The same, answered through `done` (the gRPC Register): a registration in a rendezvous that
+  // is still open waits without a thread (Rendezvous::register_async); the others (a worker
+  // registering again, a survivor waiting for the next membership) wait on a thread of the job's.
+  void register_worker_async(const v1::WorkerInfo& worker, Rendezvous::Done done);
   // Stops every generation's negotiation thread (the server is shutting down).
   void stop_loops();
   // The job's telemetry and timeline (coordinator/telemetry/aggregator.h), across generations.
@@ -137,6 +142,12 @@ class Job {
   // Aborts for a timeout (stall shutdown, heartbeat) after an autopsy, when autopsies are on.
   void abort_after_autopsy(const std::string& trigger, const std::string& reason, int rank,
                            const std::string& host);
+  // Guarded by mutex_: the threads of registrations that wait for another generation, joined
+  // by the destructor; `stopping_`: the destructor runs, no new one starts.
+  std::vector<std::thread> waiting_registrations_;
+  bool stopping_ = false;
+  // Runs register_worker(worker) on a new thread of waiting_registrations_, then `done`.
+  void register_on_thread(const v1::WorkerInfo& worker, Rendezvous::Done done);
   AutopsyCollector autopsies_;  // last: its thread posts events until it is stopped
 };
 
