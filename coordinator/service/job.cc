@@ -1,5 +1,8 @@
 #include "coordinator/service/job.h"
 
+#include <algorithm>
+#include <iterator>
+
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
@@ -59,26 +62,42 @@ Job::Job(CoordinatorOptions options, CoordinatorServer::EventCallback on_event)
 
 Job::~Job() {
   end(cancelled("the coordinator shut down before the job ended"));  // wakes every waiter
-  std::vector<std::thread> threads;
+  std::vector<WaitingRegistration> threads;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
     threads.swap(waiting_registrations_);
   }
-  for (std::thread& t : threads) t.join();
+  for (WaitingRegistration& t : threads) t.thread.join();
   stop_loops();
   telemetry_.finish();
 }
 
 void Job::register_on_thread(const v1::WorkerInfo& worker, Rendezvous::Done done) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (stopping_) {
-    done(cancelled("the coordinator shut down before the job ended"));
-    return;
+  std::vector<WaitingRegistration> finished;
+  bool started = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!stopping_) {
+      started = true;
+      // Threads of earlier registrations that have answered are joined here (a long elastic
+      // job or many init/shutdown rounds would otherwise keep every one).
+      auto answered = std::stable_partition(
+          waiting_registrations_.begin(), waiting_registrations_.end(),
+          [](const WaitingRegistration& w) { return !w.answered->load(); });
+      std::move(answered, waiting_registrations_.end(), std::back_inserter(finished));
+      waiting_registrations_.erase(answered, waiting_registrations_.end());
+      auto flag = std::make_shared<std::atomic<bool>>(false);
+      waiting_registrations_.push_back(
+          {std::thread([this, worker, flag, done = std::move(done)] {
+             done(register_worker(worker));
+             flag->store(true);
+           }),
+           flag});
+    }
   }
-  waiting_registrations_.emplace_back([this, worker, done = std::move(done)] {
-    done(register_worker(worker));
-  });
+  for (WaitingRegistration& w : finished) w.thread.join();
+  if (!started) done(cancelled("the coordinator shut down before the job ended"));
 }
 
 void Job::register_worker_async(const v1::WorkerInfo& worker, Rendezvous::Done done) {

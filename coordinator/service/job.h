@@ -21,6 +21,7 @@
 // generations.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -144,7 +145,11 @@ class Job {
                            const std::string& host);
   // Guarded by mutex_: the threads of registrations that wait for another generation, joined
   // by the destructor; `stopping_`: the destructor runs, no new one starts.
-  std::vector<std::thread> waiting_registrations_;
+  struct WaitingRegistration {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> answered;  // set by the thread as its last act
+  };
+  std::vector<WaitingRegistration> waiting_registrations_;
   bool stopping_ = false;
   // Runs register_worker(worker) on a new thread of waiting_registrations_, then `done`.
   void register_on_thread(const v1::WorkerInfo& worker, Rendezvous::Done done);
