@@ -4,7 +4,7 @@
 // (its 161 gradients: full requests in the first step, cache ids after) for --steps steps.
 //
 //   bench_coordinator_scale [--ranks 64,256,1024] [--steps 20] [--ranks-per-channel 8]
-//                           [--params PATH] [--coordinator PATH] [--json]
+//                           [--params PATH] [--coordinator PATH] [--no-stall] [--json]
 //
 // Per N it prints: the rendezvous time (first Register sent to the last Welcome read) and the
 // coordinator's CPU until then (its start included), the first
@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdarg>
 #include <atomic>
 #include <barrier>
 #include <chrono>
@@ -250,7 +251,6 @@ void run_rank(Shared& s, int rank) {
   auto reg_ctx = context();
   if (grpc::Status st = stub->Register(reg_ctx.get(), request, &registered); !st.ok())
     fail("rank " + std::to_string(rank) + ": Register: " + st.error_message());
-
   auto stream_ctx = context();
   auto stream = stub->Negotiate(stream_ctx.get());
   v1::WorkerMessage hello;
@@ -259,9 +259,7 @@ void run_rank(Shared& s, int rank) {
   if (!stream->Write(hello) || !stream->Read(&in) || !in.has_welcome())
     fail("rank " + std::to_string(rank) + ": no Welcome");
   if (s.welcomed.fetch_add(1) + 1 == s.ranks) s.rendezvous_cpu = cpu_seconds(s.daemon);
-  const int64_t now = since(s);
-  for (int64_t seen = s.last_welcome_ns.load(); now > seen;)
-    if (s.last_welcome_ns.compare_exchange_weak(seen, now)) break;
+  raise_to(s.last_welcome_ns, since(s));
 
   const std::vector<Tensor>& tensors = *s.tensors;
   std::map<std::string, uint32_t> ids;
@@ -355,6 +353,54 @@ void run_rank(Shared& s, int rank) {
   stream->Finish();
 }
 
+// One column of the table and key of the JSON line; a negative value is "no figure" (the
+// table prints "-", JSON -1).
+struct Column {
+  const char* name;
+  int width;
+  int decimals;
+  double value = 0;
+};
+
+std::vector<Column> columns() {
+  return {{"ranks", 6, 0},         {"rendezvous_s", 12, 3}, {"rdv_cpu_ms", 11, 1},
+          {"first_ms", 12, 2},     {"steady_ms", 12, 2},    {"after_last_ms", 14, 2},
+          {"coord_cpu_ms", 12, 2}, {"rss_mib", 9, 1},       {"msgs_in", 10, 1},
+          {"bytes_in", 12, 0},     {"msgs_out", 10, 1},     {"bytes_out", 12, 0},
+          {"stall_abort_s", 14, 3}, {"abort_spread_ms", 15, 2}};
+}
+
+std::string formatted(const char* format, ...) __attribute__((format(printf, 1, 2)));
+std::string formatted(const char* format, ...) {
+  char text[128];
+  va_list args;
+  va_start(args, format);
+  std::vsnprintf(text, sizeof text, format, args);
+  va_end(args);
+  return text;
+}
+
+// The table's header line: every column's name, right-aligned to its width.
+std::string header_line() {
+  std::string line;
+  for (const Column& c : columns())
+    line += (line.empty() ? "" : " ") + formatted("%*s", c.width, c.name);
+  return line;
+}
+
+void print_row(const std::vector<Column>& row, bool json) {
+  std::string line;
+  for (const Column& c : row) {
+    const std::string value = c.value < 0 ? std::string(json ? "-1" : "-")
+                                          : formatted("%.*f", c.decimals, c.value);
+    if (json)
+      line += (line.empty() ? "{\"" : ", \"") + std::string(c.name) + "\": " + value;
+    else
+      line += (line.empty() ? "" : " ") + formatted("%*s", c.width, value.c_str());
+  }
+  std::printf("%s%s\n", line.c_str(), json ? "}" : "");
+}
+
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -414,11 +460,9 @@ int main(int argc, char** argv) {
   if (!json)
     std::printf("# hvrun-coordinator (its own process) and N simulated ranks (threads, %d per "
                 "gRPC channel) over loopback TCP; %zu tensors per step, %d steps (the first "
-                "negotiates, the rest are cached)\n"
-                "%6s %12s %11s %12s %12s %14s %12s %9s %10s %12s %10s %12s %14s %15s\n",
-                per_channel, tensors.size(), steps, "ranks", "rendezvous_s", "rdv_cpu_ms",
-                "first_ms", "steady_ms", "after_last_ms", "coord_cpu_ms", "rss_mib", "msgs_in",
-                "bytes_in", "msgs_out", "bytes_out", "stall_abort_s", "abort_spread_ms");
+                "negotiates, the rest are cached)\n",
+                per_channel, tensors.size(), steps);
+  if (!json) std::printf("%s\n", header_line().c_str());
   for (int ranks : rank_counts) {
     const Daemon daemon = start_daemon(coordinator, ranks, stall && ranks > 1);
     Shared s;
@@ -470,36 +514,29 @@ int main(int argc, char** argv) {
     const double per_step = static_cast<double>(steps - 1);
     const double cpu_ms = (s.cpu_after - s.cpu_before) * 1000.0 / per_step;
     const double rendezvous = static_cast<double>(s.last_welcome_ns.load()) / 1e9;
-    // Without the stall phase: NaN in JSON would not parse, so -1 there and "-" in the table.
+    // Without the stall phase there is no stall figure (-1: "-" in the table, -1 in JSON).
     const double stall_abort =
         s.stall ? static_cast<double>(s.last_abort_ns - s.stall_submitted_ns) / 1e9 : -1;
     const double abort_spread =
         s.stall ? static_cast<double>(s.last_abort_ns - s.first_abort_ns) / 1e6 : -1;
-    if (json) {
-      std::printf("{\"ranks\": %d, \"rendezvous_s\": %.4f, \"rdv_cpu_ms\": %.1f, "
-                  "\"first_ms\": %.3f, \"steady_ms\": %.3f, "
-                  "\"after_last_ms\": %.3f, \"coord_cpu_ms\": %.3f, \"rss_mib\": %.1f, "
-                  "\"msgs_in\": %.1f, \"bytes_in\": %.0f, \"msgs_out\": %.1f, "
-                  "\"bytes_out\": %.0f, \"stall_abort_s\": %.3f, \"abort_spread_ms\": %.2f}\n",
-                  ranks, rendezvous, s.rendezvous_cpu * 1000.0, s.rank0_us[0] / 1000.0,
-                  median(steady), median(after_last), cpu_ms, s.rss_mib,
-                  total.sent_messages / per_step, total.sent_bytes / per_step,
-                  total.received_messages / per_step, total.received_bytes / per_step,
-                  stall_abort, abort_spread);
-    } else {
-      char stall_text[32] = "-", spread_text[32] = "-";
-      if (s.stall) {
-        std::snprintf(stall_text, sizeof stall_text, "%.3f", stall_abort);
-        std::snprintf(spread_text, sizeof spread_text, "%.2f", abort_spread);
-      }
-      std::printf("%6d %12.3f %11.1f %12.2f %12.2f %14.2f %12.2f %9.1f %10.1f %12.0f %10.1f "
-                  "%12.0f %14s %15s\n",
-                  ranks, rendezvous, s.rendezvous_cpu * 1000.0, s.rank0_us[0] / 1000.0,
-                  median(steady), median(after_last), cpu_ms, s.rss_mib,
-                  total.sent_messages / per_step, total.sent_bytes / per_step,
-                  total.received_messages / per_step, total.received_bytes / per_step,
-                  stall_text, spread_text);
-    }
+    std::vector<Column> row = columns();
+    const double values[] = {static_cast<double>(ranks),
+                             rendezvous,
+                             s.rendezvous_cpu * 1000.0,
+                             s.rank0_us[0] / 1000.0,
+                             median(steady),
+                             median(after_last),
+                             cpu_ms,
+                             s.rss_mib,
+                             total.sent_messages / per_step,
+                             total.sent_bytes / per_step,
+                             total.received_messages / per_step,
+                             total.received_bytes / per_step,
+                             stall_abort,
+                             abort_spread};
+    static_assert(std::size(values) == 14);
+    for (size_t i = 0; i < row.size(); ++i) row[i].value = values[i];
+    print_row(row, json);
     std::fflush(stdout);
     // After the stall the coordinator ends the job as failed: it must still exit by itself.
     if (!WIFEXITED(status) || (!s.stall && WEXITSTATUS(status) != 0))
