@@ -93,6 +93,9 @@ class Rendezvous {
 
  private:
   Status claim_rank(const v1::WorkerInfo& worker, int* slot);  // requires mutex_
+  // Requires mutex_: refuses a registration after the end, claims its rank and sets the start
+  // deadline, and ends the rendezvous when this was the last rank (or a rank already exited).
+  Status join_locked(const v1::WorkerInfo& worker, int* slot, std::vector<Listener>* to_call);
   void finish_locked();                                        // requires mutex_
   std::string missing_message() const;                         // requires mutex_
   std::string exited_message() const;                          // requires mutex_

@@ -233,24 +233,30 @@ void Rendezvous::end_locked(Status status, std::vector<Listener>* to_call, int r
   ended_cv_.notify_all();
 }
 
-Result<Registered> Rendezvous::register_worker(const v1::WorkerInfo& worker) {
-  std::vector<Listener> to_call;
-  std::unique_lock<std::mutex> lock(mutex_);
+Status Rendezvous::join_locked(const v1::WorkerInfo& worker, int* slot,
+                               std::vector<Listener>* to_call) {
   if (ended_) {
     if (!end_status_.is_ok()) return end_status_;
     return failed_precondition("worker on " + describe_worker(worker) +
                                " registered after the rendezvous completed; every rank is "
                                "already taken");
   }
-  int slot = -1;
-  HVRUN_RETURN_IF_ERROR(claim_rank(worker, &slot));
+  HVRUN_RETURN_IF_ERROR(claim_rank(worker, slot));
   if (!deadline_) deadline_ = Clock::now() + start_timeout_;
   if (!exited_unregistered_.empty()) {
-    end_locked(failed_precondition(exited_message()), &to_call, exited_unregistered_.front().first);
+    end_locked(failed_precondition(exited_message()), to_call, exited_unregistered_.front().first);
   } else if (static_cast<int>(workers_.size()) == world_size_) {
     finish_locked();
-    end_locked(check_consistency_locked(), &to_call);
+    end_locked(check_consistency_locked(), to_call);
   }
+  return Status::ok();
+}
+
+Result<Registered> Rendezvous::register_worker(const v1::WorkerInfo& worker) {
+  std::vector<Listener> to_call;
+  std::unique_lock<std::mutex> lock(mutex_);
+  int slot = -1;
+  HVRUN_RETURN_IF_ERROR(join_locked(worker, &slot, &to_call));
   while (!ended_) {
     if (ended_cv_.wait_until(lock, *deadline_) == std::cv_status::timeout && !ended_ &&
         Clock::now() >= *deadline_) {
@@ -293,29 +299,14 @@ void Rendezvous::register_async(const v1::WorkerInfo& worker, Done done) {
   Status status;
   {
     std::unique_lock<std::mutex> lock(mutex_);
-    if (ended_) {
-      const Status ended = end_status_;
-      lock.unlock();
-      if (!ended.is_ok()) return done(ended);
-      return done(failed_precondition("worker on " + describe_worker(worker) +
-                                      " registered after the rendezvous completed; every rank "
-                                      "is already taken"));
-    }
     int slot = -1;
-    if (Status claimed = claim_rank(worker, &slot); !claimed.is_ok()) {
+    if (Status joined = join_locked(worker, &slot, &to_call); !joined.is_ok()) {
       lock.unlock();
-      return done(std::move(claimed));
+      return done(std::move(joined));
     }
     waiting_.emplace_back(slot, std::move(done));
-    if (!deadline_) deadline_ = Clock::now() + start_timeout_;
-    if (!deadline_thread_.joinable()) deadline_thread_ = std::thread([this] { watch_deadline(); });
-    if (!exited_unregistered_.empty()) {
-      end_locked(failed_precondition(exited_message()), &to_call,
-                 exited_unregistered_.front().first);
-    } else if (static_cast<int>(workers_.size()) == world_size_) {
-      finish_locked();
-      end_locked(check_consistency_locked(), &to_call);
-    }
+    if (!ended_ && !deadline_thread_.joinable())
+      deadline_thread_ = std::thread([this] { watch_deadline(); });
     status = end_status_;
     answers = take_answers_locked();
   }
