@@ -6,6 +6,8 @@
 #
 # TensorFlow asks for -std=c++17; the op library is compiled as C++20 (the worker library's
 # headers need it), which TensorFlow's headers accept, and which changes no type's layout.
+include(HvrunPythonProbe)
+
 function(hvrun_find_tensorflow python)
   set(HVRUN_HAVE_TENSORFLOW OFF PARENT_SCOPE)
   if(HVRUN_WITH_TENSORFLOW STREQUAL "OFF")
@@ -13,10 +15,8 @@ function(hvrun_find_tensorflow python)
     return()
   endif()
   set(probe "import tensorflow as tf; s = tf.sysconfig; print(tf.__version__); print(s.get_include()); print('|'.join(s.get_compile_flags())); print('|'.join(s.get_link_flags()))")
-  execute_process(COMMAND ${CMAKE_COMMAND} -E env TF_CPP_MIN_LOG_LEVEL=3 ${python} -c "${probe}"
-                  OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE failed
-                  OUTPUT_STRIP_TRAILING_WHITESPACE)
-  if(failed)
+  hvrun_python_probe(${python} "${probe}" 4 lines err ENV TF_CPP_MIN_LOG_LEVEL=3)
+  if(NOT lines)
     set(why "${python} cannot import tensorflow")
     if(HVRUN_WITH_TENSORFLOW STREQUAL "ON")
       message(FATAL_ERROR "HVRUN_WITH_TENSORFLOW=ON: ${why}:\n${err}")
@@ -24,10 +24,6 @@ function(hvrun_find_tensorflow python)
     message(STATUS "hvrun TensorFlow ops: off (${why})")
     return()
   endif()
-  string(REPLACE "\n" ";" lines "${out}")
-  list(LENGTH lines count)
-  math(EXPR first "${count} - 4")  # anything TensorFlow printed on import comes first
-  list(SUBLIST lines ${first} 4 lines)
   list(GET lines 0 version)
   list(GET lines 1 include_dir)
   list(GET lines 2 compile_flags)

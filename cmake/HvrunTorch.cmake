@@ -14,6 +14,8 @@ macro(_hvrun_torch_api_off why)
   return()
 endmacro()
 
+include(HvrunPythonProbe)
+
 function(hvrun_find_torch python)
   set(HVRUN_HAVE_TORCH_API OFF PARENT_SCOPE)
   if(HVRUN_WITH_TORCH_API STREQUAL "OFF")
@@ -21,16 +23,10 @@ function(hvrun_find_torch python)
     return()
   endif()
   set(probe "import os, torch; print(torch.__version__); print(int(torch._C._GLIBCXX_USE_CXX11_ABI)); d = os.path.dirname(torch.__file__); print(os.path.join(d, 'include')); print(os.path.join(d, 'lib'))")
-  execute_process(COMMAND ${python} -c "${probe}"
-                  OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE failed
-                  OUTPUT_STRIP_TRAILING_WHITESPACE)
-  if(failed)
+  hvrun_python_probe(${python} "${probe}" 4 lines err)
+  if(NOT lines)
     _hvrun_torch_api_off("${python} cannot import torch: ${err}")
   endif()
-  string(REPLACE "\n" ";" lines "${out}")
-  list(LENGTH lines count)
-  math(EXPR first "${count} - 4")  # anything torch printed on import comes first
-  list(SUBLIST lines ${first} 4 lines)
   list(GET lines 0 version)
   list(GET lines 1 cxx11_abi)
   list(GET lines 2 include_dir)
