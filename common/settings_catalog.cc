@@ -201,18 +201,21 @@ constexpr std::array kCatalog = {
                                "(one slot; the segment holds 3 x ranks per host slots)."},
     SettingSpec{.name = "fast_path", .flag = "--fast-path", .env = "HVRUN_FAST_PATH",
                 .kind = SettingKind::kBool, .default_value = "true", .scope = "worker",
-                .description = "Single-host jobs on the shared-memory data plane: a blocking "
-                               "allreduce of a tensor the coordinator already negotiated runs "
-                               "without it when every rank is idle and calls the same one "
-                               "(agreed through shared memory; anything else goes through the "
-                               "coordinator as usual)."},
+                .description = "Jobs on the shared-memory data plane: a blocking allreduce "
+                               "of a tensor the coordinator already negotiated runs without it "
+                               "when every rank is idle and calls the same one (single-host "
+                               "jobs), and async ones as soon as every rank submitted them "
+                               "(agreed through shared memory, and across hosts through a round "
+                               "arbiter on rank 0; anything else goes through the coordinator as "
+                               "usual)."},
     SettingSpec{.name = "fast_path_wait_ms", .flag = "--fast-path-wait-ms",
                 .env = "HVRUN_FAST_PATH_WAIT_MS", .kind = SettingKind::kDouble,
                 .default_value = "50", .min = 0.01, .max = 10000, .unit = "milliseconds",
                 .scope = "worker",
                 .description = "How long a rank waits in the fast path for the other ranks to "
                                "call the same allreduce before it hands the call to the "
-                               "coordinator (which then reports stalls as usual)."},
+                               "coordinator (which then reports stalls as usual); on several "
+                               "hosts also how long the round arbiter waits for every host."},
     SettingSpec{.name = "max_restarts", .flag = "--max-restarts", .env = "HVRUN_MAX_RESTARTS",
                 .kind = SettingKind::kInt, .default_value = "0", .min = 0, .max = 1000,
                 .unit = "restarts", .scope = "launcher",

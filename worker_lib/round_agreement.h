@@ -1,7 +1,8 @@
 // How the ranks of a job agree among themselves, without the coordinator, that they all run the
 // same small collective next, and exchange its data in the same step (the worker's fast path,
 // runtime/fast_path.h). Implementations: backends/shm/round_board.h, in a single-host job's
-// shared-memory segment.
+// shared-memory segment; backends/shm/host_rounds.h, a board per host joined across hosts by an
+// arbiter (multi-host jobs: only the AND of the ranks' payloads crosses hosts).
 //
 // A round is numbered by a generation `gen` that every idle rank computes alike (the count of
 // plans executed plus fast collectives run). In a round every rank publishes a key and its
@@ -48,6 +49,8 @@ inline const char* round_outcome_name(RoundOutcome outcome) {
   return "?";
 }
 
+class RoundPayloads;
+
 class RoundAgreement {
  public:
   virtual ~RoundAgreement() = default;
@@ -64,14 +67,9 @@ class RoundAgreement {
   // `deadline` refuses the ranks still missing. Call after open() returned non-null.
   virtual RoundOutcome join(uint32_t gen, const RoundKey& key,
                             std::chrono::steady_clock::time_point deadline) = 0;
-  // After kAgreed, before release(): rank k's payload of the round, as it filled it.
-  virtual const std::byte* payload(int k) const = 0;
-  // After kAgreed, before release(): every rank's payload (`count` elements of `dtype`'s work
-  // type, as reduction/reduction_math.h packs them) reduced in rank order with `op`, divided by
-  // `divisor` (when > 1) and times `postscale`, written to `output` as `dtype`. Every rank
-  // computes the same bits.
-  virtual void reduce_payloads(void* output, size_t count, DataType dtype, ReduceOp op,
-                               int divisor, double postscale) = 0;
+  // After kAgreed, before release(): the bitwise AND over every rank of its payload's first
+  // `words` 64-bit words, into `out`.
+  virtual void and_payloads(uint64_t* out, size_t words) const = 0;
   // Step 3: this rank is done with round `gen`. Call after every open() before the next one.
   virtual void release() = 0;
 
@@ -80,6 +78,24 @@ class RoundAgreement {
   virtual void refuse(uint32_t gen) = 0;
   // This rank takes part in no round from now on (it shuts down).
   virtual void leave() = 0;
+
+  // Every rank's payload of an agreed round (what the blocking fast path reduces), or null
+  // where only and_payloads() crosses (the cross-host rounds).
+  virtual RoundPayloads* payloads() { return nullptr; }
+};
+
+// Every rank's payload of an agreed round, where an agreement carries them (one host's board).
+class RoundPayloads {
+ public:
+  virtual ~RoundPayloads() = default;
+  // After kAgreed, before release(): rank k's payload of the round, as it filled it.
+  virtual const std::byte* payload(int k) const = 0;
+  // After kAgreed, before release(): every rank's payload (`count` elements of `dtype`'s work
+  // type, as reduction/reduction_math.h packs them) reduced in rank order with `op`, divided by
+  // `divisor` (when > 1) and times `postscale`, written to `output` as `dtype`. Every rank
+  // computes the same bits.
+  virtual void reduce_payloads(void* output, size_t count, DataType dtype, ReduceOp op,
+                               int divisor, double postscale) = 0;
 };
 
 }  // namespace hvrun::detail

@@ -153,13 +153,14 @@ std::string format_telemetry_summary(const JobTelemetry& job) {
         << std::setw(13) << seconds_text(r.negotiation_seconds) << std::setw(11)
         << seconds_text(r.wait_seconds) << "\n";
   }
-  // Collectives that ran on the fast path (worker_lib/runtime/runtime_fast_path.cc): a user
-  // tuning latency wants to see whether the blocking allreduces took it.
+  // Collectives that ran without the coordinator (the fast path and the cached rounds, counted
+  // under "<cpu backend>-fast": worker_lib/runtime/fast_path.h): a user tuning latency wants to
+  // see whether the steady state took them.
   std::string fast;
   for (const RankTelemetry& r : job.ranks) {
     uint64_t n = 0;
     for (const auto& c : r.collectives)
-      if (c.backend == "shm-fast") n += c.responses;
+      if (c.backend.ends_with("-fast")) n += c.responses;
     if (n > 0) fast += (fast.empty() ? "" : ", ") + std::string("rank ") + std::to_string(r.rank) +
                        " " + std::to_string(n) + " of " + std::to_string(totals(r).operations);
   }

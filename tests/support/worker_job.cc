@@ -88,7 +88,7 @@ JobResult run_job(int np, const std::vector<std::string>& argv, const JobOptions
       result.tensors_negotiated[static_cast<size_t>(rank.rank)] = rank.tensors_negotiated;
   for (const auto& rank : telemetry.ranks)
     for (const auto& c : rank.collectives)
-      if (c.backend == "shm-fast" && rank.rank >= 0 && rank.rank < np) {
+      if (c.backend.ends_with("-fast") && rank.rank >= 0 && rank.rank < np) {
         result.fast_path_collectives[static_cast<size_t>(rank.rank)] += c.responses;
         result.fast_path_bytes[static_cast<size_t>(rank.rank)] += c.bytes;
       }

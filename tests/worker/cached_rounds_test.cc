@@ -37,10 +37,19 @@ std::vector<std::string> digests(const JobResult& job) {
   return found;
 }
 
+// The same worker with ranks alternating between two simulated hosts (HVRUN_HOST): the
+// hierarchical data plane, whose rounds cross hosts (worker_lib/backends/shm/host_rounds.h).
+std::vector<std::string> worker_on_two_hosts(const std::string& mode) {
+  return {"/bin/sh", "-c",
+          "HVRUN_HOST=simhost$((HVRUN_RANK % 2)) HVRUN_LOCAL_RANK=-1 exec " +
+              bin_path("hvrun_cached_rounds_worker") + " " + mode};
+}
+
 // The steady state's results, bit for bit, through the coordinator (the cached rounds off).
-std::string coordinator_digest(int np) {
-  JobResult job = run_job(np, worker("steady"), {.timeout = std::chrono::seconds(120),
-                                                 .extra_env = {{"HVRUN_FAST_PATH", "false"}}});
+std::string coordinator_digest(int np, bool two_hosts = false) {
+  JobResult job = run_job(np, two_hosts ? worker_on_two_hosts("steady") : worker("steady"),
+                          {.timeout = std::chrono::seconds(120),
+                           .extra_env = {{"HVRUN_FAST_PATH", "false"}}});
   EXPECT_TRUE(job.all_succeeded()) << job.describe();
   for (int r = 0; r < np; ++r) {
     // 40 steps of 6 tensors, every one negotiated.
@@ -69,6 +78,43 @@ TEST(CachedRounds, SteadyStateSkipsTheCoordinatorWithItsBits) {
       EXPECT_GE(job.fast_path_collectives[rank], 20u) << "np " << np << "; " << counts(job);
     }
   }
+}
+
+TEST(CachedRounds, AcrossHostsTheSteadyStateSkipsTheCoordinatorWithItsBits) {
+  // 3 ranks: a host of two (its shm board) and a host of one; 4 ranks: two hosts of two. A
+  // round waits up to 2 s here, so that ranks descheduled on this loaded 2-core machine still
+  // meet: the point is that rounds cross hosts, not how often they miss.
+  for (int np : {3, 4}) {
+    const std::string reference = coordinator_digest(np, true);
+    JobResult job = run_job(np, worker_on_two_hosts("steady"),
+                            {.timeout = std::chrono::seconds(120),
+                             .extra_env = {{"HVRUN_FAST_PATH_WAIT_MS", "2000"}}});
+    ASSERT_TRUE(job.all_succeeded()) << "np " << np << "\n" << job.describe();
+    std::printf("np %d on two hosts: %s\n", np, counts(job).c_str());
+    for (const auto& d : digests(job)) EXPECT_EQ(d, reference) << "np " << np;
+    // The first step is negotiated; of the 39 others at most 10 may reach the coordinator
+    // (every step of them would: 240 tensors), and each step by agreement is 4 responses.
+    for (int r = 0; r < np; ++r) {
+      const auto rank = static_cast<size_t>(r);
+      EXPECT_LE(job.tensors_negotiated[rank], 6u + 60u) << "np " << np << "; " << counts(job);
+      EXPECT_GE(job.fast_path_collectives[rank], 4u * 29) << "np " << np << "; " << counts(job);
+    }
+  }
+}
+
+TEST(CachedRounds, AcrossHostsRanksSubmittingInTheirOwnOrderGetTheSameBits) {
+  const std::string reference = coordinator_digest(4, true);
+  JobResult job = run_job(4, worker_on_two_hosts("order"), {.timeout = std::chrono::seconds(120)});
+  ASSERT_TRUE(job.all_succeeded()) << job.describe();
+  std::printf("on two hosts: %s\n", counts(job).c_str());
+  for (const auto& d : digests(job)) EXPECT_EQ(d, reference);
+}
+
+TEST(CachedRounds, AcrossHostsJoinedRanksContributeNothingThroughTheCoordinator) {
+  JobResult job = run_job(4, worker_on_two_hosts("join"), {.timeout = std::chrono::seconds(90)});
+  EXPECT_TRUE(job.all_succeeded()) << job.describe();
+  std::printf("on two hosts: %s\n", counts(job).c_str());
+  EXPECT_GE(job.tensors_negotiated[0], 6u + 60u) << counts(job);
 }
 
 TEST(CachedRounds, RanksSubmittingInTheirOwnOrderGetTheSameBits) {

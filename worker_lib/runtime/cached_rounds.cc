@@ -33,7 +33,7 @@ void fill_header(v1::Response& response, const PendingOp& op, int world) {
 
 CachedRounds::CachedRounds(Context context, RoundAgreement* rounds)
     : c_(std::move(context)), rounds_(rounds) {
-  enabled_ = rounds_ != nullptr && c_.world_size > 1 && c_.fast_path.enabled() &&
+  enabled_ = rounds_ != nullptr && c_.world_size > 1 && c_.fast_path.rounds_on() &&
              rounds_->payload_capacity() >= kBitsBytes;
 }
 
@@ -56,8 +56,24 @@ void CachedRounds::send_pending() {
     // Another thread dispatches: it looks at the outbox again before it lets the lock go (and
     // the background thread, woken by the submission, comes after it).
     if (dispatching_.load(std::memory_order_acquire)) return;
+    // A plan still runs (its last handles completed, so this thread went on to its next step).
+    // When everything unsent could take a round, wait for the plan rather than send: sent, the
+    // ops would refuse the round the other ranks are about to meet in, and each step through
+    // the coordinator would end the same way. Anything else (a GPU op: its plan may hold the
+    // lock for a whole collective) goes to the coordinator now, to be negotiated meanwhile.
+    if (outbox_may_hold()) {
+      exec_lock.lock();
+      dispatch_locked();
+      return;
+    }
   }
   c_.submitter.send_pending();
+}
+
+bool CachedRounds::outbox_may_hold() const {
+  std::lock_guard<std::mutex> lock(c_.state.mutex);
+  return std::all_of(c_.state.outbox.begin(), c_.state.outbox.end(),
+                     [](const auto& op) { return RequestCache::may_run_fast(*op); });
 }
 
 void CachedRounds::dispatch_locked() {
@@ -138,11 +154,7 @@ bool CachedRounds::run_round() {
                  round_outcome_name(outcome), held_.size());
     return false;
   }
-  for (int k = 0; k < c_.world_size; ++k) {
-    uint64_t theirs[kWords];
-    std::memcpy(theirs, rounds_->payload(k), kBitsBytes);
-    for (size_t w = 0; w < kWords; ++w) ready[w] &= theirs[w];
-  }
+  rounds_->and_payloads(ready, kWords);
   rounds_->release();
   c_.lane.advance();  // every rank saw this round agree
 

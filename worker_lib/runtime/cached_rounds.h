@@ -30,7 +30,8 @@
 // Costs: one round (a shm barrier's worth of cache lines plus the bit vector) per batch, then
 // the backend's allreduce, instead of a coordinator round trip.
 //
-// Threads: dispatch() on the background thread; send_pending() from a thread about to wait.
+// Threads: dispatch() on the background thread; send_pending() from a thread about to wait (it
+// waits for a plan that still runs when what it would send could take a round).
 // Both take the executor's lock (runtime.h's lock order), which guards `held_`.
 #pragma once
 
@@ -73,7 +74,8 @@ class CachedRounds {
   // when every rank may, else sends it (and what is held) to the coordinator.
   void dispatch();
   // A thread about to block on a handle: dispatch() here when the executor's lock is free (no
-  // thread hop), else sends the outbox as Submitter::send_pending does.
+  // thread hop) or, once it is, when every unsent op could take a round; else sends the outbox
+  // as Submitter::send_pending does.
   void send_pending();
   // Whether submissions may run through agreed rounds at all (a multi-rank job with a round
   // board and the fast path on).
@@ -86,6 +88,8 @@ class CachedRounds {
     std::shared_ptr<PendingOp> op;
   };
   void dispatch_locked();  // the executor's lock held, as below
+  // Whether every op in the outbox is of a kind a round may run (a CPU allreduce).
+  bool outbox_may_hold() const;
   // Moves the outbox to `held_` when this rank may hold it; says what to do next.
   Next take_outbox();
   // One round over `held_`: true when it agreed on some ops and ran them.

@@ -53,6 +53,28 @@ Result<ShmDataPlane> make_host_shm(const CpuBackendContext& c,
   return make_shm_data_plane(options, store);
 }
 
+// The cross-host rounds of this rank: rank 0 starts the arbiter and publishes its address;
+// every host's speaker (its lowest rank) connects and says which host it speaks for.
+Result<std::unique_ptr<shm::HostRounds>> connect_host_rounds(
+    const CpuBackendContext& c, KeyValueStore& store, shm::RoundBoard* board, int host_index,
+    int hosts, bool speaker, std::unique_ptr<shm::RoundArbiter>& arbiter) {
+  const std::string key = "host-rounds/arbiter";
+  if (c.rank == 0) {
+    HVRUN_ASSIGN_OR_RETURN(arbiter, shm::RoundArbiter::start(c.data_address, hosts, c.round_wait));
+    HVRUN_RETURN_IF_ERROR(store.set(key, arbiter->address()));
+  }
+  std::unique_ptr<shm::RoundLink> link;
+  if (speaker) {
+    HVRUN_ASSIGN_OR_RETURN(auto address, store.get({key}, c.connect_timeout));
+    HVRUN_ASSIGN_OR_RETURN(link, shm::RoundLink::connect(address.at(0), c.connect_timeout));
+    shm::RoundMessage hello;
+    hello.kind = shm::RoundMessageKind::kHello;
+    hello.value = static_cast<uint32_t>(host_index);
+    HVRUN_RETURN_IF_ERROR(link->send(hello, nullptr));
+  }
+  return std::make_unique<shm::HostRounds>(board, std::move(link), host_index, c.op_timeout);
+}
+
 }  // namespace
 
 const char* cpu_backend_kind_name(CpuBackendKind kind) {
@@ -101,7 +123,7 @@ Result<CpuDataPlane> make_cpu_backend(const CpuBackendContext& c,
     if (std::find(g.begin(), g.end(), c.rank) != g.end()) mine = &g;
   if (kind == CpuBackendKind::kShm) {
     HVRUN_ASSIGN_OR_RETURN(ShmDataPlane shm, make_host_shm(c, settings, store, *mine));
-    return CpuDataPlane{std::move(shm.backend), shm.rounds};
+    return CpuDataPlane{std::move(shm.backend), shm.board};
   }
 
   HierarchicalParts parts;
@@ -109,15 +131,24 @@ Result<CpuDataPlane> make_cpu_backend(const CpuBackendContext& c,
   parts.size = size;
   HVRUN_ASSIGN_OR_RETURN(ShmDataPlane host, make_host_shm(c, settings, store, *mine));
   parts.host = std::move(host.backend);
+  const int host_index = static_cast<int>(
+      std::find_if(groups.begin(), groups.end(),
+                   [&](const std::vector<int>& g) { return g.front() == mine->front(); }) -
+      groups.begin());
   if (mine->front() == c.rank) {
-    int leader_index = 0;
-    while (groups[leader_index].front() != c.rank) ++leader_index;
     HVRUN_ASSIGN_OR_RETURN(
         parts.leaders,
-        make_gloo(c, store, leader_index, static_cast<int>(groups.size()), "gloo-leaders"));
+        make_gloo(c, store, host_index, static_cast<int>(groups.size()), "gloo-leaders"));
   }
   HVRUN_ASSIGN_OR_RETURN(parts.world, make_gloo(c, store, c.rank, size, "gloo"));
-  return CpuDataPlane{make_hierarchical_backend(std::move(parts)), nullptr};
+  // Made whatever --fast-path says, as a single host's board is: a rank with it off refuses
+  // every round, so peers whose setting differs fall back at once.
+  HVRUN_ASSIGN_OR_RETURN(parts.rounds, connect_host_rounds(c, store, host.board, host_index,
+                                                           static_cast<int>(groups.size()),
+                                                           mine->front() == c.rank,
+                                                           parts.arbiter));
+  RoundAgreement* rounds = parts.rounds.get();
+  return CpuDataPlane{make_hierarchical_backend(std::move(parts)), rounds};
 }
 
 Result<CpuDataPlane> make_cpu_backend_for_job(const Config& config,
@@ -129,7 +160,9 @@ Result<CpuDataPlane> make_cpu_backend_for_job(const Config& config,
                             .job_id = registered.response.job_id(),
                             .data_address = config.data_address,
                             .connect_timeout = config.start_timeout,
-                            .op_timeout = config.op_timeout};
+                            .op_timeout = config.op_timeout,
+                            .round_wait = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                config.fast_path.wait)};
   // A coordinator that gives no placement leaves it unknown: Gloo works everywhere.
   if (context.hosts.empty()) {
     settings.backend = "gloo";

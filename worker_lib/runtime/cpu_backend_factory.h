@@ -38,14 +38,18 @@ struct CpuBackendContext {
   std::string data_address = "127.0.0.1";
   std::chrono::milliseconds connect_timeout{30000};
   std::chrono::milliseconds op_timeout{300000};
+  // How long a rank waits for the others in a round (--fast-path-wait-ms): on several hosts,
+  // the cross-host rounds' arbiter's wait.
+  std::chrono::nanoseconds round_wait{std::chrono::milliseconds(50)};
 };
 
 // Pure: the same answer on every rank for the same settings and hosts.
 Result<CpuBackendKind> choose_cpu_backend(const CpuBackendConfig& settings,
                                           const std::vector<std::string>& hosts);
 
-// The connected backend, and the round agreement its ranks can run small collectives through
-// without the coordinator (the shm segment's, on a single host; null otherwise). The agreement
+// The connected backend, and the round agreement its ranks can agree through without the
+// coordinator: the shm segment's board on a single host, the cross-host rounds
+// (backends/shm/host_rounds.h) on the hierarchical data plane, null otherwise. The agreement
 // lives as long as the backend.
 struct CpuDataPlane {
   std::unique_ptr<Backend> backend;

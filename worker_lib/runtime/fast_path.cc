@@ -22,7 +22,10 @@ FastPath::FastPath(Context context, RoundAgreement* rounds)
                 std::chrono::duration_cast<std::chrono::milliseconds>(longest).count());
     wait_ = longest;
   }
-  enabled_ = true;
+  rounds_on_ = true;
+  payloads_ = rounds_->payloads();
+  enabled_ = payloads_ != nullptr;
+  if (!enabled_) SPDLOG_DEBUG("blocking fast path off: the round agreement carries no payloads");
 }
 
 const CacheEntry* FastPath::entry_for(const FastAllreduce& call) const {
@@ -111,7 +114,7 @@ std::optional<Status> FastPath::try_allreduce(const FastAllreduce& call) {
     SPDLOG_ERROR("{}", status.message());
     return status;
   }
-  rounds_->reduce_payloads(call.output, count, call.dtype, o.op, divisor, o.postscale);
+  payloads_->reduce_payloads(call.output, count, call.dtype, o.op, divisor, o.postscale);
   rounds_->release();
   if (c_.recorder != nullptr) c_.recorder->ended_untimed(flight, true);
   c_.lane.advance();

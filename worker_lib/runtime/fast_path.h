@@ -1,5 +1,6 @@
 // The fast path: a blocking allreduce of a tensor the coordinator already negotiated (cached,
-// metadata unchanged) on a single-host shared-memory job runs on the caller's thread when every
+// metadata unchanged) on a single-host shared-memory job (an agreement that carries payloads)
+// runs on the caller's thread when every
 // rank is idle and calls the same one. The ranks agree through the job's round agreement
 // (round_agreement.h: the shm segment's round board) and reduce there, with no message to the
 // coordinator. Why it is safe, step by step:
@@ -72,9 +73,12 @@ class FastPath {
   // (submit it as usual). Any thread.
   std::optional<Status> try_allreduce(const FastAllreduce& call);
 
-  // Whether ranks may agree without the coordinator here, and how long one waits for the
-  // others in a round (the cached rounds of async submissions use the same two).
+  // Whether blocking allreduces may run here without the coordinator (rounds on, and an
+  // agreement that carries payloads: a single host).
   bool enabled() const { return enabled_; }
+  // Whether ranks may agree without the coordinator at all, and how long one waits for the
+  // others in a round (the cached rounds of async submissions use these two).
+  bool rounds_on() const { return rounds_on_; }
   std::chrono::nanoseconds wait() const { return wait_; }
 
  private:
@@ -84,7 +88,9 @@ class FastPath {
 
   Context c_;
   RoundAgreement* rounds_ = nullptr;
-  bool enabled_ = false;  // rounds_ and --fast-path
+  RoundPayloads* payloads_ = nullptr;  // rounds_'s, where it carries them
+  bool rounds_on_ = false;  // rounds_ and --fast-path
+  bool enabled_ = false;    // rounds_on_ and payloads_
   std::chrono::nanoseconds wait_{std::chrono::milliseconds(50)};
 };
 

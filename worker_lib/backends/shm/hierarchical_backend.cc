@@ -45,6 +45,7 @@ class HierarchicalBackend final : public Backend {
   Status barrier() override { return parts_.world->barrier(); }
 
   void abort(const std::string& reason) override {
+    if (parts_.rounds) parts_.rounds->abort();
     parts_.host->abort(reason);
     if (parts_.leaders) parts_.leaders->abort(reason);
     parts_.world->abort(reason);

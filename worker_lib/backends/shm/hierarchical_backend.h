@@ -10,6 +10,8 @@
 #include <memory>
 
 #include "worker_lib/backend.h"
+#include "worker_lib/backends/shm/host_rounds.h"
+#include "worker_lib/backends/shm/round_arbiter.h"
 
 namespace hvrun::detail {
 
@@ -19,6 +21,10 @@ struct HierarchicalParts {
   std::unique_ptr<Backend> host;     // shm over this host's ranks (leader = position 0)
   std::unique_ptr<Backend> leaders;  // Gloo over the hosts' leaders; null on other ranks
   std::unique_ptr<Backend> world;    // Gloo over every rank
+  // Cross-host rounds (null when off); the arbiter on rank 0 only. Declared after `host`, whose
+  // segment holds the board the rounds use: they go first.
+  std::unique_ptr<shm::HostRounds> rounds;
+  std::unique_ptr<shm::RoundArbiter> arbiter;
 };
 
 std::unique_ptr<Backend> make_hierarchical_backend(HierarchicalParts parts);

@@ -51,6 +51,13 @@ struct alignas(64) RoundBoard::Shared {
   std::atomic<uint32_t> sleepers;  // threads asleep on `bell` (rare: after a long wait)
 };
 
+// A slot's relayed verdict: gen (bits 32-63) | outcome + 1 (0-31; 0: none yet), then its data.
+struct alignas(64) RoundBoard::Verdict {
+  std::atomic<uint64_t> word;
+  std::byte data[kVerdictBytes];
+};
+static_assert(sizeof(RoundBoard::Verdict) == 64 + RoundBoard::kVerdictBytes);
+
 struct alignas(64) RoundBoard::RankWord {
   std::atomic<uint32_t> gen;
   std::atomic<uint32_t> gone;  // refusals_ only: leave() was called
@@ -63,11 +70,15 @@ size_t lines_offset(int ranks) { return done_offset(ranks) + 64 * static_cast<si
 size_t spills_offset(int ranks) {
   return lines_offset(ranks) + 64 * static_cast<size_t>(RoundBoard::kSlots) * ranks;
 }
+size_t verdicts_offset(int ranks) {
+  return spills_offset(ranks) +
+         static_cast<size_t>(RoundBoard::kSlots) * static_cast<size_t>(ranks) *
+             RoundBoard::kPayloadBytes;
+}
 }  // namespace
 
 size_t RoundBoard::bytes_needed(int ranks) {
-  return spills_offset(ranks) +
-         static_cast<size_t>(kSlots) * static_cast<size_t>(ranks) * kPayloadBytes;
+  return verdicts_offset(ranks) + static_cast<size_t>(kSlots) * sizeof(Verdict);
 }
 
 void RoundBoard::initialise(void* memory, int ranks) {
@@ -87,6 +98,11 @@ void RoundBoard::initialise(void* memory, int ranks) {
       l->state.store(state_word(static_cast<uint32_t>(i - kSlots), kNone));
       l->key = RoundKey{};
     }
+  for (int i = 0; i < kSlots; ++i) {
+    auto* v = new (base + verdicts_offset(ranks) + sizeof(Verdict) * static_cast<size_t>(i))
+        Verdict;
+    v->word.store(state_word(static_cast<uint32_t>(i - kSlots), 0));
+  }
 }
 
 RoundBoard::RoundBoard(void* memory, int rank, int ranks)
@@ -98,6 +114,7 @@ RoundBoard::RoundBoard(void* memory, int rank, int ranks)
       done_(reinterpret_cast<RankWord*>(base_ + done_offset(ranks))),
       lines_(base_ + lines_offset(ranks)),
       spills_(base_ + spills_offset(ranks)),
+      verdicts_(base_ + verdicts_offset(ranks)),
       sources_(static_cast<size_t>(ranks)) {}
 
 RoundBoard::Line& RoundBoard::line(uint32_t gen, int rank) const {
@@ -110,6 +127,10 @@ std::byte* RoundBoard::spill(uint32_t gen, int rank) const {
   const size_t index = static_cast<size_t>(gen % kSlots) * static_cast<size_t>(ranks_) +
                        static_cast<size_t>(rank);
   return spills_ + kPayloadBytes * index;
+}
+
+RoundBoard::Verdict& RoundBoard::verdict(uint32_t gen) const {
+  return *reinterpret_cast<Verdict*>(verdicts_ + sizeof(Verdict) * (gen % kSlots));
 }
 
 bool RoundBoard::aborted() const {
@@ -262,6 +283,44 @@ void RoundBoard::reduce_payloads(void* output, size_t count, DataType dtype, Red
   reduce_sources_finished(output, nullptr, sources_.data(), ranks_, count, dtype, op, divisor,
                           postscale);
 }
+
+void RoundBoard::and_payloads(uint64_t* out, size_t words) const {
+  std::memcpy(out, payload(0), words * sizeof(uint64_t));
+  for (int k = 1; k < ranks_; ++k) {
+    const std::byte* theirs = payload(k);
+    for (size_t w = 0; w < words; ++w) {
+      uint64_t v;
+      std::memcpy(&v, theirs + w * sizeof v, sizeof v);
+      out[w] &= v;
+    }
+  }
+}
+
+// The slot's verdict lines are rewritten for a later gen only once every rank released this
+// one (the slot reuse rule above): readers see this gen's until their release().
+void RoundBoard::publish_verdict(uint32_t gen, RoundOutcome outcome, const void* data,
+                                 size_t bytes) {
+  Verdict& v = verdict(gen);
+  if (bytes > 0) std::memcpy(v.data, data, std::min(bytes, kVerdictBytes));
+  v.word.store(state_word(gen, static_cast<uint32_t>(outcome) + 1));  // seq_cst: see ring()
+  ring();
+}
+
+RoundOutcome RoundBoard::await_verdict(uint32_t gen,
+                                       std::chrono::steady_clock::time_point deadline) {
+  const Verdict& v = verdict(gen);
+  uint64_t w = 0;
+  const bool got = wait(
+      [&] {
+        w = v.word.load(std::memory_order_acquire);
+        return gen_of(w) == gen && status_of(w) != 0;
+      },
+      deadline);
+  if (!got) return RoundOutcome::kAborted;
+  return static_cast<RoundOutcome>(status_of(w) - 1);
+}
+
+const std::byte* RoundBoard::verdict_data() const { return verdict(held_gen_).data; }
 
 void RoundBoard::release() {
   if (!holding_) return;

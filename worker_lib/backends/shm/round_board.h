@@ -21,6 +21,10 @@
 // (every rank arrived there, so each finished the older round first), else checked through each
 // rank's `done` word.
 //
+// Relay (multi-host jobs, host_rounds.h): once a round agreed on the board, one rank of the host
+// asks the other hosts and publishes the job's verdict in the round's slot; the others wait for
+// it (publish_verdict / await_verdict), so the host's ranks decide as the job does.
+//
 // Waits spin briefly, then yield, then sleep on the board's futex bell; every wait ends at the
 // caller's deadline or when the board is aborted (the shm backend's abort: a rank died, the job
 // aborted).
@@ -40,13 +44,15 @@ using detail::round_outcome_name;
 using detail::RoundKey;
 using detail::RoundOutcome;
 
-class RoundBoard final : public RoundAgreement {
+class RoundBoard final : public RoundAgreement, public RoundPayloads {
  public:
   static constexpr int kSlots = 4;
   // Payload per rank and round: a collective this small travels inside the round. Up to
   // kInlineBytes it shares the cache line of the rank's state and key.
   static constexpr size_t kPayloadBytes = 16 << 10;
   static constexpr size_t kInlineBytes = 16;
+  // Bytes a relayed verdict carries (the AND of a cached round's bit vectors).
+  static constexpr size_t kVerdictBytes = 512;
 
   // Bytes of segment memory a board for `ranks` ranks needs (a multiple of 64).
   static size_t bytes_needed(int ranks);
@@ -71,10 +77,12 @@ class RoundBoard final : public RoundAgreement {
                     std::chrono::steady_clock::time_point deadline) override;
   // After kAgreed: rank k's payload of the round (valid until release()).
   const std::byte* payload(int k) const override;
+  RoundPayloads* payloads() override { return this; }
   // After kAgreed: the payloads reduced with the shm backend's kernels (reduce_kernels.h), in
   // the same order as its latency path, so the bits equal the coordinator path's.
   void reduce_payloads(void* output, size_t count, DataType dtype, ReduceOp op, int divisor,
                        double postscale) override;
+  void and_payloads(uint64_t* out, size_t words) const override;
   size_t payload_capacity() const override { return kPayloadBytes; }
   // Step 3: this rank is done with round `gen`'s lines. Call after every open() before the
   // next one.
@@ -86,15 +94,25 @@ class RoundBoard final : public RoundAgreement {
   // Any thread: this rank takes part in no round from now on (it shuts down); peers waiting in
   // one refuse it at once.
   void leave() override;
+  // Relay, between join() returning kAgreed and release(): one rank of the host publishes the
+  // job's verdict on round `gen` (and `bytes` <= kVerdictBytes of data), and wakes the others.
+  void publish_verdict(uint32_t gen, RoundOutcome outcome, const void* data, size_t bytes);
+  // The other ranks, at the same point: waits for `gen`'s verdict until `deadline` or an abort
+  // (then kAborted); the verdict's data is readable through verdict_data() until release().
+  RoundOutcome await_verdict(uint32_t gen, std::chrono::steady_clock::time_point deadline);
+  const std::byte* verdict_data() const;
+
   // Any thread: fails every round in progress and every later one, on every rank of the host.
   void abort();
   bool aborted() const;
 
   struct alignas(64) Line;  // public for the layout's static checks
+  struct alignas(64) Verdict;
 
  private:
   struct alignas(64) Shared;
   struct alignas(64) RankWord;
+  Verdict& verdict(uint32_t gen) const;
   Line& line(uint32_t gen, int rank) const;
   std::byte* spill(uint32_t gen, int rank) const;  // payloads over kInlineBytes
   void ring();
@@ -112,6 +130,7 @@ class RoundBoard final : public RoundAgreement {
   RankWord* done_;      // per rank: the latest gen it released
   std::byte* lines_;
   std::byte* spills_;
+  std::byte* verdicts_;
   // This thread's round in progress (between open() and release()).
   uint32_t held_gen_ = 0;
   bool holding_ = false;

@@ -553,8 +553,8 @@ Result<ShmDataPlane> make_shm_data_plane(const ShmBackendOptions& options, KeyVa
     HVRUN_ASSIGN_OR_RETURN(segment, shm::Segment::attach(seg, store));
   }
   auto backend = std::make_unique<ShmBackend>(std::move(segment), options);
-  RoundAgreement* rounds = backend->round_board();
-  return ShmDataPlane{std::move(backend), rounds};
+  shm::RoundBoard* board = backend->round_board();
+  return ShmDataPlane{std::move(backend), board};
 }
 
 Result<std::unique_ptr<Backend>> make_shm_backend(const ShmBackendOptions& options,

@@ -25,7 +25,7 @@
 #include "common/status.h"
 #include "worker_lib/backend.h"
 #include "worker_lib/kv_store.h"
-#include "worker_lib/round_agreement.h"
+#include "worker_lib/backends/shm/round_board.h"
 
 namespace hvrun::detail {
 
@@ -44,7 +44,7 @@ struct ShmBackendOptions {
 // lives as long as the backend.
 struct ShmDataPlane {
   std::unique_ptr<Backend> backend;
-  RoundAgreement* rounds = nullptr;
+  shm::RoundBoard* board = nullptr;  // the segment's round board; null for a group of one
 };
 
 // Creates or maps the host's segment (blocks until every rank of the group did, bounded).

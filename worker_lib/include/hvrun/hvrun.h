@@ -64,7 +64,7 @@ struct CpuBackendConfig {
   size_t shm_chunk_bytes = size_t{1} << 20;
 };
 
-// The fast path of single-host shared-memory jobs (--fast-path, --fast-path-wait-ms).
+// The fast path and the cached rounds of shared-memory jobs (--fast-path, --fast-path-wait-ms).
 struct FastPathConfig {
   bool enabled = true;
   // How long a rank waits for the others to call the same allreduce before it hands the call to
