@@ -110,6 +110,16 @@ TEST(CachedRounds, AcrossHostsRanksSubmittingInTheirOwnOrderGetTheSameBits) {
   for (const auto& d : digests(job)) EXPECT_EQ(d, reference);
 }
 
+TEST(CachedRounds, AcrossHostsALateSpeakerSendsThoseStepsThroughTheCoordinator) {
+  // Rank 1 speaks for the second host; 30 ms late every 4th step against a 2 ms wait, it makes
+  // the arbiter fail those rounds, and every rank sends those steps to the coordinator.
+  JobResult job = run_job(4, worker_on_two_hosts("late"), {.timeout = std::chrono::seconds(90)});
+  ASSERT_TRUE(job.all_succeeded()) << job.describe();
+  std::printf("on two hosts: %s\n", counts(job).c_str());
+  for (int r = 0; r < 4; ++r)
+    EXPECT_GT(job.tensors_negotiated[static_cast<size_t>(r)], 6u) << counts(job);
+}
+
 TEST(CachedRounds, AcrossHostsJoinedRanksContributeNothingThroughTheCoordinator) {
   JobResult job = run_job(4, worker_on_two_hosts("join"), {.timeout = std::chrono::seconds(90)});
   EXPECT_TRUE(job.all_succeeded()) << job.describe();

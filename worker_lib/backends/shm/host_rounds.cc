@@ -86,8 +86,10 @@ RoundOutcome HostRounds::ask_arbiter(uint32_t gen, const RoundKey& key) {
                     gen, op_timeout_.count());
       return RoundOutcome::kAborted;
     }
-    const int ready = ::poll(fds, 2, static_cast<int>(left.count()));
-    if (ready <= 0 || fds[1].revents != 0) continue;
+    if (!link_->buffered()) {
+      const int ready = ::poll(fds, 2, static_cast<int>(left.count()));
+      if (ready <= 0 || fds[1].revents != 0) continue;
+    }
     RoundMessage verdict;
     std::byte data[kMaxRoundData];
     if (Status read = link_->receive(verdict, data); !read.is_ok()) {

@@ -2,8 +2,8 @@
 
 #include <netdb.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <pthread.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -55,64 +55,82 @@ Result<std::unique_ptr<RoundArbiter>> RoundArbiter::start(const std::string& add
     return unavailable("round arbiter: cannot listen on " + address + ": " + why);
   }
   auto bound = listening_address(fd);
-  const int wake = bound.is_ok() ? ::eventfd(0, EFD_CLOEXEC) : -1;
-  if (!bound.is_ok() || wake < 0) {
+  if (!bound.is_ok()) {
     ::close(fd);
-    if (!bound.is_ok()) return bound.status();
-    return unavailable("round arbiter eventfd: " + errno_text());
+    return bound.status();
   }
-  return std::unique_ptr<RoundArbiter>(
-      new RoundArbiter(fd, wake, std::move(bound).value(), hosts, wait));
+  const int wake = ::eventfd(0, EFD_CLOEXEC);
+  const int epoll = ::epoll_create1(EPOLL_CLOEXEC);
+  epoll_event on_wake{.events = EPOLLIN, .data = {}};
+  epoll_event on_listen{.events = EPOLLIN, .data = {}};
+  auto arbiter = std::unique_ptr<RoundArbiter>(
+      new RoundArbiter(fd, wake, epoll, std::move(bound).value(), hosts, wait));
+  on_wake.data.ptr = &arbiter->wake_fd_;
+  on_listen.data.ptr = &arbiter->listen_fd_;
+  if (wake < 0 || epoll < 0 || ::epoll_ctl(epoll, EPOLL_CTL_ADD, wake, &on_wake) != 0 ||
+      ::epoll_ctl(epoll, EPOLL_CTL_ADD, fd, &on_listen) != 0)
+    return unavailable("round arbiter: eventfd/epoll: " + errno_text());  // closes what opened
+  arbiter->thread_ = std::thread([a = arbiter.get()] {
+    pthread_setname_np(pthread_self(), "hvrun-arbiter");
+    a->run();
+  });
+  return arbiter;
 }
 
-RoundArbiter::RoundArbiter(int listen_fd, int wake_fd, std::string address, int hosts,
-                           std::chrono::nanoseconds wait)
+RoundArbiter::RoundArbiter(int listen_fd, int wake_fd, int epoll_fd, std::string address,
+                           int hosts, std::chrono::nanoseconds wait)
     : listen_fd_(listen_fd),
       wake_fd_(wake_fd),
+      epoll_fd_(epoll_fd),
       address_(std::move(address)),
       hosts_(hosts),
       wait_(wait),
-      by_host_(static_cast<size_t>(hosts), nullptr) {
-  thread_ = std::thread([this] {
-    pthread_setname_np(pthread_self(), "hvrun-arbiter");
-    run();
-  });
-}
+      by_host_(static_cast<size_t>(hosts), nullptr) {}
 
 RoundArbiter::~RoundArbiter() {
-  const uint64_t one = 1;
-  [[maybe_unused]] ssize_t n = ::write(wake_fd_, &one, sizeof one);
-  if (thread_.joinable()) thread_.join();
-  ::close(listen_fd_);
-  ::close(wake_fd_);
+  if (thread_.joinable()) {
+    const uint64_t one = 1;
+    [[maybe_unused]] ssize_t n = ::write(wake_fd_, &one, sizeof one);
+    thread_.join();
+  }
+  peers_.clear();
+  for (int fd : {listen_fd_, wake_fd_, epoll_fd_})
+    if (fd >= 0) ::close(fd);
 }
 
 void RoundArbiter::run() {
-  std::vector<pollfd> fds;
+  // epoll: a wake-up costs what is ready, not every host's link (a round wakes the loop up to
+  // once per host).
+  constexpr int kBatch = 64;
+  epoll_event ready[kBatch];
   while (true) {
-    fds.clear();
-    fds.push_back({wake_fd_, POLLIN, 0});
-    fds.push_back({listen_fd_, POLLIN, 0});
-    for (const auto& p : peers_) fds.push_back({p->link->fd(), POLLIN, 0});
     int timeout_ms = -1;
     if (auto next = next_deadline()) {
       const auto left = *next - std::chrono::steady_clock::now();
-      // Rounded up: waking before the deadline would only poll again.
+      // Rounded up: waking before the deadline would only wait again.
       timeout_ms = static_cast<int>(std::max<int64_t>(
           0, std::chrono::ceil<std::chrono::milliseconds>(left).count()));
     }
-    const int ready = ::poll(fds.data(), fds.size(), timeout_ms);
-    if (ready < 0 && errno != EINTR) {
-      spdlog::error("round arbiter: poll failed ({}); cross-host rounds stop agreeing",
+    const int n = ::epoll_wait(epoll_fd_, ready, kBatch, timeout_ms);
+    if (n < 0 && errno != EINTR) {
+      spdlog::error("round arbiter: epoll_wait failed ({}); cross-host rounds stop agreeing",
                     errno_text());
       return;
     }
-    if (fds[0].revents != 0) return;
-    if (fds[1].revents & POLLIN) accept_peer();
-    // fds[2..] are the peers as they were before accept_peer() added one at the end.
-    for (size_t i = 2; i < fds.size(); ++i)
-      if (fds[i].revents != 0) read_peer(*peers_[i - 2]);
-    std::erase_if(peers_, [](const std::unique_ptr<Peer>& p) { return p->ended; });
+    bool ended = false;
+    for (int i = 0; i < n; ++i) {
+      void* what = ready[i].data.ptr;
+      if (what == &wake_fd_) return;
+      if (what == &listen_fd_) {
+        accept_peer();
+        continue;
+      }
+      auto* peer = static_cast<Peer*>(what);
+      if (!peer->ended) read_peer(*peer);
+      ended = ended || peer->ended;
+    }
+    // Erased only after the batch, which may still name them.
+    if (ended) std::erase_if(peers_, [](const std::unique_ptr<Peer>& p) { return p->ended; });
     expire(std::chrono::steady_clock::now());
   }
 }
@@ -121,10 +139,22 @@ void RoundArbiter::accept_peer() {
   const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
   if (fd < 0) return;
   tune_round_socket(fd);
-  peers_.push_back(std::make_unique<Peer>(Peer{std::make_unique<RoundLink>(fd), -1, false}));
+  auto peer = std::make_unique<Peer>(Peer{std::make_unique<RoundLink>(fd), -1, false});
+  epoll_event event{};
+  event.events = EPOLLIN;
+  event.data.ptr = peer.get();
+  if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &event) != 0) return;  // dropped: it closes
+  peers_.push_back(std::move(peer));
 }
 
 void RoundArbiter::read_peer(Peer& peer) {
+  // Every whole message the read brought: epoll says nothing more about bytes already read.
+  do {
+    read_one(peer);
+  } while (!peer.ended && peer.link->buffered());
+}
+
+void RoundArbiter::read_one(Peer& peer) {
   RoundMessage header;
   std::byte data[kMaxRoundData];
   Status read = peer.link->receive(header, data);
@@ -164,41 +194,63 @@ void RoundArbiter::on_report(int host, const RoundMessage& header, const std::by
     return;
   }
   auto [it, inserted] = pending_.try_emplace(gen);
-  Pending& pending = it->second;
-  if (inserted) pending.first = std::chrono::steady_clock::now();
+  if (inserted) {
+    it->second = take_spare();
+    it->second->first = std::chrono::steady_clock::now();
+  }
+  Pending& pending = *it->second;
+  uint8_t& mark = pending.reported[static_cast<size_t>(host)];
   // A refusal after the host's agreement changes nothing: its speaker already arrived.
-  if (!agreed && pending.reports.count(host) != 0) return;
-  Report& report = pending.reports[host];
-  report.agreed = agreed;
-  report.key = header.key;
-  report.data.assign(data, data + header.bytes);
+  if (mark != kNotReported && !agreed) return;
+  if (mark == kNotReported) ++pending.reports;
+  mark = agreed ? kReportedAgreed : kReportedFailed;  // agreed ones wait for the verdict
   if (!agreed || host_gone_) {
     decide(gen, pending, RoundOutcome::kFailed);
     return;
   }
-  if (pending.reports.size() < static_cast<size_t>(hosts_)) return;
-  bool same = true;
-  for (const auto& [h, r] : pending.reports) same = same && r.key == report.key;
-  decide(gen, pending, same ? RoundOutcome::kAgreed : RoundOutcome::kDisagreed);
+  // The AND as reports come (bit vectors are equally long where keys are equal).
+  const size_t words = std::min<size_t>(header.bytes, kMaxRoundData) / sizeof(uint64_t);
+  if (pending.reports == 1) {
+    pending.key = header.key;
+    pending.words = words;
+    std::memcpy(pending.bits.data(), data, words * sizeof(uint64_t));
+  } else {
+    pending.same = pending.same && header.key == pending.key && words == pending.words;
+    for (size_t w = 0; w < std::min(words, pending.words); ++w) {
+      uint64_t v;
+      std::memcpy(&v, data + w * sizeof v, sizeof v);
+      pending.bits[w] &= v;
+    }
+  }
+  if (pending.reports < hosts_) return;
+  decide(gen, pending, pending.same ? RoundOutcome::kAgreed : RoundOutcome::kDisagreed);
+}
+
+std::unique_ptr<RoundArbiter::Pending> RoundArbiter::take_spare() {
+  std::unique_ptr<Pending> p;
+  if (!spare_.empty()) {
+    p = std::move(spare_.back());
+    spare_.pop_back();
+  } else {
+    p = std::make_unique<Pending>();
+  }
+  p->reported.assign(static_cast<size_t>(hosts_), kNotReported);
+  p->reports = 0;
+  p->same = true;
+  p->words = 0;
+  return p;
 }
 
 void RoundArbiter::decide(uint32_t gen, Pending& pending, RoundOutcome outcome) {
   Decided decided{.outcome = outcome, .data = {}};
   if (outcome == RoundOutcome::kAgreed) {
-    // Every host's bit vector, ANDed (they are equally long: the keys say so).
-    for (const auto& [h, r] : pending.reports) {
-      if (decided.data.empty()) {
-        decided.data = r.data;
-        continue;
-      }
-      const size_t n = std::min(decided.data.size(), r.data.size());
-      decided.data.resize(n);
-      for (size_t b = 0; b < n; ++b) decided.data[b] &= r.data[b];
-    }
+    const auto* bytes = reinterpret_cast<const std::byte*>(pending.bits.data());
+    decided.data.assign(bytes, bytes + pending.words * sizeof(uint64_t));
   }
-  for (const auto& [h, r] : pending.reports)
-    if (r.agreed) send_verdict(h, gen, decided);
-  pending_.erase(gen);
+  for (size_t h = 0; h < pending.reported.size(); ++h)
+    if (pending.reported[h] == kReportedAgreed) send_verdict(static_cast<int>(h), gen, decided);
+  auto node = pending_.extract(gen);
+  if (node) spare_.push_back(std::move(node.mapped()));
   decided_[gen] = std::move(decided);
   decided_order_.push_back(gen);
   if (decided_order_.size() > kRemembered) {
@@ -225,13 +277,13 @@ void RoundArbiter::host_gone(int host) {
   by_host_[static_cast<size_t>(host)] = nullptr;
   std::vector<uint32_t> gens;
   for (const auto& [gen, p] : pending_) gens.push_back(gen);
-  for (uint32_t gen : gens) decide(gen, pending_.at(gen), RoundOutcome::kFailed);
+  for (uint32_t gen : gens) decide(gen, *pending_.at(gen), RoundOutcome::kFailed);
 }
 
 std::optional<std::chrono::steady_clock::time_point> RoundArbiter::next_deadline() const {
   std::optional<std::chrono::steady_clock::time_point> next;
   for (const auto& [gen, p] : pending_) {
-    const auto at = p.first + wait_;
+    const auto at = p->first + wait_;
     if (!next || at < *next) next = at;
   }
   return next;
@@ -240,11 +292,11 @@ std::optional<std::chrono::steady_clock::time_point> RoundArbiter::next_deadline
 void RoundArbiter::expire(std::chrono::steady_clock::time_point now) {
   std::vector<uint32_t> late;
   for (const auto& [gen, p] : pending_)
-    if (p.first + wait_ <= now) late.push_back(gen);
+    if (p->first + wait_ <= now) late.push_back(gen);
   for (uint32_t gen : late) {
     SPDLOG_DEBUG("round arbiter: round {} failed, {} of {} hosts reported within the wait", gen,
-                 pending_.at(gen).reports.size(), hosts_);
-    decide(gen, pending_.at(gen), RoundOutcome::kFailed);
+                 pending_.at(gen)->reports, hosts_);
+    decide(gen, *pending_.at(gen), RoundOutcome::kFailed);
   }
 }
 

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <thread>
@@ -16,23 +17,6 @@ namespace hvrun::detail::shm {
 namespace {
 
 std::string errno_text() { return std::strerror(errno); }
-
-Status read_exactly(int fd, void* buffer, size_t bytes) {
-  auto* at = static_cast<std::byte*>(buffer);
-  while (bytes > 0) {
-    const ssize_t n = ::recv(fd, at, bytes, 0);
-    if (n == 0) return unavailable("the round link was closed by its peer");
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK)
-        return unavailable("the round link stalled inside a message");
-      return unavailable("reading the round link: " + errno_text());
-    }
-    at += n;
-    bytes -= static_cast<size_t>(n);
-  }
-  return Status::ok();
-}
 
 }  // namespace
 
@@ -107,25 +91,50 @@ Status RoundLink::send(const RoundMessage& header, const void* data) {
   return Status::ok();
 }
 
+bool RoundLink::buffered() const {
+  if (in_end_ - in_begin_ < sizeof(RoundMessage)) return false;
+  RoundMessage header;
+  std::memcpy(&header, in_.data() + in_begin_, sizeof header);
+  return header.magic != kRoundMagic || header.bytes > kMaxRoundData ||
+         in_end_ - in_begin_ >= sizeof header + header.bytes;  // a bad one returns its error
+}
+
 Status RoundLink::receive(RoundMessage& header, std::byte* data) {
-  // The first byte may take as long as a round does: wait for it without the stall timeout.
-  std::byte first;
   while (true) {
-    const ssize_t n = ::recv(fd_, &first, 1, 0);
-    if (n == 1) break;
+    const size_t have = in_end_ - in_begin_;
+    if (have >= sizeof header) {
+      std::memcpy(&header, in_.data() + in_begin_, sizeof header);
+      if (header.magic != kRoundMagic)
+        return data_loss("the round link carried something that is not a round message");
+      if (header.bytes > kMaxRoundData)
+        return data_loss("a round message of " + std::to_string(header.bytes) +
+                         " bytes (at most " + std::to_string(kMaxRoundData) + ")");
+      if (have >= sizeof header + header.bytes) {
+        std::memcpy(data, in_.data() + in_begin_ + sizeof header, header.bytes);
+        in_begin_ += sizeof header + header.bytes;
+        if (in_begin_ == in_end_) in_begin_ = in_end_ = 0;
+        return Status::ok();
+      }
+    }
+    if (in_begin_ > 0) {  // room for a whole message at the end
+      std::memmove(in_.data(), in_.data() + in_begin_, have);
+      in_begin_ = 0;
+      in_end_ = have;
+    }
+    const ssize_t n = ::recv(fd_, in_.data() + in_end_, in_.size() - in_end_, 0);
     if (n == 0) return unavailable("the round link was closed by its peer");
-    if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) continue;
-    return unavailable("reading the round link: " + errno_text());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        // The receive timeout: nothing started yet may take as long as a round does; a
+        // message begun is late only if the peer's host is in trouble.
+        if (have == 0) continue;
+        return unavailable("the round link stalled inside a message");
+      }
+      return unavailable("reading the round link: " + errno_text());
+    }
+    in_end_ += static_cast<size_t>(n);
   }
-  auto* raw = reinterpret_cast<std::byte*>(&header);
-  raw[0] = first;
-  HVRUN_RETURN_IF_ERROR(read_exactly(fd_, raw + 1, sizeof header - 1));
-  if (header.magic != kRoundMagic)
-    return data_loss("the round link carried something that is not a round message");
-  if (header.bytes > kMaxRoundData)
-    return data_loss("a round message of " + std::to_string(header.bytes) + " bytes (at most " +
-                     std::to_string(kMaxRoundData) + ")");
-  return read_exactly(fd_, data, header.bytes);
 }
 
 void RoundLink::close() { ::shutdown(fd_, SHUT_RDWR); }

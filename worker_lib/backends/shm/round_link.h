@@ -4,6 +4,7 @@
 // architecture, so the header goes as it lies in memory.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -51,8 +52,12 @@ class RoundLink {
 
   Status send(const RoundMessage& header, const void* data);
   // Reads one whole message (data into `data`, kMaxRoundData bytes). Blocks; the rest of a
-  // message whose first byte arrived comes within a second or the link is broken.
+  // message whose first byte arrived comes within a second or the link is broken. Reads what
+  // the socket holds at once (one system call for many messages), so a caller that waits for
+  // the socket to be readable asks buffered() first.
   Status receive(RoundMessage& header, std::byte* data);
+  // Whether a whole message is buffered already (receive() returns it without reading).
+  bool buffered() const;
   // Ends both directions: the peer reads end-of-stream, a receive() here returns.
   void close();
   int fd() const { return fd_; }
@@ -60,6 +65,10 @@ class RoundLink {
  private:
   int fd_;
   std::mutex send_mutex_;
+  // What was read but not returned yet: bytes [in_begin_, in_end_).
+  std::array<std::byte, 8192> in_{};
+  size_t in_begin_ = 0;
+  size_t in_end_ = 0;
 };
 
 // Sets TCP_NODELAY and a receive timeout on a connected socket.
