@@ -117,6 +117,10 @@ TEST_P(HierarchicalJobTest, EveryCollectiveMatchesReferenceAcrossTwoSimulatedHos
   ASSERT_TRUE(job.all_succeeded()) << job.describe();
   EXPECT_NE(job.ranks[0].err.find("CPU data plane: hierarchical"), std::string::npos)
       << job.ranks[0].err.substr(0, 4000);
+  // allgather and alltoall need the mesh of every rank: connected at their first call.
+  for (const auto& rank : job.ranks)
+    EXPECT_NE(rank.err.find("connecting the Gloo mesh of every rank"), std::string::npos)
+        << rank.err.substr(0, 4000);
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, HierarchicalJobTest, ::testing::Values(3, 4));

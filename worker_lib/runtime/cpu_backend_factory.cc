@@ -140,13 +140,23 @@ Result<CpuDataPlane> make_cpu_backend(const CpuBackendContext& c,
         parts.leaders,
         make_gloo(c, store, host_index, static_cast<int>(groups.size()), "gloo-leaders"));
   }
-  HVRUN_ASSIGN_OR_RETURN(parts.world, make_gloo(c, store, c.rank, size, "gloo"));
+  parts.host_of.resize(static_cast<size_t>(size));
+  parts.position_of.resize(static_cast<size_t>(size));
+  for (size_t h = 0; h < groups.size(); ++h)
+    for (size_t p = 0; p < groups[h].size(); ++p) {
+      parts.host_of[static_cast<size_t>(groups[h][p])] = static_cast<int>(h);
+      parts.position_of[static_cast<size_t>(groups[h][p])] = static_cast<int>(p);
+    }
+  // The store outlives the backend (the runtime's coordinator client, or a set's prefix of it).
+  parts.connect_world = [c, &store, size] { return make_gloo(c, store, c.rank, size, "gloo"); };
   // Made whatever --fast-path says, as a single host's board is: a rank with it off refuses
   // every round, so peers whose setting differs fall back at once.
-  HVRUN_ASSIGN_OR_RETURN(parts.rounds, connect_host_rounds(c, store, host.board, host_index,
-                                                           static_cast<int>(groups.size()),
-                                                           mine->front() == c.rank,
-                                                           parts.arbiter));
+  if (c.round_agreement) {
+    HVRUN_ASSIGN_OR_RETURN(parts.rounds, connect_host_rounds(c, store, host.board, host_index,
+                                                             static_cast<int>(groups.size()),
+                                                             mine->front() == c.rank,
+                                                             parts.arbiter));
+  }
   RoundAgreement* rounds = parts.rounds.get();
   return CpuDataPlane{make_hierarchical_backend(std::move(parts)), rounds};
 }

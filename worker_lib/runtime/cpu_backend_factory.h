@@ -38,8 +38,10 @@ struct CpuBackendContext {
   std::string data_address = "127.0.0.1";
   std::chrono::milliseconds connect_timeout{30000};
   std::chrono::milliseconds op_timeout{300000};
-  // How long a rank waits for the others in a round (--fast-path-wait-ms): on several hosts,
-  // the cross-host rounds' arbiter's wait.
+  // Whether the plane comes with its round agreement (the job's global set; a process set's
+  // plane runs only planned collectives), and how long a rank waits for the others in a round
+  // (--fast-path-wait-ms): on several hosts, the cross-host rounds' arbiter's wait.
+  bool round_agreement = true;
   std::chrono::nanoseconds round_wait{std::chrono::milliseconds(50)};
 };
 

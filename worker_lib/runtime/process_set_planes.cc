@@ -58,7 +58,8 @@ Result<std::unique_ptr<ProcessSetPlanes::Set>> ProcessSetPlanes::connect(uint32_
                             .job_id = job_.job_id + "-" + tag,
                             .data_address = config.data_address,
                             .connect_timeout = config.start_timeout,
-                            .op_timeout = config.op_timeout};
+                            .op_timeout = config.op_timeout,
+                            .round_agreement = false};  // a set's collectives are planned
   for (int r : set->members.ranks) context.hosts.push_back(job_.hosts[static_cast<size_t>(r)]);
   CpuBackendConfig settings = config.cpu_backend;
   if (job_.gloo_only) settings.backend = "gloo";

@@ -1,8 +1,11 @@
 #include "worker_lib/backends/shm/hierarchical_backend.h"
 
 #include <cstdint>
+#include <mutex>
+#include <string>
 #include <vector>
 
+#include "common/logging.h"
 #include "worker_lib/half.h"
 
 namespace hvrun::detail {
@@ -33,22 +36,41 @@ class HierarchicalBackend final : public Backend {
   }
 
   Status allgatherv(const void* input, void* output, std::span<const size_t> recv_bytes) override {
-    return parts_.world->allgatherv(input, output, recv_bytes);
+    HVRUN_ASSIGN_OR_RETURN(Backend * mesh, world());
+    return mesh->allgatherv(input, output, recv_bytes);
   }
+  // The root's host gets it on its shm, its leader gives it to the other leaders, and they to
+  // their hosts.
   Status broadcast(void* buffer, size_t bytes, int root) override {
-    return parts_.world->broadcast(buffer, bytes, root);
+    if (bytes == 0) return Status::ok();
+    const auto r = static_cast<size_t>(root);
+    const int root_host = parts_.host_of[r];
+    const bool on_root_host = parts_.host_of[static_cast<size_t>(parts_.rank)] == root_host;
+    if (on_root_host)
+      HVRUN_RETURN_IF_ERROR(parts_.host->broadcast(buffer, bytes, parts_.position_of[r]));
+    if (parts_.leaders) HVRUN_RETURN_IF_ERROR(parts_.leaders->broadcast(buffer, bytes, root_host));
+    if (!on_root_host) HVRUN_RETURN_IF_ERROR(parts_.host->broadcast(buffer, bytes, 0));
+    return Status::ok();
   }
   Status alltoallv(const void* input, std::span<const size_t> send_bytes, void* output,
                    std::span<const size_t> recv_bytes) override {
-    return parts_.world->alltoallv(input, send_bytes, output, recv_bytes);
+    HVRUN_ASSIGN_OR_RETURN(Backend * mesh, world());
+    return mesh->alltoallv(input, send_bytes, output, recv_bytes);
   }
-  Status barrier() override { return parts_.world->barrier(); }
+  // Every rank of a host has arrived, then every host's leader, then the host hears it.
+  Status barrier() override {
+    HVRUN_RETURN_IF_ERROR(parts_.host->barrier());
+    if (parts_.leaders) HVRUN_RETURN_IF_ERROR(parts_.leaders->barrier());
+    return parts_.host->barrier();
+  }
 
   void abort(const std::string& reason) override {
     if (parts_.rounds) parts_.rounds->abort();
     parts_.host->abort(reason);
     if (parts_.leaders) parts_.leaders->abort(reason);
-    parts_.world->abort(reason);
+    std::lock_guard<std::mutex> lock(world_mutex_);
+    aborted_ = reason;
+    if (world_) world_->abort(reason);
   }
 
  private:
@@ -58,8 +80,29 @@ class HierarchicalBackend final : public Backend {
     return parts_.host->broadcast(buffer, count * dtype_size(dtype), 0);
   }
 
+  // The mesh of every rank, connected on first use (one thread at a time runs collectives;
+  // abort() may come from another, hence the lock around the pointer, not the connecting).
+  Result<Backend*> world() {
+    {
+      std::lock_guard<std::mutex> lock(world_mutex_);
+      if (world_) return world_.get();
+      if (!aborted_.empty()) return aborted("the data plane was aborted: " + aborted_);
+    }
+    spdlog::debug("hierarchical data plane: connecting the Gloo mesh of every rank ({} ranks) "
+                  "for its first allgather or alltoall",
+                  parts_.size);
+    HVRUN_ASSIGN_OR_RETURN(auto mesh, parts_.connect_world());
+    std::lock_guard<std::mutex> lock(world_mutex_);
+    world_ = std::move(mesh);
+    if (!aborted_.empty()) world_->abort(aborted_);
+    return world_.get();
+  }
+
   HierarchicalParts parts_;
   std::vector<float> widened_;  // reused across calls (float16/bfloat16 accumulation)
+  std::mutex world_mutex_;
+  std::unique_ptr<Backend> world_;  // null until the first allgatherv or alltoallv
+  std::string aborted_;
 };
 
 }  // namespace
