@@ -107,6 +107,23 @@ std::vector<Played> play_all(Job& job, uint32_t gen, KeyOf key_of) {
   return results;
 }
 
+// The ranks `plays(rank)` says play `gen` (each on its own thread, bits ~0 in word 0, key 7);
+// the others' results stay default.
+template <typename Plays>
+std::vector<Played> play_some(Job& job, uint32_t gen, Plays plays) {
+  std::vector<Played> results(static_cast<size_t>(job.ranks()));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < job.ranks(); ++r) {
+    if (!plays(r)) continue;
+    threads.emplace_back([&, r] {
+      uint64_t bits[kWords] = {~0ull};
+      results[static_cast<size_t>(r)] = play(job[r], gen, bits, 7);
+    });
+  }
+  for (auto& t : threads) t.join();
+  return results;
+}
+
 class HostRoundsTest : public testing::TestWithParam<std::vector<int>> {};
 
 TEST_P(HostRoundsTest, EqualKeysAgreeOnTheAndOfEveryRanksBitsOnEveryHost) {
@@ -144,16 +161,7 @@ TEST_P(HostRoundsTest, ARefusalOnAnyRankFailsTheRoundEverywhereAtOnce) {
   for (int refuser = 0; refuser < job.ranks(); ++refuser) {
     const auto gen = 20 + static_cast<uint32_t>(refuser);
     job[refuser].refuse(gen);
-    std::vector<Played> results(static_cast<size_t>(job.ranks()));
-    std::vector<std::thread> threads;
-    for (int r = 0; r < job.ranks(); ++r) {
-      if (r == refuser) continue;
-      threads.emplace_back([&, r] {
-        uint64_t bits[kWords] = {~0ull};
-        results[static_cast<size_t>(r)] = play(job[r], gen, bits, 7);
-      });
-    }
-    for (auto& t : threads) t.join();
+    const auto results = play_some(job, gen, [refuser](int r) { return r != refuser; });
     for (int r = 0; r < job.ranks(); ++r) {
       if (r == refuser) continue;
       const Played& p = results[static_cast<size_t>(r)];
@@ -169,16 +177,7 @@ TEST_P(HostRoundsTest, ASilentHostFailsTheRoundAtTheWaitAndLearnsItWhenItComes) 
   Job job(GetParam());
   const uint32_t gen = 30;
   const int last_host = job.host_of(job.ranks() - 1);
-  std::vector<Played> results(static_cast<size_t>(job.ranks()));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < job.ranks(); ++r) {
-    if (job.host_of(r) == last_host) continue;
-    threads.emplace_back([&, r] {
-      uint64_t bits[kWords] = {~0ull};
-      results[static_cast<size_t>(r)] = play(job[r], gen, bits, 7);
-    });
-  }
-  for (auto& t : threads) t.join();
+  auto results = play_some(job, gen, [&](int r) { return job.host_of(r) != last_host; });
   for (int r = 0; r < job.ranks(); ++r) {
     if (job.host_of(r) == last_host) continue;
     const Played& p = results[static_cast<size_t>(r)];
@@ -186,15 +185,7 @@ TEST_P(HostRoundsTest, ASilentHostFailsTheRoundAtTheWaitAndLearnsItWhenItComes) 
     EXPECT_GE(p.took, kArbiterWait - milliseconds(5)) << "rank " << r;
   }
   // The late host agrees on its own board, then hears the recorded verdict: failed.
-  threads.clear();
-  for (int r = 0; r < job.ranks(); ++r) {
-    if (job.host_of(r) != last_host) continue;
-    threads.emplace_back([&, r] {
-      uint64_t bits[kWords] = {~0ull};
-      results[static_cast<size_t>(r)] = play(job[r], gen, bits, 7);
-    });
-  }
-  for (auto& t : threads) t.join();
+  results = play_some(job, gen, [&](int r) { return job.host_of(r) == last_host; });
   for (int r = 0; r < job.ranks(); ++r) {
     if (job.host_of(r) != last_host) continue;
     EXPECT_EQ(results[static_cast<size_t>(r)].outcome, RoundOutcome::kFailed) << "rank " << r;
@@ -207,16 +198,8 @@ TEST_P(HostRoundsTest, AHostThatLeftFailsEveryLaterRoundAtOnce) {
   for (int r = 0; r < job.ranks(); ++r)
     if (job.host_of(r) == last_host) job[r].leave();
   for (uint32_t gen = 40; gen < 43; ++gen) {
-    std::vector<Played> results(static_cast<size_t>(job.ranks()));
-    std::vector<std::thread> threads;
-    for (int r = 0; r < job.ranks(); ++r) {
-      if (job.host_of(r) == last_host) continue;
-      threads.emplace_back([&, r] {
-        uint64_t bits[kWords] = {~0ull};
-        results[static_cast<size_t>(r)] = play(job[r], gen, bits, 7);
-      });
-    }
-    for (auto& t : threads) t.join();
+    const auto results =
+        play_some(job, gen, [&](int r) { return job.host_of(r) != last_host; });
     for (int r = 0; r < job.ranks(); ++r) {
       if (job.host_of(r) == last_host) continue;
       const Played& p = results[static_cast<size_t>(r)];
