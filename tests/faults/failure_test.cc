@@ -1,6 +1,7 @@
 // Stuck and dead ranks become prompt, named errors (labels worker, faults):
 //  - the stall warning (2 s) names the missing rank and tensor, once, within 3 s (and the
-//    process set, for a stall on one);
+//    process set, for a stall on one; and in a steady state agreed without the coordinator
+//    across two simulated hosts);
 //  - SIGKILL of one rank in the middle of a 64 MiB allreduce fails every other rank's handle and
 //    ends hvrun non-zero within 10 s, naming that rank (through the real bin/hvrun);
 //  - a stopped rank (no heartbeat) aborts the job naming it and its host;
@@ -13,6 +14,7 @@
 #include <chrono>
 #include <filesystem>
 #include <functional>
+#include <sstream>
 #include <thread>
 
 #include "tests/support/child_process.h"
@@ -39,14 +41,19 @@ struct StallRun {
   std::string line;
 };
 
-StallRun run_stall_job(int np, const std::string& mode, int late_rank) {
+StallRun run_stall_job(int np, const std::string& mode, int late_rank,
+                       const std::vector<std::string>& trainer_prefix = {}) {
   RunOptions run;
   run.timeout = std::chrono::seconds(60);
   StallRun s;
-  s.result = run_process({bin_path("hvrun"), "-np", std::to_string(np), "-H",
-                          "localhost:" + std::to_string(np), "--stall-check-warning-time-seconds",
-                          "2", bin_path("hvrun_faults_worker"), mode},
-                         run);
+  std::vector<std::string> argv = {bin_path("hvrun"), "-np", std::to_string(np), "-H",
+                                   "localhost:" + std::to_string(np),
+                                   "--stall-check-warning-time-seconds", "2"};
+  argv.insert(argv.end(), trainer_prefix.begin(), trainer_prefix.end());
+  argv.push_back(bin_path("hvrun_faults_worker"));
+  std::stringstream words(mode);
+  for (std::string word; words >> word;) argv.push_back(word);
+  s.result = run_process(argv, run);
   const std::string& err = s.result.err;
   s.warning = err.find("stall: rank " + std::to_string(late_rank) + " ");
   if (s.warning != std::string::npos)
@@ -80,6 +87,26 @@ TEST(Faults, StallOnAProcessSetNamesTheSetAndTheJobsRank) {
   const size_t late = r.err.find("rank 2: submitting set.tensor now");
   ASSERT_NE(late, std::string::npos) << r.err;
   EXPECT_LT(s.warning, late) << "the warning came later than 3 s\n" << r.err;
+}
+
+// The steady state runs without the coordinator, across hosts too (the cached rounds and their
+// arbiter): a rank that stops submitting makes the others' rounds fail, their ops reach the
+// coordinator, and its stall warning names the late rank. Ranks alternate between two simulated
+// hosts; rank 3 is not its host's speaker.
+TEST(Faults, AStallInTheSteadyStateAcrossHostsIsNamedByTheCoordinator) {
+  StallRun s = run_stall_job(
+      4, "stall-steady 3", 3,
+      {"/bin/sh", "-c", "HVRUN_HOST=simhost$((HVRUN_RANK % 2)) HVRUN_LOCAL_RANK=-1 exec \"$0\" \"$@\""});
+  const RunResult& r = s.result;
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  ASSERT_NE(s.warning, std::string::npos) << r.err;
+  EXPECT_NE(s.line.find("has not submitted allreduce 'steady."), std::string::npos) << s.line;
+  EXPECT_EQ(count_of(r.err, "stall: "), 1u) << "one warning per stall\n" << r.err;
+  const size_t late = r.err.find("rank 3: submitting step 10 now");
+  ASSERT_NE(late, std::string::npos) << r.err;
+  EXPECT_LT(s.warning, late) << "the warning came later than 3 s\n" << r.err;
+  // The steps before ran without the coordinator, across the hosts.
+  EXPECT_NE(r.err.find("hvrun: fast path (no coordinator): rank 0 "), std::string::npos) << r.err;
 }
 
 TEST(Faults, RankKilledMidAllreduceFailsEveryOtherRankAndHvrunNamesIt) {

@@ -9,6 +9,9 @@
 //                           allreduce Sum/Average/Min/Max/Product (`all`: Average over all ranks)
 //   stall                   rank 1 submits 3 s after rank 0 (the coordinator warns meanwhile)
 //   stall-on-set            the same on process set {1, 2}: rank 2 is late
+//   stall-steady R          10 steps of two async allreduces (cached after the first: on shm
+//                           and across hosts they run without the coordinator), then rank R
+//                           submits step 10's 3 s late (the coordinator warns meanwhile)
 //   kill-in-allreduce       rank 1 SIGKILLs itself inside a 64 MiB allreduce (once its first
 //                           elements hold the sum, before its last do); the others' handles
 //                           must fail (SIGTERM ignored so they can report it)
@@ -248,6 +251,32 @@ int run_stall(hvrun::Worker& w) {
   return 0;
 }
 
+// ---- stall-steady ---------------------------------------------------------------------------
+
+int run_stall_steady(hvrun::Worker& w, int late_rank) {
+  std::vector<float> a(1000), b(10);
+  for (int step = 0; step <= 10; ++step) {
+    std::fill(a.begin(), a.end(), 1.0f);
+    std::fill(b.begin(), b.end(), 2.0f);
+    if (step == 10 && w.rank() == late_rank) {
+      std::this_thread::sleep_for(std::chrono::seconds(3));
+      std::fprintf(stderr, "rank %d: submitting step 10 now, 3 s late\n", late_rank);
+      std::fflush(stderr);
+    }
+    const hvrun::Handle ha =
+        w.allreduce_async("steady.a", hvrun::TensorView{a.data(), DataType::kFloat32, {1000}});
+    const hvrun::Handle hb =
+        w.allreduce_async("steady.b", hvrun::TensorView{b.data(), DataType::kFloat32, {10}});
+    for (const hvrun::Handle* h : {&ha, &hb})
+      if (hvrun::Status s = w.wait(*h); !s.is_ok())
+        return fail("step " + std::to_string(step) + ": " + s.to_string()), 1;
+    const auto n = static_cast<float>(w.size());
+    if (a[0] != n || a[999] != n || b[0] != 2 * n)
+      return fail("step " + std::to_string(step) + ": wrong sums"), 1;
+  }
+  return 0;
+}
+
 // ---- stall-on-set ---------------------------------------------------------------------------
 
 // Process set {1, 2}: rank 2 submits 3 s after rank 1; the warning names the set and rank 2.
@@ -379,6 +408,7 @@ int main(int argc, char** argv) {
   else if (mode == "joined-ops") rc = run_joined_ops(w, argc > 2 && std::string(argv[2]) == "all");
   else if (mode == "stall") rc = run_stall(w);
   else if (mode == "stall-on-set") rc = run_stall_on_set(w);
+  else if (mode == "stall-steady") rc = run_stall_steady(w, argc > 2 ? std::atoi(argv[2]) : 1);
   else if (mode == "kill-in-allreduce") rc = run_kill_in_allreduce(w);
   else if (mode == "coordinator-lost") rc = run_coordinator_lost(w);
   else if (mode == "stopped") rc = run_stopped(w);
