@@ -17,7 +17,7 @@ namespace hvrun::detail::shm {
 namespace {
 
 constexpr uint64_t kMagic = 0x6876'7275'6e73'686dull;  // "hvrunshm"
-constexpr uint32_t kVersion = 3;  // 2: three buffer sets; 3: the round board
+constexpr uint32_t kVersion = 4;  // 2: three buffer sets; 3: the round board; 4: its verdicts
 constexpr size_t kPage = 4096;
 
 size_t round_up(size_t v, size_t to) { return (v + to - 1) / to * to; }
