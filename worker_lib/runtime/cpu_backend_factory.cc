@@ -8,6 +8,7 @@
 #include "worker_lib/backends/gloo/kv_store_adapter.h"
 #include "worker_lib/backends/shm/hierarchical_backend.h"
 #include "worker_lib/backends/shm/shm_backend.h"
+#include "worker_lib/backends/shm/with_host_rounds.h"
 
 namespace hvrun::detail {
 namespace {
@@ -113,11 +114,19 @@ Result<CpuDataPlane> make_cpu_backend(const CpuBackendContext& c,
                           std::to_string(size) + " ranks the coordinator listed");
   HVRUN_ASSIGN_OR_RETURN(CpuBackendKind kind, choose_cpu_backend(settings, c.hosts));
   spdlog::debug("CPU data plane: {}", cpu_backend_kind_name(kind));
+  auto groups = ranks_by_host(c.hosts);
   if (kind == CpuBackendKind::kGloo) {
     HVRUN_ASSIGN_OR_RETURN(auto gloo, make_gloo(c, store, c.rank, size, "gloo"));
-    return CpuDataPlane{std::move(gloo), nullptr};
+    // Across hosts the steady state's rounds go through the arbiter with every rank speaking
+    // for itself (no shm board to meet on); on one host Gloo was asked for: no rounds.
+    if (!c.round_agreement || groups.size() < 2) return CpuDataPlane{std::move(gloo), nullptr};
+    std::unique_ptr<shm::RoundArbiter> arbiter;
+    HVRUN_ASSIGN_OR_RETURN(auto rounds, connect_host_rounds(c, store, nullptr, c.rank, size,
+                                                            true, arbiter));
+    RoundAgreement* agreement = rounds.get();
+    return CpuDataPlane{with_host_rounds(std::move(gloo), std::move(rounds), std::move(arbiter)),
+                        agreement};
   }
-  auto groups = ranks_by_host(c.hosts);
   const std::vector<int>* mine = nullptr;
   for (const auto& g : groups)
     if (std::find(g.begin(), g.end(), c.rank) != g.end()) mine = &g;
