@@ -28,7 +28,7 @@ struct JobResult {
   std::string coordinator_error;
   std::vector<RunResult> ranks;
   // Per rank: collectives that ran on the fast path, and their payload bytes (the coordinator's
-  // telemetry at the end, backend "<cpu backend>-fast": "shm-fast", "hierarchical-fast").
+  // telemetry at the end, backend "<cpu backend>-fast": "shm-fast", "hierarchical-fast", "gloo-fast").
   std::vector<uint64_t> fast_path_collectives;
   std::vector<uint64_t> fast_path_bytes;
   // The coordinator's own count: per rank, the tensors it negotiated (planned) for that rank;

@@ -9,6 +9,7 @@
 #include "worker_lib/backends/shm/hierarchical_backend.h"
 #include "worker_lib/backends/shm/shm_backend.h"
 #include "worker_lib/backends/shm/with_host_rounds.h"
+#include "worker_lib/runtime/fast_path.h"
 
 namespace hvrun::detail {
 namespace {
@@ -128,8 +129,12 @@ Result<CpuDataPlane> make_cpu_backend(const CpuBackendContext& c,
                         agreement};
   }
   const std::vector<int>* mine = nullptr;
-  for (const auto& g : groups)
-    if (std::find(g.begin(), g.end(), c.rank) != g.end()) mine = &g;
+  int host_index = 0;  // hosts in the order of their lowest rank
+  for (size_t h = 0; h < groups.size(); ++h)
+    if (std::find(groups[h].begin(), groups[h].end(), c.rank) != groups[h].end()) {
+      mine = &groups[h];
+      host_index = static_cast<int>(h);
+    }
   if (kind == CpuBackendKind::kShm) {
     HVRUN_ASSIGN_OR_RETURN(ShmDataPlane shm, make_host_shm(c, settings, store, *mine));
     return CpuDataPlane{std::move(shm.backend), shm.board};
@@ -140,10 +145,6 @@ Result<CpuDataPlane> make_cpu_backend(const CpuBackendContext& c,
   parts.size = size;
   HVRUN_ASSIGN_OR_RETURN(ShmDataPlane host, make_host_shm(c, settings, store, *mine));
   parts.host = std::move(host.backend);
-  const int host_index = static_cast<int>(
-      std::find_if(groups.begin(), groups.end(),
-                   [&](const std::vector<int>& g) { return g.front() == mine->front(); }) -
-      groups.begin());
   if (mine->front() == c.rank) {
     HVRUN_ASSIGN_OR_RETURN(
         parts.leaders,
@@ -180,8 +181,7 @@ Result<CpuDataPlane> make_cpu_backend_for_job(const Config& config,
                             .data_address = config.data_address,
                             .connect_timeout = config.start_timeout,
                             .op_timeout = config.op_timeout,
-                            .round_wait = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                config.fast_path.wait)};
+                            .round_wait = round_wait(config.fast_path, config.op_timeout)};
   // A coordinator that gives no placement leaves it unknown: Gloo works everywhere.
   if (context.hosts.empty()) {
     settings.backend = "gloo";

@@ -40,7 +40,7 @@ struct CpuBackendContext {
   std::chrono::milliseconds op_timeout{300000};
   // Whether the plane comes with its round agreement (the job's global set; a process set's
   // plane runs only planned collectives), and how long a rank waits for the others in a round
-  // (--fast-path-wait-ms): on several hosts, the cross-host rounds' arbiter's wait.
+  // (runtime/fast_path.h's round_wait): on several hosts, the cross-host rounds' arbiter's wait.
   bool round_agreement = true;
   std::chrono::nanoseconds round_wait{std::chrono::milliseconds(50)};
 };
@@ -51,8 +51,9 @@ Result<CpuBackendKind> choose_cpu_backend(const CpuBackendConfig& settings,
 
 // The connected backend, and the round agreement its ranks can agree through without the
 // coordinator: the shm segment's board on a single host, the cross-host rounds
-// (backends/shm/host_rounds.h) on the hierarchical data plane, null otherwise. The agreement
-// lives as long as the backend.
+// (backends/shm/host_rounds.h) on several hosts (hierarchical, or Gloo with every rank speaking
+// for itself), null otherwise (Gloo on one host, a process set's plane). The agreement lives as
+// long as the backend.
 struct CpuDataPlane {
   std::unique_ptr<Backend> backend;
   RoundAgreement* rounds = nullptr;

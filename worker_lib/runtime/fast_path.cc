@@ -1,9 +1,17 @@
 #include "worker_lib/runtime/fast_path.h"
 
+#include <algorithm>
+
 #include "common/logging.h"
 #include "worker_lib/reduction/reduction_math.h"
 
 namespace hvrun::detail {
+
+std::chrono::nanoseconds round_wait(const FastPathConfig& settings,
+                                    std::chrono::milliseconds op_timeout) {
+  return std::min(std::chrono::duration_cast<std::chrono::nanoseconds>(settings.wait),
+                  std::chrono::duration_cast<std::chrono::nanoseconds>(op_timeout) / 4);
+}
 
 FastPath::FastPath(Context context, RoundAgreement* rounds)
     : c_(std::move(context)), rounds_(rounds) {
@@ -12,16 +20,11 @@ FastPath::FastPath(Context context, RoundAgreement* rounds)
     SPDLOG_DEBUG("fast path off (--fast-path=false)");
     return;
   }
-  wait_ = std::chrono::duration_cast<std::chrono::nanoseconds>(c_.settings.wait);
-  // A rank waiting in a round holds up its own plans meanwhile, so peers in a collective with
-  // it wait too: keep that well inside the op timeout.
-  const auto longest = std::chrono::duration_cast<std::chrono::nanoseconds>(c_.op_timeout) / 4;
-  if (wait_ > longest) {
+  wait_ = round_wait(c_.settings, c_.op_timeout);
+  if (wait_ < c_.settings.wait)
     SPDLOG_WARN("--fast-path-wait-ms {} is over a quarter of --op-timeout; using {} ms",
                 c_.settings.wait.count(),
-                std::chrono::duration_cast<std::chrono::milliseconds>(longest).count());
-    wait_ = longest;
-  }
+                std::chrono::duration_cast<std::chrono::milliseconds>(wait_).count());
   rounds_on_ = true;
   payloads_ = rounds_->payloads();
   enabled_ = payloads_ != nullptr;

@@ -1,7 +1,6 @@
 // The fast path: a blocking allreduce of a tensor the coordinator already negotiated (cached,
 // metadata unchanged) on a single-host shared-memory job (an agreement that carries payloads)
-// runs on the caller's thread when every
-// rank is idle and calls the same one. The ranks agree through the job's round agreement
+// runs on the caller's thread when every rank is idle and calls the same one. The ranks agree through the job's round agreement
 // (round_agreement.h: the shm segment's round board) and reduce there, with no message to the
 // coordinator. Why it is safe, step by step:
 //  - Only when this rank is idle: nothing in flight or unsent, every received plan executed,
@@ -52,6 +51,12 @@ struct FastAllreduce {
   const std::vector<int64_t>& shape;
   const AllreduceOptions& options;
 };
+
+// How long a rank waits for the others in a round: --fast-path-wait-ms, at most a quarter of
+// the op timeout (a rank waiting in a round holds up its own plans meanwhile, so peers in a
+// collective with it wait too). The cross-host rounds' arbiter waits as long.
+std::chrono::nanoseconds round_wait(const FastPathConfig& settings,
+                                    std::chrono::milliseconds op_timeout);
 
 class FastPath {
  public:

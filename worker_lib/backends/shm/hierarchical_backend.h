@@ -29,7 +29,7 @@ struct HierarchicalParts {
   std::unique_ptr<Backend> leaders;  // Gloo over the hosts' leaders; null on other ranks
   // Connects the Gloo mesh of every rank (blocks until every rank did, bounded).
   std::function<Result<std::unique_ptr<Backend>>()> connect_world;
-  // Cross-host rounds (null when off); the arbiter on rank 0 only. Declared after `host`, whose
+  // Cross-host rounds (null on a process set's plane); the arbiter on rank 0 only. Declared after `host`, whose
   // segment holds the board the rounds use: they go first.
   std::unique_ptr<shm::HostRounds> rounds;
   std::unique_ptr<shm::RoundArbiter> arbiter;
