@@ -1,8 +1,9 @@
-// Cross-host rounds: the round agreement (round_agreement.h) of a multi-host job on the
-// hierarchical data plane, so that asynchronous submissions of cached tensors run without the
-// coordinator across hosts too (runtime/cached_rounds.h). Two levels:
+// Cross-host rounds: the round agreement (round_agreement.h) of a multi-host job, so that
+// asynchronous submissions of cached tensors run without the coordinator across hosts too
+// (runtime/cached_rounds.h). Two levels:
 //   1. the host's ranks meet on their shm segment's round board (round_board.h), as a
-//      single-host job's do; a host of one rank has no board and meets itself;
+//      single-host job's do; a host of one rank has no board and meets itself, and so does
+//      every rank of a job on Gloo alone (each one its own "host" for the arbiter);
 //   2. when the host's round agreed, its speaker (local rank 0) sends the key and the AND of its
 //      ranks' bit vectors over TCP to the round arbiter (round_arbiter.h, on rank 0's process),
 //      waits for the job's verdict and publishes it on the board; the host's other ranks wait
