@@ -96,9 +96,7 @@ TEST(Faults, StallOnAProcessSetNamesTheSetAndTheJobsRank) {
 TEST(Faults, AStallInTheSteadyStateAcrossHostsIsNamedByTheCoordinator) {
   StallRun s = run_stall_job(
       4, "stall-steady 3", 3,
-      {"/bin/sh", "-c",
-       "HVRUN_HOST=simhost$((HVRUN_RANK % 2)) HVRUN_LOCAL_RANK=-1 "
-       "exec \"$0\" \"$@\""});
+      on_two_simulated_hosts());
   const RunResult& r = s.result;
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   ASSERT_NE(s.warning, std::string::npos) << r.err;

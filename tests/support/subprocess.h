@@ -31,6 +31,12 @@ RunResult run_process(const std::vector<std::string>& argv, const RunOptions& op
 // <build>/bin/NAME (HVRUN_BIN_DIR overrides <build>/bin).
 std::string bin_path(const std::string& name);
 
+// `argv` run as a rank on one of two simulated hosts, by the parity of its rank (HVRUN_HOST
+// simhost0 / simhost1; the coordinator assigns local ranks): a multi-host job (the hierarchical
+// data plane, the cross-host rounds) on this one machine. An empty `argv` gives the prefix alone
+// (for a launcher that appends the rank's command).
+std::vector<std::string> on_two_simulated_hosts(const std::vector<std::string>& argv = {});
+
 // The source tree's root (HVRUN_SOURCE_DIR overrides it).
 std::string source_dir();
 

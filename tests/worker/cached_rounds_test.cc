@@ -40,9 +40,7 @@ std::vector<std::string> digests(const JobResult& job) {
 // The same worker with ranks alternating between two simulated hosts (HVRUN_HOST): the
 // hierarchical data plane, whose rounds cross hosts (worker_lib/backends/shm/host_rounds.h).
 std::vector<std::string> worker_on_two_hosts(const std::string& mode) {
-  return {"/bin/sh", "-c",
-          "HVRUN_HOST=simhost$((HVRUN_RANK % 2)) HVRUN_LOCAL_RANK=-1 exec " +
-              bin_path("hvrun_cached_rounds_worker") + " " + mode};
+  return on_two_simulated_hosts(worker(mode));
 }
 
 // The steady state's results, bit for bit, through the coordinator (the cached rounds off).

@@ -1,8 +1,7 @@
-// The fast path (worker_lib/runtime/fast_path.h): blocking allreduces of negotiated
-// tensors run without the coordinator on a single-host shared-memory job, and whatever does not
-// fit (other ops in flight, threads meeting in different orders, reshapes, late ranks, a rank
-// with the fast path off, joins, a dying rank) goes through the coordinator with the same
-// results. Real jobs: in-process coordinator, worker processes (tests/support/worker_job.h).
+// The fast path (worker_lib/runtime/fast_path.h): blocking allreduces of negotiated tensors run
+// without the coordinator, on one host and across (simulated) hosts, and whatever does not fit
+// (other ops in flight, threads meeting in different orders, reshapes, late ranks, a rank with
+// the fast path off, joins, a dying rank) goes through the coordinator with the same results. Real jobs: in-process coordinator, worker processes (tests/support/worker_job.h).
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -101,6 +100,75 @@ TEST(FastPath, PeerThatShutDownIsNotWaitedFor) {
 
 TEST(FastPath, RankDyingMidRunFailsThePeersNextCallPromptly) {
   JobResult job = run_job(2, worker("abort"), {.timeout = std::chrono::seconds(60)});
+  ASSERT_EQ(job.ranks.size(), 2u);
+  EXPECT_EQ(job.ranks[1].exit_code, 128 + 9) << job.describe();
+  EXPECT_EQ(job.ranks[0].exit_code, 0) << job.describe();
+  EXPECT_NE(job.ranks[0].out.find("failed as expected"), std::string::npos) << job.describe();
+  std::printf("%s", job.ranks[0].out.c_str());
+}
+
+// Across hosts: ranks alternate between two simulated hosts, so the job's round agreement is
+// the cross-host one (a board per host joined by the round arbiter; every rank its own speaker
+// when each host has one rank, on Gloo alone). Only the agreement crosses hosts: every agreed
+// call moves its data through the data plane (hierarchical, or Gloo).
+std::vector<std::string> worker_on_two_hosts(const std::string& mode) {
+  return on_two_simulated_hosts(worker(mode));
+}
+
+TEST(FastPath, AcrossHostsEveryDtypeOpAndSizeMatchesTheReferenceAndTakesTheFastPath) {
+  // A round waits up to 2 s, so that ranks descheduled on this loaded 2-core machine still meet.
+  for (int np : {2, 3, 4}) {
+    JobResult job = run_job(np, worker_on_two_hosts("dtypes"),
+                            {.timeout = std::chrono::seconds(120),
+                             .extra_env = {{"HVRUN_FAST_PATH_WAIT_MS", "2000"}}});
+    ASSERT_TRUE(job.all_succeeded()) << "np " << np << "\n" << job.describe();
+    const uint64_t possible = (38 * 5 + 9) * 11;
+    std::printf("np %d on two hosts: %s of %llu possible\n", np, fast_counts(job).c_str(),
+                static_cast<unsigned long long>(possible));
+    for (int r = 0; r < np; ++r)
+      EXPECT_GE(job.fast_path_collectives[static_cast<size_t>(r)], possible * 8 / 10)
+          << "np " << np << " rank " << r << "; " << fast_counts(job);
+  }
+}
+
+TEST(FastPath, AcrossHostsInterleavedWithOtherCollectivesStaysCorrect) {
+  for (int np : {3, 4}) {
+    JobResult job = run_job(np, worker_on_two_hosts("mixed"), {.timeout = std::chrono::seconds(90)});
+    ASSERT_TRUE(job.all_succeeded()) << "np " << np << "\n" << job.describe();
+    std::printf("np %d on two hosts: %s\n", np, fast_counts(job).c_str());
+    EXPECT_GT(job.fast_path_collectives[0], 0u) << fast_counts(job);
+  }
+}
+
+TEST(FastPath, AcrossHostsALateRankMakesTheOthersFallBackAtTheirDeadline) {
+  // Rank 1 speaks for the second host (4 ranks) or is it (2 ranks); the arbiter fails the
+  // rounds it is late for a 2 ms wait after the first host's report.
+  for (int np : {2, 4}) {
+    JobResult job = run_job(np, worker_on_two_hosts("skew"), {.timeout = std::chrono::seconds(60)});
+    ASSERT_TRUE(job.all_succeeded()) << "np " << np << "\n" << job.describe();
+    for (int r = 0; r < 2; ++r)
+      EXPECT_LE(job.fast_path_collectives[static_cast<size_t>(r)], 30u)
+          << "np " << np << "; " << fast_counts(job);
+  }
+}
+
+TEST(FastPath, AcrossHostsJoinedRanksContributeNeutralDataThroughTheCoordinator) {
+  for (int np : {2, 4}) {
+    JobResult job = run_job(np, worker_on_two_hosts("join"), {.timeout = std::chrono::seconds(60)});
+    EXPECT_TRUE(job.all_succeeded()) << "np " << np << "\n" << job.describe();
+  }
+}
+
+TEST(FastPath, AcrossHostsAPeerThatShutDownIsNotWaitedFor) {
+  for (int np : {2, 4}) {
+    JobResult job =
+        run_job(np, worker_on_two_hosts("peer-leaves"), {.timeout = std::chrono::seconds(60)});
+    EXPECT_TRUE(job.all_succeeded()) << "np " << np << "\n" << job.describe();
+  }
+}
+
+TEST(FastPath, AcrossHostsARankDyingMidRunFailsThePeersNextCallPromptly) {
+  JobResult job = run_job(2, worker_on_two_hosts("abort"), {.timeout = std::chrono::seconds(60)});
   ASSERT_EQ(job.ranks.size(), 2u);
   EXPECT_EQ(job.ranks[1].exit_code, 128 + 9) << job.describe();
   EXPECT_EQ(job.ranks[0].exit_code, 0) << job.describe();

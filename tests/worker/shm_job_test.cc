@@ -102,10 +102,10 @@ TEST(ShmJob, SigkillOfHvrunLeavesNoSegment) {
 }
 
 // Ranks alternate between two simulated hosts; the coordinator assigns local ranks.
-std::vector<std::string> on_two_hosts(const std::string& args) {
-  return {"/bin/sh", "-c",
-          "HVRUN_HOST=simhost$((HVRUN_RANK % 2)) HVRUN_LOCAL_RANK=-1 exec " +
-              bin_path("hvrun_test_worker") + " " + args};
+std::vector<std::string> on_two_hosts(const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {bin_path("hvrun_test_worker")};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return on_two_simulated_hosts(argv);
 }
 
 class HierarchicalJobTest : public ::testing::TestWithParam<int> {};
@@ -113,7 +113,7 @@ class HierarchicalJobTest : public ::testing::TestWithParam<int> {};
 TEST_P(HierarchicalJobTest, EveryCollectiveMatchesReferenceAcrossTwoSimulatedHosts) {
   JobOptions options;
   options.extra_env = {{"HVRUN_LOG_LEVEL", "debug"}};
-  JobResult job = run_job(GetParam(), on_two_hosts("collectives --large"), options);
+  JobResult job = run_job(GetParam(), on_two_hosts({"collectives", "--large"}), options);
   ASSERT_TRUE(job.all_succeeded()) << job.describe();
   EXPECT_NE(job.ranks[0].err.find("CPU data plane: hierarchical"), std::string::npos)
       << job.ranks[0].err.substr(0, 4000);
@@ -128,7 +128,7 @@ INSTANTIATE_TEST_SUITE_P(Ranks, HierarchicalJobTest, ::testing::Values(3, 4));
 TEST(HierarchicalJob, OffMeansGlooForEveryRank) {
   JobOptions options;
   options.extra_env = {{"HVRUN_LOG_LEVEL", "debug"}, {"HVRUN_HIERARCHICAL_ALLREDUCE", "off"}};
-  JobResult job = run_job(4, on_two_hosts("collectives"), options);
+  JobResult job = run_job(4, on_two_hosts({"collectives"}), options);
   ASSERT_TRUE(job.all_succeeded()) << job.describe();
   EXPECT_NE(job.ranks[0].err.find("CPU data plane: gloo"), std::string::npos)
       << job.ranks[0].err.substr(0, 4000);

@@ -27,8 +27,8 @@ FastPath::FastPath(Context context, RoundAgreement* rounds)
                 std::chrono::duration_cast<std::chrono::milliseconds>(wait_).count());
   rounds_on_ = true;
   payloads_ = rounds_->payloads();
-  enabled_ = payloads_ != nullptr;
-  if (!enabled_) SPDLOG_DEBUG("blocking fast path off: the round agreement carries no payloads");
+  if (payloads_ == nullptr)
+    SPDLOG_DEBUG("blocking fast path: agreed across hosts, every call through the data plane");
 }
 
 const CacheEntry* FastPath::entry_for(const FastAllreduce& call) const {
@@ -52,7 +52,7 @@ bool FastPath::idle() {
 }
 
 std::optional<Status> FastPath::try_allreduce(const FastAllreduce& call) {
-  if (!enabled_) return std::nullopt;
+  if (!rounds_on_) return std::nullopt;
   const auto count = static_cast<size_t>(num_elements(call.shape));
   if (count == 0) return std::nullopt;
 
@@ -62,7 +62,8 @@ std::optional<Status> FastPath::try_allreduce(const FastAllreduce& call) {
   const uint64_t events = c_.lane.events();
   const auto gen = static_cast<uint32_t>(events);
   const size_t payload_bytes = count * dtype_size(work_dtype(call.dtype));
-  const bool inline_payload = payload_bytes <= rounds_->payload_capacity();
+  // Across hosts only the agreement crosses (no payloads): the data plane moves every byte.
+  const bool inline_payload = payloads_ != nullptr && payload_bytes <= rounds_->payload_capacity();
   const auto start = telemetry::PhaseClock::now();
   const auto deadline = start + wait_;
   const AllreduceOptions& o = call.options;

@@ -1,8 +1,8 @@
 // The fast path: a blocking allreduce of a tensor the coordinator already negotiated (cached,
-// metadata unchanged) on a single-host shared-memory job (an agreement that carries payloads)
-// runs on the caller's thread when every rank is idle and calls the same one. The ranks agree through the job's round agreement
-// (round_agreement.h: the shm segment's round board) and reduce there, with no message to the
-// coordinator. Why it is safe, step by step:
+// metadata unchanged) runs on the caller's thread when every rank is idle and calls the same
+// one. The ranks agree through the job's round agreement (round_agreement.h: the shm segment's
+// round board on one host; a board per host joined by the round arbiter across hosts), with no
+// message to the coordinator. Why it is safe, step by step:
 //  - Only when this rank is idle: nothing in flight or unsent, every received plan executed,
 //    checked under the executor's lock (held until the collective ran). Idle ranks have
 //    executed the same plans of the global set, because each of its plans holds an op of every
@@ -18,10 +18,11 @@
 //  - Otherwise every rank sees the same failed or disagreeing round and submits the call to the
 //    coordinator, which handles it as before (errors, joins, stalls). A rank that submits
 //    anything refuses its current round, so peers waiting in it fall back at once.
-// Small tensors (up to the agreement's payload capacity in their work type) travel inside the
-// round: one synchronisation in all, reduced by the agreement (RoundAgreement::reduce_payloads)
-// to the same bits as the coordinator path's. Larger ones run through the CPU executor
-// (CpuExecutor::fast_allreduce: the backend's allreduce) once agreed. Telemetry counts both
+// On one host, small tensors (up to the agreement's payload capacity in their work type) travel
+// inside the round: one synchronisation in all, reduced by the agreement
+// (RoundPayloads::reduce_payloads) to the same bits as the coordinator path's. Larger ones, and
+// every call across hosts (only the agreement crosses hosts), run through the CPU executor
+// (CpuExecutor::fast_allreduce: the data plane's allreduce) once agreed. Telemetry counts both
 // as the fast path's (PhaseObserver::on_fast_collective).
 #pragma once
 
@@ -78,11 +79,8 @@ class FastPath {
   // (submit it as usual). Any thread.
   std::optional<Status> try_allreduce(const FastAllreduce& call);
 
-  // Whether blocking allreduces may run here without the coordinator (rounds on, and an
-  // agreement that carries payloads: a single host).
-  bool enabled() const { return enabled_; }
-  // Whether ranks may agree without the coordinator at all, and how long one waits for the
-  // others in a round (the cached rounds of async submissions use these two).
+  // Whether ranks may agree without the coordinator at all (blocking allreduces here, the
+  // cached rounds of async submissions), and how long one waits for the others in a round.
   bool rounds_on() const { return rounds_on_; }
   std::chrono::nanoseconds wait() const { return wait_; }
 
@@ -93,9 +91,8 @@ class FastPath {
 
   Context c_;
   RoundAgreement* rounds_ = nullptr;
-  RoundPayloads* payloads_ = nullptr;  // rounds_'s, where it carries them
+  RoundPayloads* payloads_ = nullptr;  // rounds_'s, where it carries them (a single host)
   bool rounds_on_ = false;  // rounds_ and --fast-path
-  bool enabled_ = false;    // rounds_on_ and payloads_
   std::chrono::nanoseconds wait_{std::chrono::milliseconds(50)};
 };
 

@@ -14,8 +14,9 @@
 // as agreed. A refusal (this rank sends something to the coordinator) refuses the local round
 // and, from the speaker, tells the arbiter, so the other hosts fall back at once.
 //
-// Only the AND of payloads crosses hosts: payloads() is null and the blocking fast path (which
-// reduces payloads inside the round) stays single-host.
+// Only the AND of payloads crosses hosts: payloads() is null, so the blocking fast path
+// (runtime/fast_path.h) uses these rounds for the agreement alone and moves every call's data
+// through the data plane.
 //
 // Waits: the local round ends at the caller's deadline; the verdict of a round agreed locally
 // is waited for without one (the arbiter always answers within its wait of the first report,
