@@ -72,7 +72,10 @@ grpc::Status CoordinatorService::KvSet(grpc::ServerContext* context,
                                        const v1::KvSetRequest* request, v1::KvSetResponse*) {
   HVRUN_RETURN_IF_ERROR_GRPC(check_secret(*context, job_.options().secret, "KvSet"));
   if (request->key().empty()) return to_grpc(invalid_argument("KvSet: the key is empty"));
+  for (const v1::KvEntry& entry : request->more())
+    if (entry.key().empty()) return to_grpc(invalid_argument("KvSet: a key is empty"));
   job_.kv().set(request->key(), request->value());
+  for (const v1::KvEntry& entry : request->more()) job_.kv().set(entry.key(), entry.value());
   return grpc::Status::OK;
 }
 

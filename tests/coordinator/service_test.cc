@@ -233,6 +233,39 @@ TEST(CoordinatorService, RegistrationErrorsAreImmediate) {
   EXPECT_NE(status.error_message().find("protocol version 7"), std::string::npos);
 }
 
+TEST(CoordinatorService, KvSetTakesSeveralKeysInOneRequestAndRefusesAnEmptyOne) {
+  auto server = start_server(options_for(1));
+  ASSERT_TRUE(server);
+  TestClient client(server->address());
+  v1::KvSetRequest request;
+  request.set_key("mesh/0/1");
+  request.set_value("a");
+  for (int peer : {2, 3}) {
+    v1::KvEntry* more = request.add_more();
+    more->set_key("mesh/0/" + std::to_string(peer));
+    more->set_value(std::string(1, static_cast<char>('a' + peer - 1)));
+  }
+  v1::KvSetResponse set;
+  auto ctx = client.context();
+  ASSERT_TRUE(client.stub().KvSet(ctx.get(), request, &set).ok());
+  v1::KvGetResponse got;
+  ASSERT_TRUE(client.kv_get({"mesh/0/1", "mesh/0/2", "mesh/0/3"}, 1000, &got).ok());
+  EXPECT_EQ(std::vector<std::string>(got.values().begin(), got.values().end()),
+            (std::vector<std::string>{"a", "b", "c"}));
+
+  // A request with an empty key sets nothing.
+  v1::KvSetRequest bad;
+  bad.set_key("mesh/1/0");
+  bad.set_value("x");
+  bad.add_more()->set_value("y");
+  auto bad_ctx = client.context();
+  grpc::Status refused = client.stub().KvSet(bad_ctx.get(), bad, &set);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  v1::KvGetResponse none;
+  EXPECT_EQ(client.kv_get({"mesh/1/0"}, 100, &none).error_code(),
+            grpc::StatusCode::DEADLINE_EXCEEDED);
+}
+
 TEST(CoordinatorService, KvWaitTimesOutNamingTheKeyAndListsByPrefix) {
   auto server = start_server(options_for(1));
   ASSERT_TRUE(server);

@@ -12,7 +12,6 @@
 
 #include "tests/support/in_process_ranks.h"
 #include "worker_lib/backends/gloo/gloo_backend.h"
-#include "worker_lib/backends/gloo/kv_store_adapter.h"
 
 namespace hvrun::detail {
 namespace {
@@ -25,12 +24,11 @@ std::vector<std::string> connect_and_leave(int size) {
   std::vector<std::thread> threads;
   for (int r = 0; r < size; ++r) {
     threads.emplace_back([&, r] {
-      GlooStoreAdapter adapter(store, std::chrono::seconds(20));
       auto backend = make_gloo_backend({.rank = r,
                                         .size = size,
                                         .connect_timeout = std::chrono::seconds(20),
                                         .timeout = std::chrono::seconds(20)},
-                                       adapter);
+                                       store);
       if (!backend.is_ok()) failures[static_cast<size_t>(r)] = backend.status().to_string();
     });
   }

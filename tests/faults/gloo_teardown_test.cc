@@ -14,7 +14,6 @@
 
 #include "tests/support/in_process_ranks.h"
 #include "worker_lib/backends/gloo/gloo_backend.h"
-#include "worker_lib/backends/gloo/kv_store_adapter.h"
 
 namespace hvrun::detail {
 namespace {
@@ -29,10 +28,9 @@ std::vector<std::unique_ptr<Backend>> connect_ranks(int size, MemoryStore& store
   std::vector<std::thread> threads;
   for (int r = 0; r < size; ++r) {
     threads.emplace_back([&, r] {
-      GlooStoreAdapter adapter(store, std::chrono::seconds(20));
       auto backend = make_gloo_backend(
           {.rank = r, .size = size, .connect_timeout = std::chrono::seconds(20), .timeout = kOpTimeout},
-          adapter);
+          store);
       if (backend.is_ok()) backends[static_cast<size_t>(r)] = std::move(backend).value();
     });
   }

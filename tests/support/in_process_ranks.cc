@@ -8,7 +8,6 @@
 
 #include "tests/support/shm_files.h"
 #include "worker_lib/backends/gloo/gloo_backend.h"
-#include "worker_lib/backends/gloo/kv_store_adapter.h"
 #include "worker_lib/backends/shm/shm_backend.h"
 #include "worker_lib/backends/shm/shm_segment.h"
 
@@ -19,10 +18,9 @@ void run_ranks(int size, const std::function<void(Backend&)>& fn) {
   std::vector<std::thread> threads;
   for (int r = 0; r < size; ++r) {
     threads.emplace_back([&, r] {
-      GlooStoreAdapter adapter(store, std::chrono::seconds(20));
       auto backend = make_gloo_backend({.rank = r, .size = size, .connect_timeout = std::chrono::seconds(20),
                                         .timeout = std::chrono::seconds(20)},
-                                       adapter);
+                                       store);
       ASSERT_TRUE(backend.is_ok()) << backend.status().to_string();
       fn(**backend);
     });

@@ -3,7 +3,9 @@
 // in-memory key-value store. Every wait is bounded.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <condition_variable>
 #include <cstddef>
 #include <functional>
@@ -38,13 +40,41 @@ class MemoryStore final : public KeyValueStore {
     if (!ok) return deadline_exceeded("keys missing");
     std::vector<std::string> values;
     for (const auto& k : keys) values.push_back(data_[k]);
+    ++reads_;
+    for (const auto& v : values) bytes_read_ += v.size();
     return values;
+  }
+
+  // What get() served so far: calls, and value bytes in all; keys and values set.
+  uint64_t reads() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return reads_;
+  }
+  uint64_t bytes_read() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return bytes_read_;
+  }
+  size_t keys_under(const std::string& prefix) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    size_t n = 0;
+    for (const auto& entry : data_) n += entry.first.starts_with(prefix) ? 1 : 0;
+    return n;
+  }
+  // The largest value set under a key starting with `prefix`.
+  size_t largest_value(const std::string& prefix) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    size_t largest = 0;
+    for (const auto& [k, v] : data_)
+      if (k.starts_with(prefix)) largest = std::max(largest, v.size());
+    return largest;
   }
 
  private:
   std::mutex mutex_;
   std::condition_variable cv_;
   std::map<std::string, std::string> data_;
+  uint64_t reads_ = 0;
+  uint64_t bytes_read_ = 0;
 };
 
 // Runs fn(backend) on `size` threads, one Gloo backend per rank (20 s timeouts).

@@ -103,6 +103,24 @@ Status CoordinatorClient::set(const std::string& key, const std::string& value) 
   return from_grpc(stub_->KvSet(&context, request, &response), "KvSet '" + key + "'");
 }
 
+Status CoordinatorClient::set_many(const Entries& entries) {
+  if (entries.empty()) return Status::ok();
+  grpc::ClientContext context;
+  prepare(context, kUnaryDeadline);
+  v1::KvSetRequest request;
+  request.set_key(entries.front().first);
+  request.set_value(entries.front().second);
+  for (size_t i = 1; i < entries.size(); ++i) {
+    v1::KvEntry* more = request.add_more();
+    more->set_key(entries[i].first);
+    more->set_value(entries[i].second);
+  }
+  v1::KvSetResponse response;
+  return from_grpc(stub_->KvSet(&context, request, &response),
+                   "KvSet '" + entries.front().first + "' and " +
+                       std::to_string(entries.size() - 1) + " more");
+}
+
 Result<std::vector<std::string>> CoordinatorClient::get(const std::vector<std::string>& keys,
                                                         std::chrono::milliseconds timeout) {
   grpc::ClientContext context;

@@ -66,6 +66,7 @@ class CoordinatorClient final : public KeyValueStore {
   Result<v1::RegisterResponse> register_worker(const v1::RegisterRequest& request,
                                                std::chrono::milliseconds deadline);
   Status set(const std::string& key, const std::string& value) override;
+  Status set_many(const Entries& entries) override;
   Result<std::vector<std::string>> get(const std::vector<std::string>& keys,
                                        std::chrono::milliseconds timeout) override;
   Status abort(const v1::AbortRequest& request,

@@ -5,7 +5,6 @@
 
 #include "common/logging.h"
 #include "worker_lib/backends/gloo/gloo_backend.h"
-#include "worker_lib/backends/gloo/kv_store_adapter.h"
 #include "worker_lib/backends/shm/hierarchical_backend.h"
 #include "worker_lib/backends/shm/shm_backend.h"
 #include "worker_lib/backends/shm/with_host_rounds.h"
@@ -28,14 +27,13 @@ std::vector<std::vector<int>> ranks_by_host(const std::vector<std::string>& host
 
 Result<std::unique_ptr<Backend>> make_gloo(const CpuBackendContext& c, KeyValueStore& store,
                                            int rank, int size, const std::string& prefix) {
-  GlooStoreAdapter adapter(store, c.connect_timeout);
   GlooBackendOptions options{.rank = rank,
                              .size = size,
                              .data_address = c.data_address,
                              .store_prefix = prefix,
                              .connect_timeout = c.connect_timeout,
                              .timeout = c.op_timeout};
-  return make_gloo_backend(options, adapter);
+  return make_gloo_backend(options, store);
 }
 
 Result<ShmDataPlane> make_host_shm(const CpuBackendContext& c,

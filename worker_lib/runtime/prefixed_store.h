@@ -19,6 +19,12 @@ class PrefixedStore final : public KeyValueStore {
   Status set(const std::string& key, const std::string& value) override {
     return store_.set(prefix_ + key, value);
   }
+  Status set_many(const Entries& entries) override {
+    Entries prefixed;
+    prefixed.reserve(entries.size());
+    for (const auto& [key, value] : entries) prefixed.emplace_back(prefix_ + key, value);
+    return store_.set_many(prefixed);
+  }
   Result<std::vector<std::string>> get(const std::vector<std::string>& keys,
                                        std::chrono::milliseconds timeout) override {
     std::vector<std::string> prefixed;

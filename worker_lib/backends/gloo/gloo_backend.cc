@@ -13,11 +13,10 @@
 #include <gloo/alltoallv.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
-#include <gloo/rendezvous/context.h>
-#include <gloo/rendezvous/prefix_store.h>
 #include <gloo/transport/tcp/device.h>
 
 #include "worker_lib/backends/gloo/loop_waker.h"
+#include "worker_lib/backends/gloo/mesh_bootstrap.h"
 #include "worker_lib/backends/gloo/pair_abort.h"
 #include "worker_lib/backends/gloo/reduce_kernels.h"
 #include "worker_lib/half.h"
@@ -213,29 +212,34 @@ class GlooBackend final : public Backend {
 }  // namespace
 
 Result<std::unique_ptr<Backend>> make_gloo_backend(const GlooBackendOptions& options,
-                                                   gloo::rendezvous::Store& store) {
+                                                   KeyValueStore& store) {
+  const std::string setup = "Gloo data plane setup failed on rank " +
+                            std::to_string(options.rank) + " (binding " + options.data_address +
+                            "): ";
+  const std::string hint = " — check HVRUN_DATA_ADDR and that every rank started";
   try {
     gloo::transport::tcp::attr attr;
     attr.hostname = options.data_address;
     std::shared_ptr<gloo::transport::Device> device = gloo::transport::tcp::CreateDevice(attr);
-    auto context = std::make_shared<gloo::rendezvous::Context>(options.rank, options.size);
-    context->setTimeout(options.connect_timeout);
-    gloo::rendezvous::PrefixStore prefixed(options.store_prefix, store);
-    context->connectFullMesh(prefixed, device);
-    // connectFullMesh returns once this rank's pairs are connected, not its peers': a rank that
+    auto context = connect_full_mesh({.rank = options.rank,
+                                      .size = options.size,
+                                      .key_prefix = options.store_prefix,
+                                      .timeout = options.connect_timeout},
+                                     device, store);
+    if (!context.is_ok()) return unavailable(setup + context.status().message() + hint);
+    // Connecting returns once this rank's pairs are connected, not its peers': a rank that
     // left at once (a process set it has no more work in) would close sockets a peer is still
     // completing, failing that peer's setup. Past a barrier every rank has finished connecting.
     if (options.size > 1) {
-      gloo::BarrierOptions barrier(context);
+      gloo::BarrierOptions barrier(*context);
       barrier.setTimeout(options.connect_timeout);
       gloo::barrier(barrier);
     }
     return std::unique_ptr<Backend>(new GlooBackend(
-        std::dynamic_pointer_cast<gloo::transport::tcp::Device>(device), context, options.timeout));
+        std::dynamic_pointer_cast<gloo::transport::tcp::Device>(device), *context,
+        options.timeout));
   } catch (const std::exception& e) {
-    return unavailable("Gloo data plane setup failed on rank " + std::to_string(options.rank) +
-                       " (binding " + options.data_address + "): " + e.what() +
-                       " — check HVRUN_DATA_ADDR and that every rank started");
+    return unavailable(setup + e.what() + hint);
   }
 }
 

@@ -1,5 +1,5 @@
-// The Gloo CPU data plane: a full mesh of TCP pairs, bootstrapped through a rendezvous store
-// (in a job, the coordinator's key-value store; in unit tests, an in-memory one).
+// The Gloo CPU data plane: a full mesh of TCP pairs, bootstrapped through a key-value store
+// (in a job, the coordinator's; in unit tests, an in-memory one).
 #pragma once
 
 #include <chrono>
@@ -8,10 +8,7 @@
 
 #include "common/status.h"
 #include "worker_lib/backend.h"
-
-namespace gloo::rendezvous {
-class Store;
-}
+#include "worker_lib/kv_store.h"
 
 namespace hvrun::detail {
 
@@ -24,8 +21,9 @@ struct GlooBackendOptions {
   std::chrono::milliseconds timeout{300000};          // every collective
 };
 
-// Connects every pair of ranks (blocks until all ranks did, bounded by options.timeout).
+// Connects every pair of ranks (mesh_bootstrap.h; blocks until all ranks did, bounded by
+// options.connect_timeout).
 Result<std::unique_ptr<Backend>> make_gloo_backend(const GlooBackendOptions& options,
-                                                   gloo::rendezvous::Store& store);
+                                                   KeyValueStore& store);
 
 }  // namespace hvrun::detail

@@ -1,0 +1,116 @@
+// The Gloo data plane's mesh bootstrap (worker_lib/backends/gloo/mesh_bootstrap.h): every rank
+// publishes one pair address per peer and reads the ones meant for it in one request, so what a
+// rank reads grows as N (N^2 in all), where Gloo's own connectFullMesh reads every rank's whole
+// list of addresses (N^2 per rank, N^3 in all). Ranks are threads with an in-memory store.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/support/in_process_ranks.h"
+#include "worker_lib/backends/gloo/gloo_backend.h"
+
+namespace hvrun::detail {
+namespace {
+
+struct MeshRun {
+  std::vector<std::string> failures;  // one per rank that could not connect or sum
+  uint64_t reads = 0;
+  uint64_t bytes_read = 0;
+  size_t largest_value = 0;
+  size_t keys = 0;
+};
+
+// Connects `size` ranks, then sums each rank's rank + 1 over the mesh.
+MeshRun connect_and_sum(int size, std::chrono::milliseconds connect_timeout) {
+  MemoryStore store;
+  MeshRun run;
+  run.failures.resize(static_cast<size_t>(size));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < size; ++r) {
+    threads.emplace_back([&, r] {
+      auto backend = make_gloo_backend({.rank = r,
+                                        .size = size,
+                                        .store_prefix = "mesh-test",
+                                        .connect_timeout = connect_timeout,
+                                        .timeout = std::chrono::seconds(20)},
+                                       store);
+      std::string& failure = run.failures[static_cast<size_t>(r)];
+      if (!backend.is_ok()) {
+        failure = backend.status().to_string();
+        return;
+      }
+      int32_t v = r + 1;
+      Status s = (*backend)->allreduce(&v, 1, DataType::kInt32, ReduceOp::kSum);
+      if (!s.is_ok() || v != size * (size + 1) / 2)
+        failure = "sum " + std::to_string(v) + ": " + s.to_string();
+    });
+  }
+  for (auto& t : threads) t.join();
+  run.reads = store.reads();
+  run.bytes_read = store.bytes_read();
+  run.largest_value = store.largest_value("mesh-test/");
+  run.keys = store.keys_under("mesh-test/");
+  return run;
+}
+
+std::string failures_of(const MeshRun& run) {
+  std::string text;
+  for (size_t r = 0; r < run.failures.size(); ++r)
+    if (!run.failures[r].empty()) text += "rank " + std::to_string(r) + ": " + run.failures[r] + "\n";
+  return text;
+}
+
+TEST(GlooMesh, EveryPairConnectsAndEachRankReadsOneAddressPerPeerInOneRequest) {
+  MeshRun small = connect_and_sum(3, std::chrono::seconds(20));
+  ASSERT_EQ(failures_of(small), "");
+  MeshRun large = connect_and_sum(12, std::chrono::seconds(20));
+  ASSERT_EQ(failures_of(large), "");
+  // One batched read per rank, of one address per peer: a value (a pair's address) is the same
+  // size at 3 ranks as at 12, where Gloo's key holds an address per pair (4 times larger at 12).
+  EXPECT_EQ(small.reads, 3u);
+  EXPECT_EQ(large.reads, 12u);
+  EXPECT_EQ(large.keys, 12u * 11u);
+  EXPECT_EQ(small.largest_value, large.largest_value);
+  EXPECT_EQ(large.bytes_read, 12u * 11u * large.largest_value);
+  std::printf("3 ranks: %llu bytes read in all; 12 ranks: %llu (value %zu bytes)\n",
+              static_cast<unsigned long long>(small.bytes_read),
+              static_cast<unsigned long long>(large.bytes_read), large.largest_value);
+}
+
+TEST(GlooMesh, OneRankAloneNeedsNoStore) {
+  MeshRun run = connect_and_sum(1, std::chrono::seconds(5));
+  EXPECT_EQ(failures_of(run), "");
+  EXPECT_EQ(run.reads, 0u);
+}
+
+TEST(GlooMesh, ARankThatNeverComesFailsTheOthersAtTheirTimeoutSayingWhat) {
+  // Three ranks expected, two start: both fail after the connect timeout, naming the mesh's keys.
+  MemoryStore store;
+  std::vector<std::string> failures(2);
+  std::vector<std::thread> threads;
+  const auto start = std::chrono::steady_clock::now();
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      auto backend = make_gloo_backend({.rank = r,
+                                        .size = 3,
+                                        .store_prefix = "mesh-missing",
+                                        .connect_timeout = std::chrono::milliseconds(500),
+                                        .timeout = std::chrono::seconds(5)},
+                                       store);
+      if (!backend.is_ok()) failures[static_cast<size_t>(r)] = backend.status().to_string();
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+  for (const std::string& f : failures) {
+    EXPECT_NE(f.find("reading the other ranks' addresses"), std::string::npos) << f;
+    EXPECT_NE(f.find("mesh-missing/"), std::string::npos) << f;
+    EXPECT_NE(f.find("HVRUN_DATA_ADDR"), std::string::npos) << f;
+  }
+}
+
+}  // namespace
+}  // namespace hvrun::detail

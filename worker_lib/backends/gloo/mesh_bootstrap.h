@@ -1,0 +1,41 @@
+// Connects a Gloo context to every other rank through hvrun's key-value store: what
+// gloo::rendezvous::Context::connectFullMesh does, without its cube. Gloo's publishes, under each
+// rank's key, the address of every one of its pairs (O(N) bytes a key) and makes every rank read
+// every key whole, one request at a time: O(N^2) bytes and 2N requests per rank, O(N^3) bytes
+// through the coordinator in all (about 18 GB for 512 ranks). Here rank i publishes the address
+// of its pair with rank j under its own key "<prefix>/i/j", all of them in one request, and reads
+// the addresses meant for it ("<prefix>/j/i") in one request: O(N) bytes and two requests per
+// rank, O(N^2) bytes in all, as a full mesh's N^2 pairs need. Every pair then connects as in
+// Gloo's (one side waits for the other's connection), in rank order.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "common/status.h"
+#include "worker_lib/kv_store.h"
+
+namespace gloo {
+class Context;
+namespace transport {
+class Device;
+}
+}  // namespace gloo
+
+namespace hvrun::detail {
+
+struct MeshBootstrap {
+  int rank = 0;
+  int size = 1;
+  std::string key_prefix;  // this mesh's keys in the store: "<prefix>/<rank>/<peer>"
+  std::chrono::milliseconds timeout{30000};  // the store's reads and every pair's connection
+};
+
+// A context whose pairs to every other rank are connected on `device` (a TCP device), or why
+// not. Every rank of the mesh calls it with the same size and prefix.
+Result<std::shared_ptr<gloo::Context>> connect_full_mesh(
+    const MeshBootstrap& mesh, const std::shared_ptr<gloo::transport::Device>& device,
+    KeyValueStore& store);
+
+}  // namespace hvrun::detail
