@@ -9,6 +9,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
@@ -19,9 +20,13 @@ class KvStore {
  public:
   // Sets (or replaces) a key and wakes the waiters.
   void set(const std::string& key, std::string value);
+  // Sets several at once, waking the waiters once (a mesh's rank publishes a key per peer).
+  void set_many(std::vector<std::pair<std::string, std::string>> entries);
 
   // Waits until every key exists and returns their values in order; DEADLINE_EXCEEDED naming the
   // missing keys after `timeout` (0 = do not wait); ABORTED when the job is aborted meanwhile.
+  // Keys are never removed, so a waiter looks again only from its first missing key: N waiters
+  // of N keys each cost O(N^2) lookups in all while N ranks publish, not O(N^3).
   Result<std::vector<std::string>> get(const std::vector<std::string>& keys,
                                        std::chrono::milliseconds timeout);
 

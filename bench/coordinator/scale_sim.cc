@@ -4,7 +4,8 @@
 // (its 161 gradients: full requests in the first step, cache ids after) for --steps steps.
 //
 //   bench_coordinator_scale [--ranks 64,256,1024] [--steps 20] [--ranks-per-channel 8]
-//                           [--params PATH] [--coordinator PATH] [--no-stall] [--json]
+//                           [--params PATH] [--coordinator PATH] [--no-stall] [--gloo-mesh]
+//                           [--json]
 //
 // Per N it prints: the rendezvous time (first Register sent to the last Welcome read) and the
 // coordinator's CPU until then (its start included), the first
@@ -22,6 +23,10 @@
 // job naming that rank, on every rank's stream; the table gives the time from the step's last
 // submission to the last rank's JobAbort (stall_abort_s, 1 s of it the shutdown time) and the
 // spread of the JobAbort's arrival over the ranks (abort_spread_ms).
+//
+// With --gloo-mesh, between the rendezvous and the first step: the host leaders' Gloo mesh
+// bootstrap through the coordinator's store, Gloo's way and hvrun's (see mesh_phase), each with
+// its time, the coordinator's CPU, requests and bytes read (a line per way under the row).
 //
 // Ranks are threads of this process; `--ranks-per-channel` of them share one gRPC channel (one
 // TCP connection, as if they were one host's), so this process does not hold N connections. The
@@ -167,6 +172,13 @@ struct Shared {
   double rendezvous_cpu = 0;  // the coordinator's CPU from its start to the last Welcome
   double cpu_before = 0, cpu_after = 0;
   double rss_mib = 0;  // the coordinator's, after the last step
+  bool gloo_mesh = false;  // --gloo-mesh: the leaders' mesh bootstrap, both ways (below)
+  struct MeshWay {
+    bool ran = false;
+    Clock::time_point start, end;
+    double cpu_before = 0, cpu_after = 0;
+    std::atomic<uint64_t> requests{0}, bytes_read{0};
+  } mesh[2];  // Gloo's connectFullMesh, hvrun's mesh bootstrap
 };
 
 int64_t since(const Shared& s) {
@@ -232,6 +244,99 @@ void send_background(Background& b, uint64_t step, uint64_t last_plan_seq, int64
   }
 }
 
+// --gloo-mesh: the Gloo mesh among host leaders (every 8th rank, as the hierarchical data plane
+// connects across hosts of 8), its pair addresses exchanged through the coordinator's store the
+// two ways: as Gloo's connectFullMesh asks (each leader sets one key holding an address per peer,
+// then for each peer waits for its key and reads it: both return the whole value) and as hvrun's
+// mesh bootstrap does (worker_lib/backends/gloo/mesh_bootstrap.h: one KvSet of an address per
+// peer, one KvGet of the addresses meant for it). Each way runs between two barriers of every
+// rank; rank 0 reads the time and the coordinator's CPU.
+constexpr int kRanksPerHost = 8;
+constexpr size_t kPairAddressBytes = 136;  // a Gloo TCP pair's address as Gloo serializes it
+constexpr int kGlooWayMostLeaders = 128;   // beyond, its N^3 bytes take minutes on this machine
+
+int mesh_leaders(int ranks) { return (ranks + kRanksPerHost - 1) / kRanksPerHost; }
+
+template <typename Context>
+void kv_set(v1::Coordinator::Stub& stub, const Context& context, const v1::KvSetRequest& request) {
+  auto ctx = context();
+  v1::KvSetResponse response;
+  if (grpc::Status st = stub.KvSet(ctx.get(), request, &response); !st.ok())
+    fail("KvSet: " + st.error_message());
+}
+
+template <typename Context>
+void kv_get(v1::Coordinator::Stub& stub, const Context& context, const std::vector<std::string>& keys,
+            Shared::MeshWay& way) {
+  v1::KvGetRequest request;
+  for (const auto& key : keys) request.add_keys(key);
+  request.set_timeout_ms(600000);
+  auto ctx = context();
+  v1::KvGetResponse response;
+  if (grpc::Status st = stub.KvGet(ctx.get(), request, &response); !st.ok())
+    fail("KvGet: " + st.error_message());
+  way.requests += 1;
+  for (const auto& value : response.values()) way.bytes_read += value.size();
+}
+
+template <typename Context>
+void mesh_phase(Shared& s, int rank, v1::Coordinator::Stub& stub, const Context& context) {
+  const int leaders = mesh_leaders(s.ranks);
+  const int me = rank / kRanksPerHost;
+  const bool leader = rank % kRanksPerHost == 0 && leaders > 1;
+  auto key = [](const char* way, int from, int to) {
+    return std::string(way) + "/" + std::to_string(from) + (to < 0 ? "" : "/" + std::to_string(to));
+  };
+  for (int w = 0; w < 2; ++w) {
+    const bool gloo_way = w == 0;
+    if (gloo_way && leaders > kGlooWayMostLeaders) continue;  // every rank alike
+    Shared::MeshWay& way = s.mesh[w];
+    s.step_barrier->arrive_and_wait();
+    if (rank == 0) {
+      way.ran = true;
+      way.cpu_before = cpu_seconds(s.daemon);
+      way.start = Clock::now();
+    }
+    if (leader && gloo_way) {
+      v1::KvSetRequest mine;
+      mine.set_key(key("gloo-mesh", me, -1));
+      mine.set_value(std::string(kPairAddressBytes * static_cast<size_t>(leaders - 1), 'a'));
+      kv_set(stub, context, mine);
+      way.requests += 1;
+      for (int p = 0; p < leaders; ++p) {
+        if (p == me) continue;
+        kv_get(stub, context, {key("gloo-mesh", p, -1)}, way);  // wait
+        kv_get(stub, context, {key("gloo-mesh", p, -1)}, way);  // get
+      }
+    } else if (leader) {
+      v1::KvSetRequest mine;
+      std::vector<std::string> theirs;
+      for (int p = 0; p < leaders; ++p) {
+        if (p == me) continue;
+        v1::KvEntry* entry = mine.key().empty() ? nullptr : mine.add_more();
+        const std::string k = key("hvrun-mesh", me, p);
+        const std::string address(kPairAddressBytes, 'a');
+        if (entry == nullptr) {
+          mine.set_key(k);
+          mine.set_value(address);
+        } else {
+          entry->set_key(k);
+          entry->set_value(address);
+        }
+        theirs.push_back(key("hvrun-mesh", p, me));
+      }
+      kv_set(stub, context, mine);
+      way.requests += 1;
+      kv_get(stub, context, theirs, way);
+    }
+    s.step_barrier->arrive_and_wait();
+    if (rank == 0) {
+      way.end = Clock::now();
+      way.cpu_after = cpu_seconds(s.daemon);
+    }
+  }
+}
+
 void run_rank(Shared& s, int rank) {
   auto stub = v1::Coordinator::NewStub(
       s.channels[static_cast<size_t>(rank) % s.channels.size()]);
@@ -260,6 +365,7 @@ void run_rank(Shared& s, int rank) {
     fail("rank " + std::to_string(rank) + ": no Welcome");
   if (s.welcomed.fetch_add(1) + 1 == s.ranks) s.rendezvous_cpu = cpu_seconds(s.daemon);
   raise_to(s.last_welcome_ns, since(s));
+  if (s.gloo_mesh) mesh_phase(s, rank, *stub, context);
 
   const std::vector<Tensor>& tensors = *s.tensors;
   std::map<std::string, uint32_t> ids;
@@ -423,6 +529,7 @@ int main(int argc, char** argv) {
   int per_channel = 8;
   bool json = false;
   bool stall = true;
+  bool gloo_mesh = false;
   std::string params_path = HVRUN_RESNET50_PARAMS;
   std::string coordinator = default_coordinator();
   for (int i = 1; i < argc; ++i) {
@@ -447,9 +554,12 @@ int main(int argc, char** argv) {
       json = true;
     } else if (arg == "--no-stall") {
       stall = false;
+    } else if (arg == "--gloo-mesh") {
+      gloo_mesh = true;
     } else {
       fail("usage: bench_coordinator_scale [--ranks 64,256,1024] [--steps N] "
-           "[--ranks-per-channel N] [--params PATH] [--coordinator PATH] [--no-stall] [--json]");
+           "[--ranks-per-channel N] [--params PATH] [--coordinator PATH] [--no-stall] "
+           "[--gloo-mesh] [--json]");
     }
   }
   const std::vector<Tensor> tensors =
@@ -477,6 +587,7 @@ int main(int argc, char** argv) {
     s.counts.assign(static_cast<size_t>(ranks), {});
     s.plan_digest.assign(static_cast<size_t>(ranks), {});
     s.stall = stall && ranks > 1;
+    s.gloo_mesh = gloo_mesh;
     s.stalled_rank = ranks * 2 / 3;
     for (int c = 0; c < (ranks + per_channel - 1) / per_channel; ++c) {
       grpc::ChannelArguments args;
@@ -537,6 +648,31 @@ int main(int argc, char** argv) {
     static_assert(std::size(values) == 14);
     for (size_t i = 0; i < row.size(); ++i) row[i].value = values[i];
     print_row(row, json);
+    for (int w = 0; s.gloo_mesh && w < 2; ++w) {
+      const Shared::MeshWay& way = s.mesh[w];
+      const char* name = w == 0 ? "gloo" : "hvrun";
+      const int leaders = mesh_leaders(ranks);
+      if (!way.ran) {
+        if (!json)
+          std::printf("  leaders' mesh, %d leaders, %-5s  - (over %d leaders: N^3 bytes)\n",
+                      leaders, name, kGlooWayMostLeaders);
+        continue;
+      }
+      const double seconds = std::chrono::duration<double>(way.end - way.start).count();
+      const double way_cpu_ms = (way.cpu_after - way.cpu_before) * 1000.0;
+      const double mib = static_cast<double>(way.bytes_read.load()) / (1 << 20);
+      if (json)
+        std::printf("{\"kind\": \"gloo_mesh\", \"ranks\": %d, \"leaders\": %d, \"way\": \"%s\", "
+                    "\"seconds\": %.4f, \"coord_cpu_ms\": %.1f, \"requests\": %llu, "
+                    "\"mib_read\": %.3f}\n",
+                    ranks, leaders, name, seconds, way_cpu_ms,
+                    static_cast<unsigned long long>(way.requests.load()), mib);
+      else
+        std::printf("  leaders' mesh, %d leaders, %-5s %8.3f s %10.1f coordinator CPU ms "
+                    "%9llu requests %11.3f MiB read\n",
+                    leaders, name, seconds, way_cpu_ms,
+                    static_cast<unsigned long long>(way.requests.load()), mib);
+    }
     std::fflush(stdout);
     // After the stall the coordinator ends the job as failed: it must still exit by itself.
     if (!WIFEXITED(status) || (!s.stall && WEXITSTATUS(status) != 0))

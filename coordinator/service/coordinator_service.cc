@@ -74,8 +74,15 @@ grpc::Status CoordinatorService::KvSet(grpc::ServerContext* context,
   if (request->key().empty()) return to_grpc(invalid_argument("KvSet: the key is empty"));
   for (const v1::KvEntry& entry : request->more())
     if (entry.key().empty()) return to_grpc(invalid_argument("KvSet: a key is empty"));
-  job_.kv().set(request->key(), request->value());
-  for (const v1::KvEntry& entry : request->more()) job_.kv().set(entry.key(), entry.value());
+  if (request->more().empty()) {
+    job_.kv().set(request->key(), request->value());
+    return grpc::Status::OK;
+  }
+  std::vector<std::pair<std::string, std::string>> entries;
+  entries.reserve(static_cast<size_t>(request->more_size()) + 1);
+  entries.emplace_back(request->key(), request->value());
+  for (const v1::KvEntry& entry : request->more()) entries.emplace_back(entry.key(), entry.value());
+  job_.kv().set_many(std::move(entries));
   return grpc::Status::OK;
 }
 

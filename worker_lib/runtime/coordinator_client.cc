@@ -129,8 +129,12 @@ Result<std::vector<std::string>> CoordinatorClient::get(const std::vector<std::s
   for (const auto& k : keys) request.add_keys(k);
   request.set_timeout_ms(timeout.count());
   v1::KvGetResponse response;
+  // The coordinator's error names the missing keys; these name the request (a mesh's reads
+  // ask for a key per peer: the first few say which).
+  constexpr size_t kKeysNamed = 3;
   std::string what = "KvGet";
-  for (const auto& k : keys) what += " '" + k + "'";
+  for (size_t i = 0; i < keys.size() && i < kKeysNamed; ++i) what += " '" + keys[i] + "'";
+  if (keys.size() > kKeysNamed) what += " and " + std::to_string(keys.size() - kKeysNamed) + " more";
   HVRUN_RETURN_IF_ERROR(from_grpc(stub_->KvGet(&context, request, &response), what));
   if (response.values_size() != static_cast<int>(keys.size()))
     return internal_error(what + ": coordinator returned " +

@@ -49,7 +49,7 @@ Result<std::shared_ptr<gloo::Context>> connect_full_mesh(
       auto addresses = store.get(theirs, mesh.timeout);
       if (!addresses.is_ok())
         return unavailable("Gloo mesh, " + where + ": reading the other ranks' addresses: " +
-                           addresses.status().message() + " (did every rank start?)");
+                           addresses.status().message());
       size_t next = 0;
       for (int r = 0; r < mesh.size; ++r) {
         if (r == mesh.rank) continue;
