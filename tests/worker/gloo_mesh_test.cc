@@ -4,7 +4,11 @@
 // list of addresses (N^2 per rank, N^3 in all). Ranks are threads with an in-memory store.
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
+
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
@@ -110,6 +114,46 @@ TEST(GlooMesh, ARankThatNeverComesFailsTheOthersAtTheirTimeoutSayingWhat) {
     EXPECT_NE(f.find("mesh-missing/"), std::string::npos) << f;
     EXPECT_NE(f.find("HVRUN_DATA_ADDR"), std::string::npos) << f;
   }
+}
+
+// Run in a child process (a death test): the descriptor limit is the whole process's.
+[[noreturn]] void connect_alone_with_limits(rlim_t soft, rlim_t hard, int size) {
+  rlimit limit{soft, hard};
+  if (::setrlimit(RLIMIT_NOFILE, &limit) != 0) {
+    std::fprintf(stderr, "setrlimit failed\n");
+    std::_Exit(3);
+  }
+  MemoryStore store;
+  auto backend = make_gloo_backend({.rank = 0,
+                                    .size = size,
+                                    .store_prefix = "mesh-limits",
+                                    .connect_timeout = std::chrono::milliseconds(300),
+                                    .timeout = std::chrono::seconds(5)},
+                                   store);
+  ::getrlimit(RLIMIT_NOFILE, &limit);
+  std::fprintf(stderr, "soft limit after: %llu; %s\n", static_cast<unsigned long long>(limit.rlim_cur),
+               backend.is_ok() ? "connected" : backend.status().to_string().c_str());
+  std::_Exit(0);
+}
+
+TEST(GlooMeshDeathTest, AHardLimitTooLowForTheMeshFailsBeforeConnectingNamingTheLimit) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  // 300 peers need ~660 descriptors; the process may open 128.
+  EXPECT_EXIT(connect_alone_with_limits(128, 128, 301), ::testing::ExitedWithCode(0),
+              "RESOURCE_EXHAUSTED.*a Gloo mesh with 300 peers needs about [0-9]+ file "
+              "descriptors on rank 0.*at most 128 \\(hard limit.*ulimit -Hn");
+}
+
+TEST(GlooMeshDeathTest, ASoftLimitTooLowForTheMeshIsRaisedUpToWhatItNeeds) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  rlimit limit{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &limit), 0);
+  if (limit.rlim_max != RLIM_INFINITY && limit.rlim_max < 1024)
+    GTEST_SKIP() << "this machine's hard limit (" << limit.rlim_max << ") is below the test's 1024";
+  // The mesh (300 peers, none of which comes) fails at its connect timeout, after the soft limit
+  // went from 128 to what 300 peers need (over 600).
+  EXPECT_EXIT(connect_alone_with_limits(128, limit.rlim_max, 301), ::testing::ExitedWithCode(0),
+              "soft limit after: [6-9][0-9][0-9];.*reading the other ranks' addresses");
 }
 
 }  // namespace

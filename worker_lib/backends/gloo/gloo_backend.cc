@@ -15,6 +15,7 @@
 #include <gloo/broadcast.h>
 #include <gloo/transport/tcp/device.h>
 
+#include "worker_lib/backends/gloo/descriptor_budget.h"
 #include "worker_lib/backends/gloo/loop_waker.h"
 #include "worker_lib/backends/gloo/mesh_bootstrap.h"
 #include "worker_lib/backends/gloo/pair_abort.h"
@@ -217,6 +218,8 @@ Result<std::unique_ptr<Backend>> make_gloo_backend(const GlooBackendOptions& opt
                             std::to_string(options.rank) + " (binding " + options.data_address +
                             "): ";
   const std::string hint = " — check HVRUN_DATA_ADDR and that every rank started";
+  if (Status room = ensure_descriptors_for_mesh(options.rank, options.size - 1); !room.is_ok())
+    return Status(room.code(), setup + room.message());
   try {
     gloo::transport::tcp::attr attr;
     attr.hostname = options.data_address;
