@@ -57,6 +57,7 @@
 
 #include "bench/coordinator/step_requests.h"
 #include "bench/param_file.h"
+#include "worker_lib/backends/gloo/mesh_bootstrap.h"
 #include "hvrun.grpc.pb.h"
 
 #ifndef HVRUN_RESNET50_PARAMS
@@ -178,7 +179,7 @@ struct Shared {
     Clock::time_point start, end;
     double cpu_before = 0, cpu_after = 0;
     std::atomic<uint64_t> requests{0}, bytes_read{0};
-  } mesh[2];  // Gloo's connectFullMesh, hvrun's mesh bootstrap
+  } mesh[3];  // Gloo's connectFullMesh, hvrun's mesh bootstrap, hvrun's on a sparse mesh
 };
 
 int64_t since(const Shared& s) {
@@ -245,12 +246,13 @@ void send_background(Background& b, uint64_t step, uint64_t last_plan_seq, int64
 }
 
 // --gloo-mesh: the Gloo mesh among host leaders (every 8th rank, as the hierarchical data plane
-// connects across hosts of 8), its pair addresses exchanged through the coordinator's store the
-// two ways: as Gloo's connectFullMesh asks (each leader sets one key holding an address per peer,
-// then for each peer waits for its key and reads it: both return the whole value) and as hvrun's
-// mesh bootstrap does (worker_lib/backends/gloo/mesh_bootstrap.h: one KvSet of an address per
-// peer, one KvGet of the addresses meant for it). Each way runs between two barriers of every
-// rank; rank 0 reads the time and the coordinator's CPU.
+// connects across hosts of 8), its pair addresses exchanged through the coordinator's store:
+// as Gloo's connectFullMesh asks (each leader sets one key holding an address per peer, then for
+// each peer waits for its key and reads it: both return the whole value); as hvrun's mesh
+// bootstrap does for a full mesh (worker_lib/backends/gloo/mesh_bootstrap.h: one KvSet of an
+// address per peer, one KvGet of the addresses meant for it; a Gloo-only job's mesh); and as it
+// does for the leaders' sparse mesh (the same, with the peers 2^k apart only). Each way runs
+// between two barriers of every rank; rank 0 reads the time and the coordinator's CPU.
 constexpr int kRanksPerHost = 8;
 constexpr size_t kPairAddressBytes = 136;  // a Gloo TCP pair's address as Gloo serializes it
 constexpr int kGlooWayMostLeaders = 128;   // beyond, its N^3 bytes take minutes on this machine
@@ -266,8 +268,8 @@ void kv_set(v1::Coordinator::Stub& stub, const Context& context, const v1::KvSet
 }
 
 template <typename Context>
-void kv_get(v1::Coordinator::Stub& stub, const Context& context, const std::vector<std::string>& keys,
-            Shared::MeshWay& way) {
+void kv_get(v1::Coordinator::Stub& stub, const Context& context,
+            const std::vector<std::string>& keys, Shared::MeshWay& way) {
   v1::KvGetRequest request;
   for (const auto& key : keys) request.add_keys(key);
   request.set_timeout_ms(600000);
@@ -287,7 +289,7 @@ void mesh_phase(Shared& s, int rank, v1::Coordinator::Stub& stub, const Context&
   auto key = [](const char* way, int from, int to) {
     return std::string(way) + "/" + std::to_string(from) + (to < 0 ? "" : "/" + std::to_string(to));
   };
-  for (int w = 0; w < 2; ++w) {
+  for (int w = 0; w < 3; ++w) {
     const bool gloo_way = w == 0;
     if (gloo_way && leaders > kGlooWayMostLeaders) continue;  // every rank alike
     Shared::MeshWay& way = s.mesh[w];
@@ -309,12 +311,12 @@ void mesh_phase(Shared& s, int rank, v1::Coordinator::Stub& stub, const Context&
         kv_get(stub, context, {key("gloo-mesh", p, -1)}, way);  // get
       }
     } else if (leader) {
+      const char* prefix = w == 1 ? "hvrun-mesh" : "hvrun-sparse-mesh";
       v1::KvSetRequest mine;
       std::vector<std::string> theirs;
-      for (int p = 0; p < leaders; ++p) {
-        if (p == me) continue;
+      for (int p : hvrun::detail::mesh_peers(me, leaders, /*sparse=*/w == 2)) {
         v1::KvEntry* entry = mine.key().empty() ? nullptr : mine.add_more();
-        const std::string k = key("hvrun-mesh", me, p);
+        const std::string k = key(prefix, me, p);
         const std::string address(kPairAddressBytes, 'a');
         if (entry == nullptr) {
           mine.set_key(k);
@@ -323,7 +325,7 @@ void mesh_phase(Shared& s, int rank, v1::Coordinator::Stub& stub, const Context&
           entry->set_key(k);
           entry->set_value(address);
         }
-        theirs.push_back(key("hvrun-mesh", p, me));
+        theirs.push_back(key(prefix, p, me));
       }
       kv_set(stub, context, mine);
       way.requests += 1;
@@ -648,13 +650,13 @@ int main(int argc, char** argv) {
     static_assert(std::size(values) == 14);
     for (size_t i = 0; i < row.size(); ++i) row[i].value = values[i];
     print_row(row, json);
-    for (int w = 0; s.gloo_mesh && w < 2; ++w) {
+    for (int w = 0; s.gloo_mesh && w < 3; ++w) {
       const Shared::MeshWay& way = s.mesh[w];
-      const char* name = w == 0 ? "gloo" : "hvrun";
+      const char* name = w == 0 ? "gloo" : w == 1 ? "hvrun" : "hvrun sparse";
       const int leaders = mesh_leaders(ranks);
       if (!way.ran) {
         if (!json)
-          std::printf("  leaders' mesh, %d leaders, %-5s  - (over %d leaders: N^3 bytes)\n",
+          std::printf("  leaders' mesh, %d leaders, %-12s  - (over %d leaders: N^3 bytes)\n",
                       leaders, name, kGlooWayMostLeaders);
         continue;
       }
@@ -668,7 +670,7 @@ int main(int argc, char** argv) {
                     ranks, leaders, name, seconds, way_cpu_ms,
                     static_cast<unsigned long long>(way.requests.load()), mib);
       else
-        std::printf("  leaders' mesh, %d leaders, %-5s %8.3f s %10.1f coordinator CPU ms "
+        std::printf("  leaders' mesh, %d leaders, %-12s %8.3f s %10.1f coordinator CPU ms "
                     "%9llu requests %11.3f MiB read\n",
                     leaders, name, seconds, way_cpu_ms,
                     static_cast<unsigned long long>(way.requests.load()), mib);

@@ -1,8 +1,9 @@
 // bench_gloo_mesh: connecting a Gloo full mesh of N ranks (threads of this process, loopback
 // TCP), through Gloo's own gloo::rendezvous::Context::connectFullMesh and through hvrun's
-// bootstrap (worker_lib/backends/gloo/mesh_bootstrap.h), both over the same in-memory key-value
-// store, which counts what the job's coordinator would serve: requests, and bytes written and
-// read. Prints one row per N and way:
+// bootstrap (worker_lib/backends/gloo/mesh_bootstrap.h), and hvrun's sparse mesh (pairs only
+// with ranks 2^k apart: the host leaders' mesh), all over the same in-memory key-value store,
+// which counts what the job's coordinator would serve: requests, and bytes written and read.
+// Every way ends with a barrier over its mesh. Prints one row per N and way:
 //
 //   build/bin/bench_gloo_mesh [--ranks 8,16,32,64] [--json]
 //
@@ -136,9 +137,12 @@ Row connect(const std::string& way, int n) {
           own->connectFullMesh(gloo_store, device);
           context = own;
         } else {
-          auto made = hvrun::detail::connect_full_mesh(
-              {.rank = r, .size = n, .key_prefix = "mesh", .timeout = std::chrono::seconds(120)},
-              device, store);
+          auto made = hvrun::detail::connect_full_mesh({.rank = r,
+                                                        .size = n,
+                                                        .key_prefix = "mesh",
+                                                        .timeout = std::chrono::seconds(120),
+                                                        .sparse = way == "sparse"},
+                                                       device, store);
           if (!made.is_ok()) {
             std::fprintf(stderr, "rank %d: %s\n", r, made.status().to_string().c_str());
             failed[static_cast<size_t>(r)] = 1;
@@ -170,7 +174,8 @@ int main(int argc, char** argv) {
     if (a == "--ranks" && i + 1 < argc) {
       sizes.clear();
       std::stringstream list(argv[++i]);
-      for (std::string item; std::getline(list, item, ',');) sizes.push_back(std::atoi(item.c_str()));
+      for (std::string item; std::getline(list, item, ',');)
+        sizes.push_back(std::atoi(item.c_str()));
     } else if (a == "--json") {
       json = true;
     } else {
@@ -189,7 +194,7 @@ int main(int argc, char** argv) {
                 "bytes_written", "bytes_read", "bytes_read/rank");
   bool all_ok = true;
   for (int n : sizes) {
-    for (const char* way : {"gloo", "hvrun"}) {
+    for (const char* way : {"gloo", "hvrun", "sparse"}) {
       const Row r = connect(way, n);
       all_ok = all_ok && r.ok;
       if (json)

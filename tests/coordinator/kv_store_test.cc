@@ -13,7 +13,9 @@
 namespace hvrun::coordinator {
 namespace {
 
-std::string key(int from, int to) { return "mesh/" + std::to_string(from) + "/" + std::to_string(to); }
+std::string key(int from, int to) {
+  return "mesh/" + std::to_string(from) + "/" + std::to_string(to);
+}
 
 TEST(KvStore, EveryRankWaitingForAKeyPerPeerGetsItsValuesOnceThePeersPublish) {
   constexpr int kRanks = 48;

@@ -50,12 +50,17 @@ std::string bin_path(const std::string& name) {
   return std::string(dir != nullptr ? dir : HVRUN_TEST_BIN_DIR) + "/" + name;
 }
 
-std::vector<std::string> on_two_simulated_hosts(const std::vector<std::string>& argv) {
-  std::vector<std::string> wrapped = {
-      "/bin/sh", "-c",
-      "HVRUN_HOST=simhost$((HVRUN_RANK % 2)) HVRUN_LOCAL_RANK=-1 exec \"$0\" \"$@\""};
+std::vector<std::string> on_simulated_hosts(int hosts, const std::vector<std::string>& argv) {
+  std::vector<std::string> wrapped = {"/bin/sh", "-c",
+                                      "HVRUN_HOST=simhost$((HVRUN_RANK % " +
+                                          std::to_string(hosts) +
+                                          ")) HVRUN_LOCAL_RANK=-1 exec \"$0\" \"$@\""};
   wrapped.insert(wrapped.end(), argv.begin(), argv.end());
   return wrapped;
+}
+
+std::vector<std::string> on_two_simulated_hosts(const std::vector<std::string>& argv) {
+  return on_simulated_hosts(2, argv);
 }
 
 std::string source_dir() {

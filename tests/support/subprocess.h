@@ -36,6 +36,8 @@ std::string bin_path(const std::string& name);
 // data plane, the cross-host rounds) on this one machine. An empty `argv` gives the prefix alone
 // (for a launcher that appends the rank's command).
 std::vector<std::string> on_two_simulated_hosts(const std::vector<std::string>& argv = {});
+// The same over `hosts` simulated hosts, by rank modulo `hosts` (simhost0 ... simhost<hosts-1>).
+std::vector<std::string> on_simulated_hosts(int hosts, const std::vector<std::string>& argv);
 
 // The source tree's root (HVRUN_SOURCE_DIR overrides it).
 std::string source_dir();

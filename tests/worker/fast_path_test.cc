@@ -1,7 +1,8 @@
 // The fast path (worker_lib/runtime/fast_path.h): blocking allreduces of negotiated tensors run
 // without the coordinator, on one host and across (simulated) hosts, and whatever does not fit
 // (other ops in flight, threads meeting in different orders, reshapes, late ranks, a rank with
-// the fast path off, joins, a dying rank) goes through the coordinator with the same results. Real jobs: in-process coordinator, worker processes (tests/support/worker_job.h).
+// the fast path off, joins, a dying rank) goes through the coordinator with the same results.
+// Real jobs: in-process coordinator, worker processes (tests/support/worker_job.h).
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -133,7 +134,8 @@ TEST(FastPath, AcrossHostsEveryDtypeOpAndSizeMatchesTheReferenceAndTakesTheFastP
 
 TEST(FastPath, AcrossHostsInterleavedWithOtherCollectivesStaysCorrect) {
   for (int np : {3, 4}) {
-    JobResult job = run_job(np, worker_on_two_hosts("mixed"), {.timeout = std::chrono::seconds(90)});
+    JobResult job =
+        run_job(np, worker_on_two_hosts("mixed"), {.timeout = std::chrono::seconds(90)});
     ASSERT_TRUE(job.all_succeeded()) << "np " << np << "\n" << job.describe();
     std::printf("np %d on two hosts: %s\n", np, fast_counts(job).c_str());
     EXPECT_GT(job.fast_path_collectives[0], 0u) << fast_counts(job);

@@ -6,6 +6,7 @@
 
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -15,6 +16,7 @@
 
 #include "tests/support/in_process_ranks.h"
 #include "worker_lib/backends/gloo/gloo_backend.h"
+#include "worker_lib/backends/gloo/mesh_bootstrap.h"
 
 namespace hvrun::detail {
 namespace {
@@ -63,7 +65,8 @@ MeshRun connect_and_sum(int size, std::chrono::milliseconds connect_timeout) {
 std::string failures_of(const MeshRun& run) {
   std::string text;
   for (size_t r = 0; r < run.failures.size(); ++r)
-    if (!run.failures[r].empty()) text += "rank " + std::to_string(r) + ": " + run.failures[r] + "\n";
+    if (!run.failures[r].empty())
+      text += "rank " + std::to_string(r) + ": " + run.failures[r] + "\n";
   return text;
 }
 
@@ -116,6 +119,71 @@ TEST(GlooMesh, ARankThatNeverComesFailsTheOthersAtTheirTimeoutSayingWhat) {
   }
 }
 
+TEST(GlooMesh, ASparseMeshHasPairsOnlyWithRanksTwoToTheKApart) {
+  EXPECT_EQ(mesh_peers(0, 13, true), (std::vector<int>{1, 2, 4, 5, 8, 9, 11, 12}));
+  EXPECT_EQ(mesh_peers(5, 6, true), (std::vector<int>{0, 1, 3, 4}));  // 2 is 3 apart either way
+  EXPECT_EQ(mesh_peers(1, 3, true), (std::vector<int>{0, 2}));
+  EXPECT_EQ(mesh_peers(2, 4, false), (std::vector<int>{0, 1, 3}));
+  for (int size : {2, 5, 13, 64, 513})
+    for (int rank : {0, size / 2, size - 1}) {
+      const auto peers = mesh_peers(rank, size, true);
+      // Symmetric (a's peer b has a), and at most 2 per power of two below size.
+      for (int p : peers) {
+        const auto back = mesh_peers(p, size, true);
+        EXPECT_NE(std::find(back.begin(), back.end(), rank), back.end()) << size << " " << rank;
+      }
+      int powers = 0;
+      for (int apart = 1; apart < size; apart *= 2) ++powers;
+      EXPECT_LE(static_cast<int>(peers.size()), 2 * powers) << size;
+    }
+}
+
+TEST(GlooMesh, ASparseMeshAllreducesBroadcastsFromEveryRootAndPassesBarriers) {
+  constexpr int kRanks = 13;
+  MemoryStore store;
+  std::vector<std::string> failures(kRanks);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kRanks; ++r) {
+    threads.emplace_back([&, r] {
+      std::string& failure = failures[static_cast<size_t>(r)];
+      auto made = make_gloo_backend({.rank = r,
+                                     .size = kRanks,
+                                     .store_prefix = "sparse",
+                                     .connect_timeout = std::chrono::seconds(20),
+                                     .timeout = std::chrono::seconds(20),
+                                     .sparse = true},
+                                    store);
+      if (!made.is_ok()) {
+        failure = made.status().to_string();
+        return;
+      }
+      Backend& b = **made;
+      for (size_t n : {size_t{1}, size_t{1000}, size_t{100003}}) {
+        std::vector<float> v(n, static_cast<float>(r + 1));
+        Status s = b.allreduce(v.data(), n, DataType::kFloat32, ReduceOp::kSum);
+        if (!s.is_ok() || v.front() != kRanks * (kRanks + 1) / 2 || v.back() != v.front())
+          failure = "allreduce " + std::to_string(n) + ": " + s.to_string();
+      }
+      for (int root = 0; root < kRanks; ++root) {
+        std::vector<int32_t> v(257, r == root ? root * 7 : -1);
+        Status s = b.broadcast(v.data(), v.size() * sizeof(int32_t), root);
+        if (!s.is_ok() || v.front() != root * 7 || v.back() != root * 7)
+          failure = "broadcast from " + std::to_string(root) + ": " + s.to_string();
+        if (Status barrier = b.barrier(); !barrier.is_ok()) failure = barrier.to_string();
+      }
+      std::vector<size_t> bytes(kRanks, 4);
+      std::vector<char> out(4 * kRanks);
+      Status refused = b.allgatherv(&r, out.data(), bytes);
+      if (refused.message().find("sparse mesh") == std::string::npos)
+        failure = "allgatherv on a sparse mesh: " + refused.to_string();
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < kRanks; ++r) EXPECT_EQ(failures[static_cast<size_t>(r)], "") << "rank " << r;
+  // Each rank published an address per peer: 8 peers at 13 ranks, not 12.
+  EXPECT_EQ(store.keys_under("sparse/"), static_cast<size_t>(kRanks) * 8);
+}
+
 // Run in a child process (a death test): the descriptor limit is the whole process's.
 [[noreturn]] void connect_alone_with_limits(rlim_t soft, rlim_t hard, int size) {
   rlimit limit{soft, hard};
@@ -131,8 +199,8 @@ TEST(GlooMesh, ARankThatNeverComesFailsTheOthersAtTheirTimeoutSayingWhat) {
                                     .timeout = std::chrono::seconds(5)},
                                    store);
   ::getrlimit(RLIMIT_NOFILE, &limit);
-  std::fprintf(stderr, "soft limit after: %llu; %s\n", static_cast<unsigned long long>(limit.rlim_cur),
-               backend.is_ok() ? "connected" : backend.status().to_string().c_str());
+  std::fprintf(stderr, "soft limit after: %llu; %s\n",
+               static_cast<unsigned long long>(limit.rlim_cur), backend.is_ok() ? "connected" : backend.status().to_string().c_str());
   std::_Exit(0);
 }
 

@@ -125,6 +125,24 @@ TEST_P(HierarchicalJobTest, EveryCollectiveMatchesReferenceAcrossTwoSimulatedHos
 
 INSTANTIATE_TEST_SUITE_P(Ranks, HierarchicalJobTest, ::testing::Values(3, 4));
 
+TEST(HierarchicalJob, SixHostsLeadersOnASparseMeshRunEveryCollective) {
+  // 7 ranks on 6 simulated hosts (the first has two): the 6 leaders pair only with leaders 1, 2
+  // and 4 apart (not 3: gloo/mesh_bootstrap.h), which allreduce, broadcast from every root and
+  // barrier use; allgather and alltoall take the mesh of every rank.
+  JobOptions options;
+  options.timeout = std::chrono::seconds(120);
+  options.extra_env = {{"HVRUN_LOG_LEVEL", "debug"}};
+  JobResult job = run_job(7, on_simulated_hosts(6, {bin_path("hvrun_test_worker"), "collectives"}),
+                          options);
+  ASSERT_TRUE(job.all_succeeded()) << job.describe();
+  EXPECT_NE(job.ranks[0].err.find("CPU data plane: hierarchical"), std::string::npos)
+      << job.ranks[0].err.substr(0, 4000);
+  EXPECT_NE(job.ranks[0].err.find("Gloo mesh gloo-leaders: rank 0 of 6 connected with 4 peers "
+                                  "(sparse)"),
+            std::string::npos)
+      << job.ranks[0].err.substr(0, 4000);
+}
+
 TEST(HierarchicalJob, OffMeansGlooForEveryRank) {
   JobOptions options;
   options.extra_env = {{"HVRUN_LOG_LEVEL", "debug"}, {"HVRUN_HIERARCHICAL_ALLREDUCE", "off"}};

@@ -134,7 +134,8 @@ Result<std::vector<std::string>> CoordinatorClient::get(const std::vector<std::s
   constexpr size_t kKeysNamed = 3;
   std::string what = "KvGet";
   for (size_t i = 0; i < keys.size() && i < kKeysNamed; ++i) what += " '" + keys[i] + "'";
-  if (keys.size() > kKeysNamed) what += " and " + std::to_string(keys.size() - kKeysNamed) + " more";
+  if (keys.size() > kKeysNamed)
+    what += " and " + std::to_string(keys.size() - kKeysNamed) + " more";
   HVRUN_RETURN_IF_ERROR(from_grpc(stub_->KvGet(&context, request, &response), what));
   if (response.values_size() != static_cast<int>(keys.size()))
     return internal_error(what + ": coordinator returned " +

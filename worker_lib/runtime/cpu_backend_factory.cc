@@ -25,14 +25,18 @@ std::vector<std::vector<int>> ranks_by_host(const std::vector<std::string>& host
   return groups;
 }
 
+// `sparse`: pairs only with ranks 2^k apart (gloo/mesh_bootstrap.h), enough for allreduce,
+// broadcast and barrier.
 Result<std::unique_ptr<Backend>> make_gloo(const CpuBackendContext& c, KeyValueStore& store,
-                                           int rank, int size, const std::string& prefix) {
+                                           int rank, int size, const std::string& prefix,
+                                           bool sparse = false) {
   GlooBackendOptions options{.rank = rank,
                              .size = size,
                              .data_address = c.data_address,
                              .store_prefix = prefix,
                              .connect_timeout = c.connect_timeout,
-                             .timeout = c.op_timeout};
+                             .timeout = c.op_timeout,
+                             .sparse = sparse};
   return make_gloo_backend(options, store);
 }
 
@@ -144,9 +148,11 @@ Result<CpuDataPlane> make_cpu_backend(const CpuBackendContext& c,
   HVRUN_ASSIGN_OR_RETURN(ShmDataPlane host, make_host_shm(c, settings, store, *mine));
   parts.host = std::move(host.backend);
   if (mine->front() == c.rank) {
-    HVRUN_ASSIGN_OR_RETURN(
-        parts.leaders,
-        make_gloo(c, store, host_index, static_cast<int>(groups.size()), "gloo-leaders"));
+    // The leaders run allreduce, broadcast and barrier only (allgather and alltoall take the
+    // mesh of every rank): 2 log2(hosts) pairs each instead of a pair per host.
+    HVRUN_ASSIGN_OR_RETURN(parts.leaders, make_gloo(c, store, host_index,
+                                                    static_cast<int>(groups.size()),
+                                                    "gloo-leaders", /*sparse=*/true));
   }
   parts.host_of.resize(static_cast<size_t>(size));
   parts.position_of.resize(static_cast<size_t>(size));

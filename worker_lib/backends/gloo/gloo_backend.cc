@@ -33,8 +33,12 @@ void* nonnull(const void* p) { return p ? const_cast<void*>(p) : &g_empty_byte; 
 class GlooBackend final : public Backend {
  public:
   GlooBackend(std::shared_ptr<gloo::transport::tcp::Device> device,
-              std::shared_ptr<gloo::Context> context, std::chrono::milliseconds timeout)
-      : device_(std::move(device)), context_(std::move(context)), timeout_(timeout) {}
+              std::shared_ptr<gloo::Context> context, std::chrono::milliseconds timeout,
+              bool sparse)
+      : device_(std::move(device)),
+        context_(std::move(context)),
+        timeout_(timeout),
+        sparse_(sparse) {}
 
   ~GlooBackend() override {
     LoopWaker waker(device_.get());  // pairs and the device close without waiting for loop ticks
@@ -68,6 +72,7 @@ class GlooBackend final : public Backend {
 
   Status allgatherv(const void* input, void* output,
                     std::span<const size_t> recv_bytes) override {
+    HVRUN_RETURN_IF_ERROR(not_on_sparse_mesh("allgatherv"));
     size_t total = std::accumulate(recv_bytes.begin(), recv_bytes.end(), size_t{0});
     if (total == 0) return aborted_status();
     if (context_->size == 1) {
@@ -99,6 +104,7 @@ class GlooBackend final : public Backend {
 
   Status alltoallv(const void* input, std::span<const size_t> send_bytes, void* output,
                    std::span<const size_t> recv_bytes) override {
+    HVRUN_RETURN_IF_ERROR(not_on_sparse_mesh("alltoallv"));
     size_t sent = std::accumulate(send_bytes.begin(), send_bytes.end(), size_t{0});
     size_t received = std::accumulate(recv_bytes.begin(), recv_bytes.end(), size_t{0});
     if (context_->size == 1) {
@@ -151,9 +157,20 @@ class GlooBackend final : public Backend {
   }
 
  private:
+  // A sparse mesh lacks the pairs these need (the hierarchical plane sends them to the mesh of
+  // every rank instead).
+  Status not_on_sparse_mesh(const char* what) const {
+    if (!sparse_) return Status::ok();
+    return internal_error(std::string("gloo ") + what + " on rank " +
+                          std::to_string(context_->rank) +
+                          " of a sparse mesh (pairs only with ranks 2^k apart): not supported");
+  }
+
   template <typename T>
   void run_allreduce(void* buffer, size_t count, DataType dtype, ReduceOp op) {
     gloo::AllreduceOptions opts(context_);
+    // The ring: only the neighbours' pairs, which every mesh (a sparse one too) has.
+    opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
     opts.setTag(next_tag());
     opts.setTimeout(timeout_);
     opts.setOutput(static_cast<T*>(buffer), count);
@@ -203,6 +220,7 @@ class GlooBackend final : public Backend {
   std::shared_ptr<gloo::transport::tcp::Device> device_;
   std::shared_ptr<gloo::Context> context_;
   std::chrono::milliseconds timeout_;
+  bool sparse_ = false;
   uint32_t tag_ = 1;
   std::vector<float> widened_;  // reused across calls (float16/bfloat16 accumulation)
   std::atomic<bool> aborted_{false};
@@ -218,7 +236,9 @@ Result<std::unique_ptr<Backend>> make_gloo_backend(const GlooBackendOptions& opt
                             std::to_string(options.rank) + " (binding " + options.data_address +
                             "): ";
   const std::string hint = " — check HVRUN_DATA_ADDR and that every rank started";
-  if (Status room = ensure_descriptors_for_mesh(options.rank, options.size - 1); !room.is_ok())
+  const auto peers =
+      static_cast<int>(mesh_peers(options.rank, options.size, options.sparse).size());
+  if (Status room = ensure_descriptors_for_mesh(options.rank, peers); !room.is_ok())
     return Status(room.code(), setup + room.message());
   try {
     gloo::transport::tcp::attr attr;
@@ -227,7 +247,8 @@ Result<std::unique_ptr<Backend>> make_gloo_backend(const GlooBackendOptions& opt
     auto context = connect_full_mesh({.rank = options.rank,
                                       .size = options.size,
                                       .key_prefix = options.store_prefix,
-                                      .timeout = options.connect_timeout},
+                                      .timeout = options.connect_timeout,
+                                      .sparse = options.sparse},
                                      device, store);
     if (!context.is_ok()) return unavailable(setup + context.status().message() + hint);
     // Connecting returns once this rank's pairs are connected, not its peers': a rank that
@@ -240,7 +261,7 @@ Result<std::unique_ptr<Backend>> make_gloo_backend(const GlooBackendOptions& opt
     }
     return std::unique_ptr<Backend>(new GlooBackend(
         std::dynamic_pointer_cast<gloo::transport::tcp::Device>(device), *context,
-        options.timeout));
+        options.timeout, options.sparse));
   } catch (const std::exception& e) {
     return unavailable(setup + e.what() + hint);
   }

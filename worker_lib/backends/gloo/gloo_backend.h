@@ -19,6 +19,9 @@ struct GlooBackendOptions {
   std::string store_prefix = "gloo";       // keys this backend uses in the store
   std::chrono::milliseconds connect_timeout{30000};  // rendezvous and pair connections
   std::chrono::milliseconds timeout{300000};          // every collective
+  // Pairs only with the ranks 2^k apart (mesh_bootstrap.h): allreduce, broadcast and barrier
+  // work, allgatherv and alltoallv are refused. For the mesh among host leaders.
+  bool sparse = false;
 };
 
 // Connects every pair of ranks (mesh_bootstrap.h; blocks until all ranks did, bounded by

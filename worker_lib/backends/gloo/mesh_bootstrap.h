@@ -7,11 +7,17 @@
 // the addresses meant for it ("<prefix>/j/i") in one request: O(N) bytes and two requests per
 // rank, O(N^2) bytes in all, as a full mesh's N^2 pairs need. Every pair then connects as in
 // Gloo's (one side waits for the other's connection), in rank order.
+//
+// A sparse mesh connects a rank only with the ranks 2^k apart either way round the ring (k = 0,
+// 1, ...): the pairs Gloo's ring allreduce (rank +- 1), its binomial-tree broadcast from any root
+// and its dissemination barrier (+- 2^k mod N) use, 2 log2(N) pairs per rank instead of N - 1.
+// Allgather and alltoall need every pair: not on a sparse mesh.
 #pragma once
 
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "worker_lib/kv_store.h"
@@ -30,7 +36,11 @@ struct MeshBootstrap {
   int size = 1;
   std::string key_prefix;  // this mesh's keys in the store: "<prefix>/<rank>/<peer>"
   std::chrono::milliseconds timeout{30000};  // the store's reads and every pair's connection
+  bool sparse = false;                       // pairs only with ranks 2^k apart (above)
 };
+
+// The ranks `rank` has a pair with, ascending (never itself).
+std::vector<int> mesh_peers(int rank, int size, bool sparse);
 
 // A context whose pairs to every other rank are connected on `device` (a TCP device), or why
 // not. Every rank of the mesh calls it with the same size and prefix.

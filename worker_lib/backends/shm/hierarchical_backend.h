@@ -3,11 +3,12 @@
 // lowest global rank of each host), shm broadcast from the leader; float16/bfloat16 are widened
 // to float32 first, so the whole reduction accumulates in float32 and rounds once. Every rank
 // ends with the leaders' bits, which Gloo's allreduce makes identical. broadcast and barrier go
-// the same three stages (the root's host, the leaders, every other host). allgatherv and
-// alltoallv move rank-ordered data across hosts and run on a Gloo mesh of every rank, which is
-// connected on their first call, not at start: its N^2 connections and key reads are paid only
-// by a job that uses them (every rank runs the same plans in the same order, so every rank makes
-// that first call together).
+// the same three stages (the root's host, the leaders, every other host). The leaders' mesh is
+// sparse (gloo/mesh_bootstrap.h: pairs only with leaders 2^k apart), all these three need.
+// allgatherv and alltoallv move rank-ordered data across hosts and run on a Gloo mesh of every
+// rank, which is connected on their first call, not at start: its N^2 connections and key reads
+// are paid only by a job that uses them (every rank runs the same plans in the same order, so
+// every rank makes that first call together).
 #pragma once
 
 #include <functional>
