@@ -143,6 +143,25 @@ TEST(HierarchicalJob, SixHostsLeadersOnASparseMeshRunEveryCollective) {
       << job.ranks[0].err.substr(0, 4000);
 }
 
+TEST(HierarchicalJob, GlooAloneOverSixHostsStartsSparseAndConnectsEveryPairForAllgather) {
+  // One rank per host: Gloo alone. Its allreduce, broadcast and barrier run on the sparse mesh
+  // (4 peers of 5 at 6 ranks); the first allgather connects the mesh of every rank.
+  JobOptions options;
+  options.timeout = std::chrono::seconds(120);
+  options.extra_env = {{"HVRUN_LOG_LEVEL", "debug"}};
+  JobResult job = run_job(6, on_simulated_hosts(6, {bin_path("hvrun_test_worker"), "collectives"}),
+                          options);
+  ASSERT_TRUE(job.all_succeeded()) << job.describe();
+  const std::string& err = job.ranks[0].err;
+  EXPECT_NE(err.find("CPU data plane: gloo"), std::string::npos) << err.substr(0, 4000);
+  EXPECT_NE(err.find("Gloo mesh gloo-sparse: rank 0 of 6 connected with 4 peers (sparse)"),
+            std::string::npos)
+      << err.substr(0, 4000);
+  EXPECT_NE(err.find("gloo data plane: connecting the Gloo mesh of every rank (6 ranks)"),
+            std::string::npos)
+      << err.substr(0, 4000);
+}
+
 TEST(HierarchicalJob, OffMeansGlooForEveryRank) {
   JobOptions options;
   options.extra_env = {{"HVRUN_LOG_LEVEL", "debug"}, {"HVRUN_HIERARCHICAL_ALLREDUCE", "off"}};

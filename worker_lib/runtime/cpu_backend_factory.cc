@@ -5,6 +5,8 @@
 
 #include "common/logging.h"
 #include "worker_lib/backends/gloo/gloo_backend.h"
+#include "worker_lib/backends/gloo/mesh_bootstrap.h"
+#include "worker_lib/backends/gloo/sparse_plane.h"
 #include "worker_lib/backends/shm/hierarchical_backend.h"
 #include "worker_lib/backends/shm/shm_backend.h"
 #include "worker_lib/backends/shm/with_host_rounds.h"
@@ -38,6 +40,19 @@ Result<std::unique_ptr<Backend>> make_gloo(const CpuBackendContext& c, KeyValueS
                              .timeout = c.op_timeout,
                              .sparse = sparse};
   return make_gloo_backend(options, store);
+}
+
+// Every rank's Gloo plane: a sparse mesh with the mesh of every rank connected at the first
+// allgather or alltoall (gloo/sparse_plane.h), or the full mesh at once where the sparse one
+// would pair every rank anyway (up to 5 ranks).
+Result<std::unique_ptr<Backend>> make_gloo_plane(const CpuBackendContext& c, KeyValueStore& store,
+                                                 int size) {
+  if (mesh_peers(0, size, /*sparse=*/true).size() + 1 == static_cast<size_t>(size))
+    return make_gloo(c, store, c.rank, size, "gloo");
+  HVRUN_ASSIGN_OR_RETURN(auto sparse, make_gloo(c, store, c.rank, size, "gloo-sparse", true));
+  // The store outlives the backend (the runtime's coordinator client, or a set's prefix of it).
+  return make_sparse_gloo_plane(
+      std::move(sparse), [c, &store, size] { return make_gloo(c, store, c.rank, size, "gloo"); });
 }
 
 Result<ShmDataPlane> make_host_shm(const CpuBackendContext& c,
@@ -119,7 +134,7 @@ Result<CpuDataPlane> make_cpu_backend(const CpuBackendContext& c,
   spdlog::debug("CPU data plane: {}", cpu_backend_kind_name(kind));
   auto groups = ranks_by_host(c.hosts);
   if (kind == CpuBackendKind::kGloo) {
-    HVRUN_ASSIGN_OR_RETURN(auto gloo, make_gloo(c, store, c.rank, size, "gloo"));
+    HVRUN_ASSIGN_OR_RETURN(auto gloo, make_gloo_plane(c, store, size));
     // Across hosts the steady state's rounds go through the arbiter with every rank speaking
     // for itself (no shm board to meet on); on one host Gloo was asked for: no rounds.
     if (!c.round_agreement || groups.size() < 2) return CpuDataPlane{std::move(gloo), nullptr};

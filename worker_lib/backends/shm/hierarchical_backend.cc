@@ -1,11 +1,10 @@
 #include "worker_lib/backends/shm/hierarchical_backend.h"
 
 #include <cstdint>
-#include <mutex>
 #include <string>
 #include <vector>
 
-#include "common/logging.h"
+#include "worker_lib/backends/gloo/lazy_mesh.h"
 #include "worker_lib/half.h"
 
 namespace hvrun::detail {
@@ -13,7 +12,11 @@ namespace {
 
 class HierarchicalBackend final : public Backend {
  public:
-  explicit HierarchicalBackend(HierarchicalParts parts) : parts_(std::move(parts)) {}
+  explicit HierarchicalBackend(HierarchicalParts parts)
+      : parts_(std::move(parts)),
+        world_(parts_.connect_world,
+               "hierarchical data plane: connecting the Gloo mesh of every rank (" +
+                   std::to_string(parts_.size) + " ranks) for its first allgather or alltoall") {}
 
   std::string name() const override { return "hierarchical(shm+gloo)"; }
   int rank() const override { return parts_.rank; }
@@ -36,7 +39,7 @@ class HierarchicalBackend final : public Backend {
   }
 
   Status allgatherv(const void* input, void* output, std::span<const size_t> recv_bytes) override {
-    HVRUN_ASSIGN_OR_RETURN(Backend * mesh, world());
+    HVRUN_ASSIGN_OR_RETURN(Backend * mesh, world_.get());
     return mesh->allgatherv(input, output, recv_bytes);
   }
   // The root's host gets it on its shm, its leader gives it to the other leaders, and they to
@@ -54,7 +57,7 @@ class HierarchicalBackend final : public Backend {
   }
   Status alltoallv(const void* input, std::span<const size_t> send_bytes, void* output,
                    std::span<const size_t> recv_bytes) override {
-    HVRUN_ASSIGN_OR_RETURN(Backend * mesh, world());
+    HVRUN_ASSIGN_OR_RETURN(Backend * mesh, world_.get());
     return mesh->alltoallv(input, send_bytes, output, recv_bytes);
   }
   // Every rank of a host has arrived, then every host's leader, then the host hears it.
@@ -68,9 +71,7 @@ class HierarchicalBackend final : public Backend {
     if (parts_.rounds) parts_.rounds->abort();
     parts_.host->abort(reason);
     if (parts_.leaders) parts_.leaders->abort(reason);
-    std::lock_guard<std::mutex> lock(world_mutex_);
-    aborted_ = reason;
-    if (world_) world_->abort(reason);
+    world_.abort(reason);
   }
 
  private:
@@ -80,29 +81,9 @@ class HierarchicalBackend final : public Backend {
     return parts_.host->broadcast(buffer, count * dtype_size(dtype), 0);
   }
 
-  // The mesh of every rank, connected on first use (one thread at a time runs collectives;
-  // abort() may come from another, hence the lock around the pointer, not the connecting).
-  Result<Backend*> world() {
-    {
-      std::lock_guard<std::mutex> lock(world_mutex_);
-      if (world_) return world_.get();
-      if (!aborted_.empty()) return aborted("the data plane was aborted: " + aborted_);
-    }
-    spdlog::debug("hierarchical data plane: connecting the Gloo mesh of every rank ({} ranks) "
-                  "for its first allgather or alltoall",
-                  parts_.size);
-    HVRUN_ASSIGN_OR_RETURN(auto mesh, parts_.connect_world());
-    std::lock_guard<std::mutex> lock(world_mutex_);
-    world_ = std::move(mesh);
-    if (!aborted_.empty()) world_->abort(aborted_);
-    return world_.get();
-  }
-
   HierarchicalParts parts_;
+  LazyMesh world_;  // every rank's mesh, for allgatherv and alltoallv
   std::vector<float> widened_;  // reused across calls (float16/bfloat16 accumulation)
-  std::mutex world_mutex_;
-  std::unique_ptr<Backend> world_;  // null until the first allgatherv or alltoallv
-  std::string aborted_;
 };
 
 }  // namespace
