@@ -137,12 +137,12 @@ Row connect(const std::string& way, int n) {
           own->connectFullMesh(gloo_store, device);
           context = own;
         } else {
-          auto made = hvrun::detail::connect_full_mesh({.rank = r,
-                                                        .size = n,
-                                                        .key_prefix = "mesh",
-                                                        .timeout = std::chrono::seconds(120),
-                                                        .sparse = way == "sparse"},
-                                                       device, store);
+          auto made = hvrun::detail::connect_mesh({.rank = r,
+                                                   .size = n,
+                                                   .key_prefix = "mesh",
+                                                   .timeout = std::chrono::seconds(120),
+                                                   .sparse = way == "sparse"},
+                                                  device, store);
           if (!made.is_ok()) {
             std::fprintf(stderr, "rank %d: %s\n", r, made.status().to_string().c_str());
             failed[static_cast<size_t>(r)] = 1;

@@ -244,12 +244,12 @@ Result<std::unique_ptr<Backend>> make_gloo_backend(const GlooBackendOptions& opt
     gloo::transport::tcp::attr attr;
     attr.hostname = options.data_address;
     std::shared_ptr<gloo::transport::Device> device = gloo::transport::tcp::CreateDevice(attr);
-    auto context = connect_full_mesh({.rank = options.rank,
-                                      .size = options.size,
-                                      .key_prefix = options.store_prefix,
-                                      .timeout = options.connect_timeout,
-                                      .sparse = options.sparse},
-                                     device, store);
+    auto context = connect_mesh({.rank = options.rank,
+                                 .size = options.size,
+                                 .key_prefix = options.store_prefix,
+                                 .timeout = options.connect_timeout,
+                                 .sparse = options.sparse},
+                                device, store);
     if (!context.is_ok()) return unavailable(setup + context.status().message() + hint);
     // Connecting returns once this rank's pairs are connected, not its peers': a rank that
     // left at once (a process set it has no more work in) would close sockets a peer is still

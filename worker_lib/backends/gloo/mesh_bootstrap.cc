@@ -37,7 +37,7 @@ std::vector<int> mesh_peers(int rank, int size, bool sparse) {
   return peers;
 }
 
-Result<std::shared_ptr<gloo::Context>> connect_full_mesh(
+Result<std::shared_ptr<gloo::Context>> connect_mesh(
     const MeshBootstrap& mesh, const std::shared_ptr<gloo::transport::Device>& device,
     KeyValueStore& store) {
   auto key = [&](int from, int to) {

@@ -1,4 +1,4 @@
-// Connects a Gloo context to every other rank through hvrun's key-value store: what
+// Connects a Gloo context's pairs through hvrun's key-value store: for a full mesh, what
 // gloo::rendezvous::Context::connectFullMesh does, without its cube. Gloo's publishes, under each
 // rank's key, the address of every one of its pairs (O(N) bytes a key) and makes every rank read
 // every key whole, one request at a time: O(N^2) bytes and 2N requests per rank, O(N^3) bytes
@@ -42,9 +42,10 @@ struct MeshBootstrap {
 // The ranks `rank` has a pair with, ascending (never itself).
 std::vector<int> mesh_peers(int rank, int size, bool sparse);
 
-// A context whose pairs to every other rank are connected on `device` (a TCP device), or why
-// not. Every rank of the mesh calls it with the same size and prefix.
-Result<std::shared_ptr<gloo::Context>> connect_full_mesh(
+// A context whose pairs (to every other rank, or to mesh_peers() when sparse) are connected on
+// `device` (a TCP device), or why not. Every rank of the mesh calls it with the same size,
+// prefix and sparseness.
+Result<std::shared_ptr<gloo::Context>> connect_mesh(
     const MeshBootstrap& mesh, const std::shared_ptr<gloo::transport::Device>& device,
     KeyValueStore& store);
 
