@@ -200,7 +200,8 @@ TEST(GlooMesh, ASparseMeshAllreducesBroadcastsFromEveryRootAndPassesBarriers) {
                                    store);
   ::getrlimit(RLIMIT_NOFILE, &limit);
   std::fprintf(stderr, "soft limit after: %llu; %s\n",
-               static_cast<unsigned long long>(limit.rlim_cur), backend.is_ok() ? "connected" : backend.status().to_string().c_str());
+               static_cast<unsigned long long>(limit.rlim_cur),
+               backend.is_ok() ? "connected" : backend.status().to_string().c_str());
   std::_Exit(0);
 }
 

@@ -11,7 +11,8 @@ class SparseGlooPlane final : public Backend {
       : sparse_(std::move(sparse)),
         full_(std::move(connect_full),
               "gloo data plane: connecting the Gloo mesh of every rank (" +
-                  std::to_string(sparse_->size()) + " ranks) for its first allgather or alltoall") {}
+                  std::to_string(sparse_->size()) +
+                  " ranks) for its first allgather or alltoall") {}
 
   std::string name() const override { return sparse_->name(); }
   int rank() const override { return sparse_->rank(); }
