@@ -125,41 +125,36 @@ TEST_P(HierarchicalJobTest, EveryCollectiveMatchesReferenceAcrossTwoSimulatedHos
 
 INSTANTIATE_TEST_SUITE_P(Ranks, HierarchicalJobTest, ::testing::Values(3, 4));
 
+// `np` ranks of the test worker's collectives over six simulated hosts (debug log): every rank
+// succeeded, and rank 0's log has each of `lines`.
+void collectives_on_six_hosts(int np, const std::vector<std::string>& lines) {
+  JobOptions options;
+  options.timeout = std::chrono::seconds(120);
+  options.extra_env = {{"HVRUN_LOG_LEVEL", "debug"}};
+  JobResult job = run_job(np, on_simulated_hosts(6, {bin_path("hvrun_test_worker"), "collectives"}),
+                          options);
+  ASSERT_TRUE(job.all_succeeded()) << job.describe();
+  const std::string& err = job.ranks[0].err;
+  for (const std::string& line : lines)
+    EXPECT_NE(err.find(line), std::string::npos) << line << "\n" << err.substr(0, 4000);
+}
+
 TEST(HierarchicalJob, SixHostsLeadersOnASparseMeshRunEveryCollective) {
   // 7 ranks on 6 simulated hosts (the first has two): the 6 leaders pair only with leaders 1, 2
   // and 4 apart (not 3: gloo/mesh_bootstrap.h), which allreduce, broadcast from every root and
   // barrier use; allgather and alltoall take the mesh of every rank.
-  JobOptions options;
-  options.timeout = std::chrono::seconds(120);
-  options.extra_env = {{"HVRUN_LOG_LEVEL", "debug"}};
-  JobResult job = run_job(7, on_simulated_hosts(6, {bin_path("hvrun_test_worker"), "collectives"}),
-                          options);
-  ASSERT_TRUE(job.all_succeeded()) << job.describe();
-  EXPECT_NE(job.ranks[0].err.find("CPU data plane: hierarchical"), std::string::npos)
-      << job.ranks[0].err.substr(0, 4000);
-  EXPECT_NE(job.ranks[0].err.find("Gloo mesh gloo-leaders: rank 0 of 6 connected with 4 peers "
-                                  "(sparse)"),
-            std::string::npos)
-      << job.ranks[0].err.substr(0, 4000);
+  collectives_on_six_hosts(
+      7, {"CPU data plane: hierarchical",
+          "Gloo mesh gloo-leaders: rank 0 of 6 connected with 4 peers (sparse)"});
 }
 
 TEST(HierarchicalJob, GlooAloneOverSixHostsStartsSparseAndConnectsEveryPairForAllgather) {
   // One rank per host: Gloo alone. Its allreduce, broadcast and barrier run on the sparse mesh
   // (4 peers of 5 at 6 ranks); the first allgather connects the mesh of every rank.
-  JobOptions options;
-  options.timeout = std::chrono::seconds(120);
-  options.extra_env = {{"HVRUN_LOG_LEVEL", "debug"}};
-  JobResult job = run_job(6, on_simulated_hosts(6, {bin_path("hvrun_test_worker"), "collectives"}),
-                          options);
-  ASSERT_TRUE(job.all_succeeded()) << job.describe();
-  const std::string& err = job.ranks[0].err;
-  EXPECT_NE(err.find("CPU data plane: gloo"), std::string::npos) << err.substr(0, 4000);
-  EXPECT_NE(err.find("Gloo mesh gloo-sparse: rank 0 of 6 connected with 4 peers (sparse)"),
-            std::string::npos)
-      << err.substr(0, 4000);
-  EXPECT_NE(err.find("gloo data plane: connecting the Gloo mesh of every rank (6 ranks)"),
-            std::string::npos)
-      << err.substr(0, 4000);
+  collectives_on_six_hosts(
+      6, {"CPU data plane: gloo",
+          "Gloo mesh gloo-sparse: rank 0 of 6 connected with 4 peers (sparse)",
+          "gloo data plane: connecting the Gloo mesh of every rank (6 ranks)"});
 }
 
 TEST(HierarchicalJob, OffMeansGlooForEveryRank) {

@@ -2,34 +2,20 @@
 
 #include <string>
 
+#include "worker_lib/backends/forwarding_backend.h"
+
 namespace hvrun::detail {
 namespace {
 
-class SparseGlooPlane final : public Backend {
+// Everything on the sparse mesh but what needs every pair.
+class SparseGlooPlane final : public ForwardingBackend {
  public:
   SparseGlooPlane(std::unique_ptr<Backend> sparse, LazyMesh::Connect connect_full)
-      : sparse_(std::move(sparse)),
+      : ForwardingBackend(std::move(sparse)),
         full_(std::move(connect_full),
               "gloo data plane: connecting the Gloo mesh of every rank (" +
-                  std::to_string(sparse_->size()) +
-                  " ranks) for its first allgather or alltoall") {}
+                  std::to_string(size()) + " ranks) for its first allgather or alltoall") {}
 
-  std::string name() const override { return sparse_->name(); }
-  int rank() const override { return sparse_->rank(); }
-  int size() const override { return sparse_->size(); }
-
-  Status allreduce(void* buffer, size_t count, DataType dtype, ReduceOp op) override {
-    return sparse_->allreduce(buffer, count, dtype, op);
-  }
-  Status allreduce_pieces(std::span<const ReducePiece> pieces, DataType dtype, ReduceOp op,
-                          const ReduceScaling& scaling, std::vector<std::byte>& staging,
-                          PiecePhases* phases) override {
-    return sparse_->allreduce_pieces(pieces, dtype, op, scaling, staging, phases);
-  }
-  Status broadcast(void* buffer, size_t bytes, int root) override {
-    return sparse_->broadcast(buffer, bytes, root);
-  }
-  Status barrier() override { return sparse_->barrier(); }
   Status allgatherv(const void* input, void* output, std::span<const size_t> recv_bytes) override {
     HVRUN_ASSIGN_OR_RETURN(Backend * mesh, full_.get());
     return mesh->allgatherv(input, output, recv_bytes);
@@ -40,12 +26,11 @@ class SparseGlooPlane final : public Backend {
     return mesh->alltoallv(input, send_bytes, output, recv_bytes);
   }
   void abort(const std::string& reason) override {
-    sparse_->abort(reason);
+    ForwardingBackend::abort(reason);
     full_.abort(reason);
   }
 
  private:
-  std::unique_ptr<Backend> sparse_;
   LazyMesh full_;
 };
 
