@@ -115,14 +115,17 @@ CachedRounds::Next CachedRounds::take_outbox() {
                         !c_.telemetry.recording();
   if (!may_hold) return Next::kSend;
   const RequestCache& cache = c_.submitter.cache();  // the executor's lock is held
+  outbox_ids_.clear();
   for (const auto& op : s.outbox) {
     const CacheEntry* entry = RequestCache::may_run_fast(*op) ? cache.find(op->name()) : nullptr;
     if (entry == nullptr || entry->id > kMaxCacheId ||
         !RequestCache::fast_entry_matches(*entry, op->dtype, op->shape, op->reduce_op,
                                           op->prescale, op->postscale))
       return Next::kSend;
+    outbox_ids_.push_back(entry->id);
   }
-  for (auto& op : s.outbox) held_.push_back(Held{cache.find(op->name())->id, std::move(op)});
+  for (size_t i = 0; i < s.outbox.size(); ++i)
+    held_.push_back(Held{outbox_ids_[i], std::move(s.outbox[i])});
   s.held_for_rounds += s.outbox.size();
   s.outbox.clear();
   return Next::kRound;

@@ -103,6 +103,7 @@ class CachedRounds {
   RoundAgreement* rounds_ = nullptr;
   bool enabled_ = false;
   std::vector<Held> held_;  // in submission order
+  std::vector<uint32_t> outbox_ids_;  // take_outbox's: the outbox's cache ids, found once
   // Set while a thread is inside dispatch_locked(): a thread about to wait leaves the outbox
   // to it instead of sending what it would hold.
   std::atomic<bool> dispatching_{false};
