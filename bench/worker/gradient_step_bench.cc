@@ -10,8 +10,10 @@
 //
 // Prints steps/s (median and mean over --steps after --warmup; the variants take turns, step by
 // step, so they see the same machine load) for: the step through hvrun,
-// one packed allreduce through hvrun (Average, and Sum as raw Gloo runs it), the packed
-// allreduce and the 161 allreduces one by one
+// one packed allreduce through hvrun (Average, and Sum as raw Gloo runs it), the same packed
+// Average through the shared-memory data plane called directly (a segment of its own, when the
+// job is on one host: the library's cost, each variant's buffer as cold as the step's), the
+// packed allreduce and the 161 allreduces one by one
 // on raw Gloo; then the step as a fraction of the packed floors. Exit 1 on a wrong element.
 // --trace adds where a step's time goes, seen from the trainer (medians over the timed steps):
 // submitting the 161 tensors, until the first handle completes, until the last, and how many
@@ -23,17 +25,21 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <span>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "bench/worker/bench_report.h"
+#include "bench/worker/directory_store.h"
 #include "bench/param_file.h"
 #include "bench/worker/raw_gloo.h"
 #include "hvrun/hvrun.h"
+#include "worker_lib/backends/shm/shm_backend.h"
 
 #ifndef HVRUN_RESNET50_PARAMS
 #define HVRUN_RESNET50_PARAMS "bench/data/resnet50_params.txt"
@@ -143,6 +149,47 @@ struct StepTrace {
   }
 };
 
+// The shared-memory data plane called directly, on a segment of its own beside the job's (its
+// ranks meet through files in $TMPDIR): null, with the reason, unless the job has 2 or more
+// ranks on one host.
+std::unique_ptr<hvrun::detail::Backend> raw_shm_backend(const hvrun::Worker& w,
+                                                        std::string* why_not) {
+  const char* job = std::getenv("HVRUN_JOB_ID");
+  if (w.size() < 2 || w.local_size() != w.size() || job == nullptr) {
+    *why_not = "the job is not 2 or more ranks on one host started by hvrun";
+    return nullptr;
+  }
+  auto config = hvrun::Config::from_environment();
+  if (!config.is_ok()) {
+    *why_not = config.status().to_string();
+    return nullptr;
+  }
+  const char* tmp = std::getenv("TMPDIR");
+  const std::string dir =
+      std::string(tmp && *tmp ? tmp : "/tmp") + "/hvrun-gradient-raw-" + job;
+  hvrun::bench::DirectoryStore store(dir);
+  auto made = hvrun::detail::make_shm_backend(
+      {.rank = w.local_rank(),
+       .size = w.local_size(),
+       .job_id = std::string(job) + "-raw",
+       .host = "localhost",
+       .chunk_bytes = config->cpu_backend.shm_chunk_bytes,
+       .connect_timeout = std::chrono::seconds(60),
+       .timeout = std::chrono::seconds(120)},
+      store);
+  if (!made.is_ok()) {
+    *why_not = made.status().to_string();
+    return nullptr;
+  }
+  hvrun::Status met = (*made)->barrier();
+  if (w.local_rank() == 0) std::filesystem::remove_all(dir);
+  if (!met.is_ok()) {
+    *why_not = met.to_string();
+    return nullptr;
+  }
+  return std::move(*made);
+}
+
 struct Result {
   std::string name;
   std::function<bool()> run;    // one repetition; false: failed
@@ -245,6 +292,28 @@ int main(int argc, char** argv) {
     return w.allreduce("bench.packed_sum", packed_sum_view).is_ok();
   }, {}});
 
+  // The same packed Average through the shared-memory data plane called directly, in this job:
+  // what the library adds over its data plane, with the same threads around it and the same
+  // cache history as the step (every variant's buffer was last touched a full round ago).
+  std::string raw_shm_why_not;
+  std::unique_ptr<hvrun::detail::Backend> raw_shm = raw_shm_backend(w, &raw_shm_why_not);
+  std::vector<float> raw_shm_packed(raw_shm ? total : 0, fill);
+  std::vector<std::byte> staging;
+  const hvrun::detail::ReducePiece raw_shm_whole{raw_shm_packed.data(), raw_shm_packed.data(),
+                                                 raw_shm_packed.size()};
+  const hvrun::detail::ReduceScaling divide{.divisor = w.size()};
+  if (raw_shm) {
+    results.push_back({"packed allreduce avg, shm raw", [&] {
+      return raw_shm
+          ->allreduce_pieces(std::span<const hvrun::detail::ReducePiece>(&raw_shm_whole, 1),
+                             hvrun::DataType::kFloat32, hvrun::ReduceOp::kAverage, divide,
+                             staging, nullptr)
+          .is_ok();
+    }, {}});
+  } else if (w.rank() == 0) {
+    std::printf("# packed allreduce avg, shm raw: skipped (%s)\n", raw_shm_why_not.c_str());
+  }
+
   // Raw Gloo sums (values double every call: exact in float32 for these few calls); the
   // division Average adds is left out of its floor (about 4 ms for these bytes, measured).
   std::vector<float> raw_packed(raw ? total : 0, 1.0f);
@@ -263,6 +332,7 @@ int main(int argc, char** argv) {
   time_round_robin(f, results);
   for (const Tensor& t : tensors) wrong += count_wrong(t.data, want);
   wrong += count_wrong(packed, want);
+  wrong += count_wrong(raw_shm_packed, want);
 
   if (w.rank() == 0) {
     const char* threshold = std::getenv("HVRUN_FUSION_THRESHOLD");
@@ -287,12 +357,19 @@ int main(int argc, char** argv) {
       hvrun::bench::print_metric(r.name + " [" + label + "]", rates.back(),
                                  hvrun::bench::mean(per_second), "steps/s", f.json);
     }
-    if (rates[1] > 0)
-      hvrun::bench::print_metric("step / packed hvrun [" + label + "]", rates[0] / rates[1],
-                                 rates[0] / rates[1], "ratio", f.json, "target >= 0.95");
-    if (rates.size() > 3 && rates[3] > 0)
-      hvrun::bench::print_metric("step / packed raw gloo [" + label + "]", rates[0] / rates[3],
-                                 rates[0] / rates[3], "ratio", f.json, "target >= 0.9");
+    auto rate_of = [&](const std::string& name) {
+      for (size_t i = 0; i < results.size(); ++i)
+        if (results[i].name == name) return rates[i];
+      return 0.0;
+    };
+    auto step_over = [&](const std::string& what, const std::string& name, const char* target) {
+      if (const double r = rate_of(name); r > 0)
+        hvrun::bench::print_metric("step / " + what + " [" + label + "]", rates[0] / r,
+                                   rates[0] / r, "ratio", f.json, target);
+    };
+    step_over("packed hvrun", "packed allreduce avg, hvrun", "");
+    step_over("packed shm raw", "packed allreduce avg, shm raw", "target >= 0.95");
+    step_over("packed raw gloo", "packed allreduce sum, raw gloo", "target >= 0.9");
     if (f.trace) {
       using hvrun::bench::mean;
       using hvrun::bench::median;

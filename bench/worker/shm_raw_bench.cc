@@ -20,14 +20,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <functional>
-#include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "bench/worker/bench_report.h"
+#include "bench/worker/directory_store.h"
 #include "bench/param_file.h"
 #include "worker_lib/backends/shm/shm_backend.h"
 
@@ -37,47 +35,6 @@ using Clock = std::chrono::steady_clock;
 using hvrun::bench::ParamShape;
 using hvrun::bench::read_param_file;
 using hvrun::bench::Row;
-
-// A key-value store in a directory every rank of one host sees: enough to bootstrap the segment
-// without a coordinator. Values are written to a temporary file and renamed (atomic).
-class DirectoryStore final : public hvrun::detail::KeyValueStore {
- public:
-  explicit DirectoryStore(std::string dir) : dir_(std::move(dir)) {
-    std::filesystem::create_directories(dir_);
-  }
-  hvrun::Status set(const std::string& key, const std::string& value) override {
-    const std::string path = file(key);
-    {
-      std::ofstream out(path + ".tmp", std::ios::binary);
-      out << value;
-      if (!out) return hvrun::unavailable("cannot write " + path);
-    }
-    std::filesystem::rename(path + ".tmp", path);
-    return hvrun::Status::ok();
-  }
-  hvrun::Result<std::vector<std::string>> get(const std::vector<std::string>& keys,
-                                              std::chrono::milliseconds timeout) override {
-    const auto deadline = Clock::now() + timeout;
-    std::vector<std::string> values;
-    for (const auto& key : keys) {
-      while (!std::filesystem::exists(file(key))) {
-        if (Clock::now() > deadline)
-          return hvrun::deadline_exceeded("no key " + key + " in " + dir_);
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));  // bootstrap only
-      }
-      std::ifstream in(file(key), std::ios::binary);
-      values.emplace_back(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-    }
-    return values;
-  }
-
- private:
-  std::string file(std::string key) const {
-    std::replace(key.begin(), key.end(), '/', '_');
-    return dir_ + "/" + key;
-  }
-  std::string dir_;
-};
 
 struct Flags {
   std::string params = HVRUN_RESNET50_PARAMS;
@@ -168,7 +125,7 @@ int main(int argc, char** argv) {
   const int size = std::atoi(size_text);
   const char* tmp = std::getenv("TMPDIR");
   const std::string dir = std::string(tmp && *tmp ? tmp : "/tmp") + "/hvrun-shm-raw-" + job;
-  DirectoryStore store(dir);
+  hvrun::bench::DirectoryStore store(dir);
   auto made = hvrun::detail::make_shm_backend({.rank = rank,
                                                .size = size,
                                                .job_id = std::string(job) + "-raw",
