@@ -10,10 +10,6 @@
 namespace hvrun::detail {
 namespace {
 
-// Looks, a cycle apart, that found no new submission before the background thread stops looking
-// every cycle: an asynchronous caller submitting and waiting in a loop keeps it looking (and
-// never pays a wake-up); a step's burst is followed by two looks, then sleep.
-constexpr int kQuietLooksBeforeSleep = 2;
 // A gap between submissions this long ends a burst (a Python trainer's come a few us apart).
 constexpr std::chrono::microseconds kBurstPause{100};
 
@@ -51,31 +47,19 @@ void PlanRunner::loop() {
   WorkState& state = c_.state;
   bool stream_done = false;
   std::unique_lock<std::mutex> lock(state.mutex);
-  uint64_t submissions_seen = state.submissions;
-  int quiet_looks = 0;
   while (true) {
     const auto woken = [&] {
       return !state.outbox.empty() || !state.inbox.empty() || state.stop_requested ||
              (state.stream_ended && !stream_done) || state.abort_reason.has_value();
     };
-    if (!gathering()) {
-      state.wake.wait(lock, woken);
-    } else if (quiet_looks < kQuietLooksBeforeSleep) {
-      state.wake.wait_for(lock, c_.cycle_time, woken);  // submissions leave it asleep
-    } else {
-      // Nothing was submitted for a while (a step's collective running, a blocking call, no
-      // work): looking every cycle would only take the CPU from the ranks' reductions. The
-      // next submission wakes it instead.
-      state.loop_idle = true;
-      state.wake.wait(lock, woken);
-      state.loop_idle = false;
-    }
-    if (state.submissions != submissions_seen) {
-      submissions_seen = state.submissions;
-      quiet_looks = 0;
-    } else if (quiet_looks < kQuietLooksBeforeSleep) {
-      ++quiet_looks;
-    }
+    // Between batches it sleeps until something arrives, without looking every cycle: a look
+    // wakes this thread on a core where a rank reduces (on a host with a core per rank, every
+    // core), and the ranks waiting for that one at the data plane's next barrier wait with it.
+    // Two looks after each step's burst cost the C++ step 2-3% (bench/RESULTS.md, section 31).
+    // A submission wakes it (Submitter::submit) unless it gathers already.
+    state.loop_idle = true;
+    state.wake.wait(lock, woken);
+    state.loop_idle = false;
     if (gathers()) {
       // As the coordinator lets ready tensors wait for company: a step's tensors then run as
       // a few fused responses instead of a round each. A thread that waits for one of them

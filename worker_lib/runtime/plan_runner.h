@@ -52,9 +52,9 @@ class PlanRunner {
   void join() { thread_.join(); }
   // The last plan fully executed (the heartbeat reports it). Any thread.
   const std::atomic<uint64_t>& finished_plan_seq() const { return finished_plan_seq_; }
-  // Whether submissions that may run by agreement gather for the cycle time; then they need
-  // not wake this thread, which looks every cycle while they keep coming, and sleeps until the
-  // next one after a quiet spell (Submitter::let_batches_gather).
+  // Whether submissions that may run by agreement gather for the cycle time; then only the
+  // first of a batch wakes this thread, and those joining it while it gathers do not
+  // (Submitter::let_batches_gather).
   bool gathering() const;
 
  private:

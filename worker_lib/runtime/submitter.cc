@@ -41,12 +41,11 @@ Handle Submitter::submit(std::shared_ptr<PendingOp> op) {
     state_.outbox_latest = std::chrono::steady_clock::now();
     if (first) state_.outbox_since = state_.outbox_latest;
     state_.outbox.push_back(std::move(op));
-    ++state_.submissions;
     looks_anyway = gather_ && !state_.loop_idle;
   }
   if (coordinator_only) lane_.refuse_current_round();
   // The background thread wakes for an op only the coordinator can run, and for a new batch
-  // unless it looks every cycle anyway; ops joining a batch it knows of cost no wake-up.
+  // unless it is awake anyway; ops joining a batch it knows of cost no wake-up.
   if (coordinator_only || (first && !looks_anyway)) state_.wake.notify_all();
   return handle;
 }
@@ -81,7 +80,6 @@ std::vector<Handle> Submitter::submit_group(std::vector<std::shared_ptr<PendingO
       telemetry_.on_submitted(op->name(), op->op);
       state_.outbox.push_back(std::move(op));
     }
-    state_.submissions += ops.size();
   }
   lane_.refuse_current_round();
   state_.wake.notify_all();

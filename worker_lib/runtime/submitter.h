@@ -36,10 +36,10 @@ class Submitter {
   Handle submit(std::shared_ptr<PendingOp> op);
   // All or nothing: every op is queued (in one batch), or every handle fails.
   std::vector<Handle> submit_group(std::vector<std::shared_ptr<PendingOp>> ops);
-  // From now on a submission that may run by agreement (cached rounds) does not wake the
-  // background thread, which looks at the outbox every cycle instead: the submitting thread
-  // pays no wake-up, and a burst gathers. Once a quiet spell has put that thread to sleep
-  // (WorkState::loop_idle), the next new batch wakes it. Before the background thread starts.
+  // From now on a submission that may run by agreement (cached rounds) wakes the background
+  // thread only when it sleeps (WorkState::loop_idle): while it gathers a batch or works, it
+  // looks at the outbox again before sleeping, so the ops joining meanwhile cost no wake-up.
+  // Before the background thread starts.
   void let_batches_gather() { gather_ = true; }
   // Every submission from now on enters the flight recorder; null = off. Before the first one.
   void set_flight_recorder(FlightRecorder* recorder) { recorder_ = recorder; }

@@ -29,9 +29,8 @@ struct WorkState {
   std::deque<std::shared_ptr<PendingOp>> outbox;                            // not yet sent
   std::chrono::steady_clock::time_point outbox_since;  // when the outbox last stopped being empty
   std::chrono::steady_clock::time_point outbox_latest;  // when the latest op joined it
-  uint64_t submissions = 0;  // ops queued so far: the background thread's test for a quiet spell
-  // The background thread, which otherwise looks at the outbox every cycle while cached rounds
-  // gather submissions (PlanRunner::loop), sleeps until a submission wakes it.
+  // The background thread sleeps until woken (PlanRunner::loop): a submission wakes it, unless
+  // it is gathering or working already (it looks at the outbox before it sleeps again).
   bool loop_idle = false;
   std::deque<v1::CoordinatorMessage> inbox;            // from the reader, for the loop thread
   std::optional<Status> terminal;                      // set once the runtime stops taking work
