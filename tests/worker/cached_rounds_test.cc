@@ -191,6 +191,21 @@ TEST(CachedRounds, SubmissionsGatherForTheCycleTimeIntoFusedResponses) {
   }
 }
 
+TEST(CachedRounds, ABatchNobodyWaitsForRunsACycleAfterItsFirstSubmission) {
+  // The ranks only poll their handles: nothing takes a step's batch but the background thread,
+  // which sleeps between batches and is woken by the batch's timer, a cycle (5 ms) after the
+  // first submission. Every step completes (the worker gives each 10 s), by agreement.
+  JobResult job = run_job(2, worker("polled"), {.timeout = std::chrono::seconds(90),
+                                                .cycle_time = std::chrono::milliseconds(5)});
+  ASSERT_TRUE(job.all_succeeded()) << job.describe();
+  std::printf("%s\n", counts(job).c_str());
+  for (int r = 0; r < 2; ++r) {
+    const auto rank = static_cast<size_t>(r);
+    EXPECT_LE(job.tensors_negotiated[rank], 6u * 4) << counts(job);
+    EXPECT_GE(job.fast_path_collectives[rank], 4u * 20) << counts(job);
+  }
+}
+
 TEST(CachedRounds, LateRankSendsThoseStepsThroughTheCoordinator) {
   JobResult job = run_job(2, worker("late"), {.timeout = std::chrono::seconds(90)});
   ASSERT_TRUE(job.all_succeeded()) << job.describe();

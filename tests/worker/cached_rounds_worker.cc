@@ -19,6 +19,9 @@
 //              contribute nothing, Average divides by the contributors)
 //   spaced     30 steps whose six submissions come 300 us apart, and whose waits start 5 ms
 //              after the last: the background thread runs them, gathered for the cycle time
+//   polled     30 steps whose handles nobody waits for: the rank polls them until they
+//              complete (at most 10 s a step), so only the background thread, woken a cycle
+//              after a step's first submission, can run them
 //
 // Prints "digest <hex>" (the steps' results) and "rank R: MODE ok".
 #include <stdlib.h>
@@ -101,7 +104,8 @@ void digest(const std::vector<std::byte>& bytes) {
 // handle must fail with the coordinator's mismatch error.
 void step(hvrun::Worker& w, int j, const std::vector<int>& order,
           const std::vector<int>& contributors, int reshaped = -1, int refused = -1,
-          std::chrono::microseconds spacing = {}, std::chrono::microseconds before_wait = {}) {
+          std::chrono::microseconds spacing = {}, std::chrono::microseconds before_wait = {},
+          bool polled = false) {
   std::vector<std::vector<std::byte>> data(kTensors);
   std::vector<hvrun::Handle> handles(kTensors);
   for (int k : order) {
@@ -119,8 +123,17 @@ void step(hvrun::Worker& w, int j, const std::vector<int>& order,
   if (before_wait.count() > 0) std::this_thread::sleep_for(before_wait);
   for (int k : order) {
     const TensorSpec& s = kSpecs[k];
-    hvrun::Status status = w.wait(handles[k]);
     const std::string what = std::string(s.name) + " step " + std::to_string(j);
+    if (polled) {
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (!handles[k].poll() && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      if (!handles[k].poll()) {
+        fail(what + ": not complete 10 s after its submission, and nobody waits for it");
+        continue;
+      }
+    }
+    hvrun::Status status = polled ? handles[k].status() : w.wait(handles[k]);
     if (k == refused) {
       if (status.is_ok() || status.message().find("different metadata") == std::string::npos)
         fail(what + ": expected the coordinator's mismatch error, got " + status.to_string());
@@ -202,6 +215,10 @@ void spaced(hvrun::Worker& w) {
     step(w, j, in_order(), everyone(w), -1, -1, microseconds(300), microseconds(5000));
 }
 
+void polled(hvrun::Worker& w) {
+  for (int j = 0; j < 30; ++j) step(w, j, in_order(), everyone(w), -1, -1, {}, {}, true);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -224,6 +241,7 @@ int main(int argc, char** argv) {
   else if (mode == "mismatch") mismatch(w);
   else if (mode == "join") join(w);
   else if (mode == "spaced") spaced(w);
+  else if (mode == "polled") polled(w);
   else fail("unknown mode '" + mode + "'");
   hvrun::Status down = w.shutdown();
   if (!down.is_ok()) fail("shutdown: " + down.to_string());

@@ -342,7 +342,9 @@ void Worker::set_device_allocator(DeviceAllocator allocator) {
 }
 
 Status Worker::wait(const Handle& handle) const {
-  send_pending();  // this thread would only block: it sends the request itself
+  // This thread would only block: it sends the request itself. A handle done already (most of
+  // a step's, once the first wait ran the step's round) has nothing to wait for.
+  if (!handle.poll()) send_pending();
   return handle.wait(runtime_->config().op_timeout);
 }
 

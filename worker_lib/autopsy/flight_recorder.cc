@@ -10,12 +10,6 @@
 namespace hvrun::detail {
 namespace {
 
-int64_t now_unix_us() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000000 + ts.tv_nsec / 1000;
-}
-
 // The kernel's id of the calling thread, asked once per thread.
 int64_t this_thread_tid() {
   thread_local const int64_t tid = static_cast<int64_t>(::syscall(SYS_gettid));
@@ -33,6 +27,12 @@ const char* state_text(FlightRecorder::State state) {
 }
 
 }  // namespace
+
+int64_t FlightRecorder::now_us() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000 + ts.tv_nsec / 1000;
+}
 
 FlightRecorder::FlightRecorder(size_t capacity, std::string cpu_backend)
     : capacity_(capacity > 0 ? capacity : 1),
@@ -56,7 +56,7 @@ uint64_t FlightRecorder::record(std::string_view name, v1::CollectiveOp op, Data
                   std::memory_order_relaxed);
   slot.process_set.store(process_set, std::memory_order_relaxed);
   slot.bytes.store(bytes, std::memory_order_relaxed);
-  const int64_t now = now_unix_us();
+  const int64_t now = now_us();
   slot.submit_us.store(now, std::memory_order_relaxed);
   slot.start_us.store(running ? now : 0, std::memory_order_relaxed);
   slot.end_us.store(0, std::memory_order_relaxed);
@@ -72,19 +72,19 @@ void FlightRecorder::set_state(Slot& slot, State state, Runner runner, bool keep
   slot.meta.store(meta, std::memory_order_relaxed);
 }
 
-void FlightRecorder::started(uint64_t sequence, Runner runner) {
+void FlightRecorder::started(uint64_t sequence, Runner runner, int64_t at_us) {
   if (sequence == 0) return;
   Slot& slot = *slot_of(sequence);
   if (slot.sequence.load(std::memory_order_relaxed) != sequence) return;  // overwritten
-  slot.start_us.store(now_unix_us(), std::memory_order_relaxed);
+  slot.start_us.store(at_us, std::memory_order_relaxed);
   set_state(slot, State::kRunning, runner, false);
 }
 
-void FlightRecorder::ended(uint64_t sequence, bool ok) {
+void FlightRecorder::ended(uint64_t sequence, bool ok, int64_t at_us) {
   if (sequence == 0) return;
   Slot& slot = *slot_of(sequence);
   if (slot.sequence.load(std::memory_order_relaxed) != sequence) return;
-  slot.end_us.store(now_unix_us(), std::memory_order_relaxed);
+  slot.end_us.store(at_us, std::memory_order_relaxed);
   set_state(slot, ok ? State::kDone : State::kFailed, Runner::kNone, true);
 }
 

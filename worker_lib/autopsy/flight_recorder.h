@@ -44,8 +44,13 @@ class FlightRecorder {
                              uint64_t bytes, uint32_t process_set, Runner runner) {
     return record(name, op, dtype, bytes, process_set, runner, true);
   }
-  void started(uint64_t sequence, Runner runner);
-  void ended(uint64_t sequence, bool ok);
+  void started(uint64_t sequence, Runner runner) { started(sequence, runner, now_us()); }
+  void ended(uint64_t sequence, bool ok) { ended(sequence, ok, now_us()); }
+  // The same at a time the caller read (now_us()): the collectives of one response start and
+  // end together, and a fused step's 161 need one clock read, not 161.
+  void started(uint64_t sequence, Runner runner, int64_t at_us);
+  void ended(uint64_t sequence, bool ok, int64_t at_us);
+  static int64_t now_us();  // the wall clock the records use, in microseconds
   // The end of a collective too short to time twice (the fast path's in-round allreduce, well
   // under a microsecond): its end time is its start time, and no clock is read.
   void ended_untimed(uint64_t sequence, bool ok);

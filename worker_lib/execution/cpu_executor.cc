@@ -63,7 +63,7 @@ Status CpuExecutor::pieces_of(const v1::Response& r,
                                const ResponseEntries& e) {
   pieces_.clear();
   for (int i = 0; i < r.tensors_size(); ++i) {
-    const auto n = static_cast<size_t>(num_elements(shape_of(r.tensors(i))));
+    const auto n = static_cast<size_t>(elements_of(r.tensors(i)));
     if (!e[i]) {
       pieces_.push_back({nullptr, nullptr, n});
       continue;
@@ -81,19 +81,22 @@ Status CpuExecutor::pieces_of(const v1::Response& r,
 // the call's time into pack / collective / unpack; shm interleaves them chunk by chunk, so its
 // pack and unpack are sums of many short copies, reported here as one interval each, laid end
 // to end within the call (durations exact, positions approximate).
-Status CpuExecutor::reduce_pieces(const v1::Response& r,
-                                   const ResponseEntries& e) {
+Status CpuExecutor::reduce_pieces(const v1::Response& r) {
   const auto dtype = static_cast<DataType>(r.dtype());
   const auto op = static_cast<ReduceOp>(r.reduce_op());
   const ReduceScaling scaling{.prescale = r.prescale() == 0 ? 1.0 : r.prescale(),
                               .postscale = r.postscale() == 0 ? 1.0 : r.postscale(),
                               .divisor = op == ReduceOp::kAverage ? contributors(r) : 1};
   if (!phase_observer_) return backend_.allreduce_pieces(pieces_, dtype, op, scaling, fusion_, nullptr);
+  // This rank's bytes (local_bytes) from the pieces, counted before the collective: the
+  // entries it would read are cold by the end of a large one.
+  uint64_t bytes = 0;
+  for (const ReducePiece& p : pieces_)
+    if (p.input) bytes += p.count * dtype_size(dtype);
   PiecePhases phases;
   const auto start = telemetry::PhaseClock::now();
   Status status = backend_.allreduce_pieces(pieces_, dtype, op, scaling, fusion_, &phases);
   const auto end = telemetry::PhaseClock::now();
-  const uint64_t bytes = local_bytes(r, e);
   const std::string_view name = size_ > 1 ? std::string_view(backend_name_) : "local";
   const auto pack_end = start + phases.pack;
   const auto unpack_start = std::max(pack_end, end - phases.unpack);
@@ -108,7 +111,7 @@ Status CpuExecutor::reduce_pieces(const v1::Response& r,
 Status CpuExecutor::allreduce(const v1::Response& r,
                                const ResponseEntries& e) {
   HVRUN_RETURN_IF_ERROR(pieces_of(r, e));
-  return reduce_pieces(r, e);
+  return reduce_pieces(r);
 }
 
 // Reduces every tensor whole (a reduce-scatter is an allreduce of which each rank keeps its
@@ -148,7 +151,7 @@ Status CpuExecutor::reducescatter(const v1::Response& r,
       first += count;
     }
   }
-  return reduce_pieces(r, e);
+  return reduce_pieces(r);
 }
 
 Status CpuExecutor::allgather(const v1::Response& r,

@@ -59,7 +59,7 @@ class CpuExecutor final : public Executor {
   // allreduce/reducescatter: pieces_ <- one piece per tensor of `r` (joined: no input/output).
   Status pieces_of(const v1::Response& r, const ResponseEntries& e);
   // Reduces pieces_ as one fused allreduce (Backend::allreduce_pieces), with r's op and scaling.
-  Status reduce_pieces(const v1::Response& r, const ResponseEntries& e);
+  Status reduce_pieces(const v1::Response& r);
   std::byte* reserve(std::vector<std::byte>& buffer, size_t bytes);
   int contributors(const v1::Response& r) const;
 

@@ -6,8 +6,9 @@ namespace hvrun::detail {
 
 void PlanExecutor::record_ended(const ResponseEntries& entries, bool ok) const {
   if (recorder_ == nullptr) return;
+  const int64_t now = FlightRecorder::now_us();
   for (const auto& e : entries)
-    if (e) recorder_->ended(e->flight_sequence, ok);
+    if (e) recorder_->ended(e->flight_sequence, ok, now);
 }
 
 void PlanExecutor::execute(const v1::Response& response, const ResponseEntries& entries) {
@@ -18,8 +19,9 @@ void PlanExecutor::execute(const v1::Response& response, const ResponseEntries& 
                         : response.device() == v1::DEVICE_KIND_CUDA
                             ? FlightRecorder::Runner::kGpu
                             : FlightRecorder::Runner::kCpuBackend;
+    const int64_t now = FlightRecorder::now_us();
     for (const auto& e : entries)
-      if (e) recorder_->started(e->flight_sequence, runner);
+      if (e) recorder_->started(e->flight_sequence, runner, now);
   }
   Status status;
   switch (response.op()) {

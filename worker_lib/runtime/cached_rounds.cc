@@ -128,6 +128,7 @@ CachedRounds::Next CachedRounds::take_outbox() {
     held_.push_back(Held{outbox_ids_[i], std::move(s.outbox[i])});
   s.held_for_rounds += s.outbox.size();
   s.outbox.clear();
+  c_.submitter.batch_taken();
   return Next::kRound;
 }
 
@@ -213,8 +214,9 @@ void CachedRounds::execute(std::vector<Held> agreed) {
       bytes_of.push_back(0);
     }
     const auto r = static_cast<size_t>(response);
+    // No name: this rank's executor reads its own ops (entries), and a round never runs while
+    // the timeline (the only reader of a response's names) records.
     v1::ResponseTensor& tensor = *responses[r].add_tensors();
-    tensor.set_name(op->name());
     tensor.set_cache_id(h.id);
     tensor.mutable_shape()->Assign(op->shape.begin(), op->shape.end());
     bytes_of[r] += static_cast<uint64_t>(bytes);

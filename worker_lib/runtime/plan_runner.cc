@@ -54,9 +54,9 @@ void PlanRunner::loop() {
     };
     // Between batches it sleeps until something arrives, without looking every cycle: a look
     // wakes this thread on a core where a rank reduces (on a host with a core per rank, every
-    // core), and the ranks waiting for that one at the data plane's next barrier wait with it.
-    // Two looks after each step's burst cost the C++ step 2-3% (bench/RESULTS.md, section 31).
-    // A submission wakes it (Submitter::submit) unless it gathers already.
+    // core), and the ranks waiting for that one at the data plane's next barrier wait with it
+    // (bench/RESULTS.md, section 31). A batch that may gather wakes it through a timer, a
+    // cycle after its first submission, unless a caller took it by then (Submitter::submit).
     state.loop_idle = true;
     state.wake.wait(lock, woken);
     state.loop_idle = false;

@@ -161,7 +161,8 @@ Status Runtime::connect() {
       PlanRunner::Context{state_, lane_, *submitter_, *cached_rounds_, *executor_,
                           *process_sets_, *telemetry_, *stream_, *client_, topology_.rank,
                           config_.host, config_.coordinator_address, registered.cycle_time});
-  if (plan_runner_->gathering()) submitter_->let_batches_gather();
+  if (plan_runner_->gathering())
+    HVRUN_RETURN_IF_ERROR(submitter_->let_batches_gather(registered.cycle_time));
   heartbeat_ = std::make_unique<Heartbeat>(
       *stream_,
       registered.heartbeat_timeout ? Heartbeat::interval_for(*registered.heartbeat_timeout)

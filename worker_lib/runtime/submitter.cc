@@ -17,6 +17,7 @@ Handle Submitter::submit(std::shared_ptr<PendingOp> op) {
   bool coordinator_only = false;
   bool first = false;
   bool looks_anyway = false;
+  bool arm = false;
   {
     std::lock_guard<std::mutex> lock(state_.mutex);
     if (state_.terminal) {
@@ -42,11 +43,18 @@ Handle Submitter::submit(std::shared_ptr<PendingOp> op) {
     if (first) state_.outbox_since = state_.outbox_latest;
     state_.outbox.push_back(std::move(op));
     looks_anyway = gather_ && !state_.loop_idle;
+    // A new batch that may run by agreement while the background thread sleeps: a timer wakes
+    // it a cycle from now, unless a caller takes the batch first (batch_taken).
+    arm = gather_ && first && !looks_anyway && !coordinator_only;
+    if (arm) {
+      state_.batch_timer_armed = true;
+      batch_timer_.arm(state_.outbox_since + cycle_);
+    }
   }
   if (coordinator_only) lane_.refuse_current_round();
-  // The background thread wakes for an op only the coordinator can run, and for a new batch
-  // unless it is awake anyway; ops joining a batch it knows of cost no wake-up.
-  if (coordinator_only || (first && !looks_anyway)) state_.wake.notify_all();
+  // The background thread wakes at once for an op only the coordinator can run, and for a new
+  // batch when batches do not gather; ops joining a batch it knows of cost no wake-up.
+  if (coordinator_only || (first && !gather_ && !looks_anyway)) state_.wake.notify_all();
   return handle;
 }
 
@@ -86,6 +94,26 @@ std::vector<Handle> Submitter::submit_group(std::vector<std::shared_ptr<PendingO
   return handles;
 }
 
+Status Submitter::let_batches_gather(std::chrono::microseconds cycle) {
+  HVRUN_RETURN_IF_ERROR(batch_timer_.start("hvrun-batch"));
+  cycle_ = cycle;
+  gather_ = true;
+  return Status::ok();
+}
+
+void Submitter::batch_taken() {
+  if (state_.batch_timer_armed) {
+    state_.batch_timer_armed = false;
+    batch_timer_.disarm();
+  }
+}
+
+void Submitter::batch_timer_fired() {
+  std::lock_guard<std::mutex> lock(state_.mutex);
+  state_.batch_timer_armed = false;
+  if (!state_.outbox.empty()) state_.wake.notify_all();
+}
+
 void Submitter::send_pending() {
   {
     std::lock_guard<std::mutex> lock(state_.mutex);
@@ -106,6 +134,7 @@ void Submitter::flush_outbox() {
     // that order, when the rounds give up.
     if (state_.held_for_rounds > 0) return;
     outbox.swap(state_.outbox);
+    batch_taken();
     ended = state_.stream_ended;
   }
   if (!outbox.empty() && !ended) send_requests(outbox);

@@ -10,6 +10,7 @@
 // request cache.
 #pragma once
 
+#include <chrono>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -19,6 +20,7 @@
 #include "worker_lib/autopsy/flight_recorder.h"
 #include "worker_lib/runtime/coordinator_client.h"
 #include "worker_lib/runtime/execution_lane.h"
+#include "worker_lib/runtime/one_shot_timer.h"
 #include "worker_lib/runtime/request_cache.h"
 #include "worker_lib/runtime/work_state.h"
 #include "worker_lib/telemetry/worker_telemetry.h"
@@ -36,11 +38,14 @@ class Submitter {
   Handle submit(std::shared_ptr<PendingOp> op);
   // All or nothing: every op is queued (in one batch), or every handle fails.
   std::vector<Handle> submit_group(std::vector<std::shared_ptr<PendingOp>> ops);
-  // From now on a submission that may run by agreement (cached rounds) wakes the background
-  // thread only when it sleeps (WorkState::loop_idle): while it gathers a batch or works, it
-  // looks at the outbox again before sleeping, so the ops joining meanwhile cost no wake-up.
-  // Before the background thread starts.
-  void let_batches_gather() { gather_ = true; }
+  // From now on a submission that may run by agreement (cached rounds) wakes no thread: the
+  // first of a batch arms a timer that wakes the background thread `cycle` later, and a caller
+  // that takes the batch first (send_pending, when it waits) disarms it. While that thread
+  // gathers or works anyway (WorkState::loop_idle false), it looks at the outbox again before
+  // sleeping. Before the background thread starts.
+  Status let_batches_gather(std::chrono::microseconds cycle);
+  // The state's mutex held, by whoever empties the outbox: the batch needs no timer any more.
+  void batch_taken();
   // Every submission from now on enters the flight recorder; null = off. Before the first one.
   void set_flight_recorder(FlightRecorder* recorder) { recorder_ = recorder; }
   // Sends what the outbox holds, unless it is empty (already sent or being sent).
@@ -71,12 +76,17 @@ class Submitter {
   }
   void send_requests(std::deque<std::shared_ptr<PendingOp>>& batch);  // send_mutex_ held
 
+  // The state's mutex held: the timer wakes the background thread for a batch still unsent.
+  void batch_timer_fired();
+
   WorkState& state_;
   ExecutionLane& lane_;
   NegotiationStream& stream_;
   telemetry::WorkerTelemetry& telemetry_;
   int rank_;
   bool gather_ = false;
+  std::chrono::microseconds cycle_{0};
+  OneShotTimer batch_timer_{[this] { batch_timer_fired(); }};
   FlightRecorder* recorder_ = nullptr;
   std::mutex send_mutex_;
   RequestCache cache_;  // see request_cache.h for who writes it under which locks

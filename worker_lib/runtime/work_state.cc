@@ -10,7 +10,7 @@ constexpr std::chrono::seconds kAbortReasonWait{3};
 }  // namespace
 
 void WorkState::terminate(Status status) {
-  std::unordered_map<std::string, std::shared_ptr<PendingOp>> failed;
+  InFlight failed;
   {
     std::lock_guard<std::mutex> lock(mutex);
     if (terminal) return;

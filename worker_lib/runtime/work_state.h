@@ -13,6 +13,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 
 #include "common/status.h"
@@ -25,13 +26,17 @@ struct WorkState {
   std::mutex mutex;
   std::condition_variable wake;
   // Every field below is guarded by `mutex`.
-  std::unordered_map<std::string, std::shared_ptr<PendingOp>> in_flight;  // by name
+  // By name; a key views the name its op's handle holds, which lives as long as the op.
+  using InFlight = std::unordered_map<std::string_view, std::shared_ptr<PendingOp>>;
+  InFlight in_flight;
   std::deque<std::shared_ptr<PendingOp>> outbox;                            // not yet sent
   std::chrono::steady_clock::time_point outbox_since;  // when the outbox last stopped being empty
   std::chrono::steady_clock::time_point outbox_latest;  // when the latest op joined it
   // The background thread sleeps until woken (PlanRunner::loop): a submission wakes it, unless
   // it is gathering or working already (it looks at the outbox before it sleeps again).
   bool loop_idle = false;
+  // A timer will wake it for the batch in the outbox (Submitter::let_batches_gather).
+  bool batch_timer_armed = false;
   std::deque<v1::CoordinatorMessage> inbox;            // from the reader, for the loop thread
   std::optional<Status> terminal;                      // set once the runtime stops taking work
   std::optional<std::string> abort_reason;             // abort() asked, not yet sent
