@@ -9,12 +9,12 @@
 //       [--label fusion-on] [--trace] [--mark-steps] [--json]
 //
 // Prints steps/s (median and mean over --steps after --warmup; the variants take turns, step by
-// step, so they see the same machine load) for: the step through hvrun,
-// one packed allreduce through hvrun (Average, and Sum as raw Gloo runs it), the same packed
-// Average through the shared-memory data plane called directly (a segment of its own, when the
-// job is on one host: the library's cost, each variant's buffer as cold as the step's), the
-// packed allreduce and the 161 allreduces one by one
-// on raw Gloo; then the step as a fraction of the packed floors. Exit 1 on a wrong element.
+// step, so they see the same machine load) for: the step through hvrun, one packed allreduce
+// through hvrun (Average, and Sum as raw Gloo runs it); when the job is on one host, through
+// the shared-memory data plane called directly (a segment of its own): the step's fused
+// Average of the same tensors (it and the step take turns, every other round each) and the
+// packed Average; the packed allreduce and the 161 allreduces one by one on raw Gloo; then the
+// step as a fraction of each. Exit 1 on a wrong element.
 // --trace adds where a step's time goes, seen from the trainer (medians over the timed steps):
 // submitting the 161 tensors, until the first handle completes, until the last, and how many
 // completion waves there were (handles waited in submission order; a gap over 0.3 ms between
@@ -194,6 +194,9 @@ struct Result {
   std::string name;
   std::function<bool()> run;    // one repetition; false: failed
   std::vector<double> seconds;  // empty: failed
+  // Two variants on the same memory take turns in one place of the round, so that each finds
+  // it as the other left it a round ago: this one runs in the rounds of this parity (-1: all).
+  int parity = -1;
 };
 
 // Every variant's warm-ups, then `steps` rounds in which each variant runs once, timed: round
@@ -204,7 +207,7 @@ void time_round_robin(const Flags& f, std::vector<Result>& results) {
     for (int i = 0; i < f.warmup && !failed[v]; ++i) failed[v] = !results[v].run();
   for (int i = 0; i < f.steps; ++i) {
     for (size_t v = 0; v < results.size(); ++v) {
-      if (failed[v]) continue;
+      if (failed[v] || (results[v].parity >= 0 && i % 2 != results[v].parity)) continue;
       auto start = Clock::now();
       failed[v] = !results[v].run();
       results[v].seconds.push_back(seconds_since(start));
@@ -245,6 +248,13 @@ int main(int argc, char** argv) {
   int64_t wrong = 0;
   const hvrun::AllreduceOptions average{.op = hvrun::ReduceOp::kAverage};
 
+  // The shared-memory data plane called directly beside the library (null when the job spans
+  // hosts).
+  std::string raw_shm_why_not;
+  std::unique_ptr<hvrun::detail::Backend> raw_shm = raw_shm_backend(w, &raw_shm_why_not);
+  std::vector<std::byte> staging;
+  const hvrun::detail::ReduceScaling divide{.divisor = w.size()};
+
   std::vector<Result> results;
   // The gradient step: every tensor submitted at once (backward order), then all waited for.
   std::vector<hvrun::Handle> handles;
@@ -277,6 +287,23 @@ int main(int argc, char** argv) {
     if (f.trace && step_index++ >= f.warmup) trace.add(start, submitted, done);
     return ok;
   }, {}});
+  // The same fused Average of the same 161 tensors through the data plane called directly
+  // (Backend::allreduce_pieces, what the step's plan executes), taking turns with the step:
+  // the step's time over this one is the library's alone. Any other reference sits in other
+  // memory, and on this VM where a buffer's pages came from moves a pass over it by up to 8%
+  // (bench/RESULTS.md, section 31).
+  std::vector<hvrun::detail::ReducePiece> step_pieces;
+  for (auto it = tensors.rbegin(); it != tensors.rend(); ++it)
+    step_pieces.push_back({it->data.data(), it->data.data(), it->data.size()});
+  if (raw_shm) {
+    results.front().parity = 0;
+    results.push_back({"161 fused from the tensors avg, shm raw", [&] {
+      return raw_shm
+          ->allreduce_pieces(step_pieces, hvrun::DataType::kFloat32, hvrun::ReduceOp::kAverage,
+                             divide, staging, nullptr)
+          .is_ok();
+    }, {}, 1});
+  }
 
   // The floor: the same bytes in one packed allreduce.
   hvrun::TensorView packed_view{packed.data(), hvrun::DataType::kFloat32,
@@ -292,16 +319,12 @@ int main(int argc, char** argv) {
     return w.allreduce("bench.packed_sum", packed_sum_view).is_ok();
   }, {}});
 
-  // The same packed Average through the shared-memory data plane called directly, in this job:
-  // what the library adds over its data plane, with the same threads around it and the same
-  // cache history as the step (every variant's buffer was last touched a full round ago).
-  std::string raw_shm_why_not;
-  std::unique_ptr<hvrun::detail::Backend> raw_shm = raw_shm_backend(w, &raw_shm_why_not);
+  // The same packed Average through the shared-memory data plane called directly, in this job
+  // (the same threads around it, and its buffer as cold as the step's tensors: every variant's
+  // memory was last touched a round ago).
   std::vector<float> raw_shm_packed(raw_shm ? total : 0, fill);
-  std::vector<std::byte> staging;
   const hvrun::detail::ReducePiece raw_shm_whole{raw_shm_packed.data(), raw_shm_packed.data(),
                                                  raw_shm_packed.size()};
-  const hvrun::detail::ReduceScaling divide{.divisor = w.size()};
   if (raw_shm) {
     results.push_back({"packed allreduce avg, shm raw", [&] {
       return raw_shm
@@ -368,6 +391,8 @@ int main(int argc, char** argv) {
                                    rates[0] / r, "ratio", f.json, target);
     };
     step_over("packed hvrun", "packed allreduce avg, hvrun", "");
+    step_over("the same tensors fused, shm raw", "161 fused from the tensors avg, shm raw",
+              "the library's cost");
     step_over("packed shm raw", "packed allreduce avg, shm raw", "target >= 0.95");
     step_over("packed raw gloo", "packed allreduce sum, raw gloo", "target >= 0.9");
     if (f.trace) {
