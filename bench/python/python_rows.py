@@ -72,8 +72,9 @@ class Peers:
         step = [os.path.join(HERE, "step_bench.py"), "--params", a.params] + self.sizes + \
             self.latency
         jobs = [("C++", self.hvrun_job(2, [os.path.join(a.build_dir, "bin", "hvrun_gradient_bench"),
-                                            "--backend", "hvrun", "--params", a.params, "--json",
-                                            "--label", "C++"] + self.sizes), self.env),
+                                            "--backend", "hvrun", "--no-shm-raw", "--params",
+                                            a.params, "--json", "--label", "C++"] + self.sizes),
+                 self.env),
                 ("hvrun.torch", self.hvrun_job(2, [self.py] + step + ["--api", "hvrun",
                                                                        "--label", "hvrun.torch"]),
                  self.env)]

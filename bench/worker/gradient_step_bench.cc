@@ -6,7 +6,7 @@
 //
 //   hvrun -np 2 -H localhost:2 [--fusion-threshold-mb 0] build/bin/hvrun_gradient_bench
 //       [--params resnet50_params.txt] [--steps 20] [--warmup 3] [--backend both|hvrun]
-//       [--label fusion-on] [--trace] [--mark-steps] [--json]
+//       [--label fusion-on] [--trace] [--mark-steps] [--no-shm-raw] [--reference-first] [--json]
 //
 // Prints steps/s (median and mean over --steps after --warmup; the variants take turns, step by
 // step, so they see the same machine load) for: the step through hvrun, one packed allreduce
@@ -19,6 +19,10 @@
 // submitting the 161 tensors, until the first handle completes, until the last, and how many
 // completion waves there were (handles waited in submission order; a gap over 0.3 ms between
 // two completions starts a new wave: each wave is at least one response, one collective).
+// --no-shm-raw leaves out the data plane called directly (the step then runs every round).
+// --reference-first allocates the raw packed reference's buffer first, before the tensors (by
+// default it comes after them): where a buffer's pages came from moves a pass over it by
+// several percent on some machines (bench/RESULTS.md, section 31).
 // --mark-steps: each step marks two phases ("backward" while submitting, "wait") and its end,
 // as a trainer does for straggler attribution (docs/metrics.md).
 #include <algorithm>
@@ -59,13 +63,15 @@ struct Flags {
   bool json = false;
   bool trace = false;
   bool mark_steps = false;  // each step marks its phases and its end (straggler attribution)
+  bool shm_raw = true;      // the data plane called directly beside the library
+  bool reference_first = false;  // the raw packed buffer allocated before the tensors
 };
 
 [[noreturn]] void usage(const std::string& problem) {
   std::fprintf(stderr,
                "hvrun_gradient_bench: %s\nusage: hvrun -np N hvrun_gradient_bench [--params PATH] "
                "[--steps N] [--warmup N] [--backend both|hvrun] [--label TEXT] [--trace] [--mark-steps] "
-               "[--json]\n",
+               "[--no-shm-raw] [--reference-first] [--json]\n",
                problem.c_str());
   std::exit(2);
 }
@@ -97,6 +103,8 @@ Flags parse(int argc, char** argv) {
     else if (a == "--json") f.json = true;
     else if (a == "--trace") f.trace = true;
     else if (a == "--mark-steps") f.mark_steps = true;
+    else if (a == "--no-shm-raw") f.shm_raw = false;
+    else if (a == "--reference-first") f.reference_first = true;
     else usage("unknown flag " + a);
   }
   return f;
@@ -221,9 +229,11 @@ void time_round_robin(const Flags& f, std::vector<Result>& results) {
 
 int main(int argc, char** argv) {
   Flags f = parse(argc, argv);
-  std::vector<Tensor> tensors = read_params(f.params);
   size_t total = 0;
-  for (const Tensor& t : tensors) total += t.data.size();
+  if (auto params = read_param_file(f.params))
+    for (const ParamShape& p : *params) total += static_cast<size_t>(p.elements());
+  std::vector<float> raw_shm_packed(f.reference_first ? total : 0, 0.0f);
+  std::vector<Tensor> tensors = read_params(f.params);
 
   auto init = hvrun::Worker::init();
   if (!init.is_ok()) {
@@ -251,7 +261,9 @@ int main(int argc, char** argv) {
   // The shared-memory data plane called directly beside the library (null when the job spans
   // hosts).
   std::string raw_shm_why_not;
-  std::unique_ptr<hvrun::detail::Backend> raw_shm = raw_shm_backend(w, &raw_shm_why_not);
+  std::unique_ptr<hvrun::detail::Backend> raw_shm;
+  if (f.shm_raw) raw_shm = raw_shm_backend(w, &raw_shm_why_not);
+  else raw_shm_why_not = "--no-shm-raw";
   std::vector<std::byte> staging;
   const hvrun::detail::ReduceScaling divide{.divisor = w.size()};
 
@@ -322,7 +334,9 @@ int main(int argc, char** argv) {
   // The same packed Average through the shared-memory data plane called directly, in this job
   // (the same threads around it, and its buffer as cold as the step's tensors: every variant's
   // memory was last touched a round ago).
-  std::vector<float> raw_shm_packed(raw_shm ? total : 0, fill);
+  if (raw_shm) raw_shm_packed.resize(total);  // allocated here unless --reference-first
+  else raw_shm_packed.clear();
+  std::fill(raw_shm_packed.begin(), raw_shm_packed.end(), fill);
   const hvrun::detail::ReducePiece raw_shm_whole{raw_shm_packed.data(), raw_shm_packed.data(),
                                                  raw_shm_packed.size()};
   if (raw_shm) {
