@@ -105,9 +105,11 @@ Result<detail::ProcessSetMembers> put_on_set(const detail::Runtime& runtime, Pen
   return members;
 }
 
-// The checked op of an allreduce (async or blocking), or why it is refused.
+// The checked op of an allreduce (async or blocking), or why it is refused. `input`: a
+// ConstTensorView, or the output's own TensorView in place (no copy of its shape).
+template <typename InputView>
 Result<std::shared_ptr<PendingOp>> make_allreduce(int rank, const std::string& name,
-                                                  const ConstTensorView& input,
+                                                  const InputView& input,
                                                   const TensorView& output,
                                                   const AllreduceOptions& options) {
   if (Status s = check_tensor(rank, name, input.data, input.dtype, input.shape, false); !s.is_ok())
@@ -161,18 +163,26 @@ void mark_phase(std::string_view name) { detail::telemetry::mark_phase_everywher
 const Topology& Worker::topology() const { return runtime_->topology(); }
 const std::string& Worker::job_id() const { return runtime_->job_id(); }
 
+namespace {
+template <typename InputView>
+Handle submit_allreduce(detail::Runtime& runtime, const std::string& name, const InputView& input,
+                        const TensorView& output, const AllreduceOptions& options) {
+  auto op = make_allreduce(runtime.topology().rank, name, input, output, options);
+  if (!op.is_ok()) return failed(name, op.status());
+  if (auto set = put_on_set(runtime, **op, options.process_set); !set.is_ok())
+    return failed(name, set.status());
+  return runtime.submit(std::move(op).value());
+}
+}  // namespace
+
 Handle Worker::allreduce_async(const std::string& name, ConstTensorView input, TensorView output,
                                const AllreduceOptions& options) {
-  auto op = make_allreduce(rank(), name, input, output, options);
-  if (!op.is_ok()) return failed(name, op.status());
-  if (auto set = put_on_set(*runtime_, **op, options.process_set); !set.is_ok())
-    return failed(name, set.status());
-  return runtime_->submit(std::move(op).value());
+  return submit_allreduce(*runtime_, name, input, output, options);
 }
 
 Handle Worker::allreduce_async(const std::string& name, TensorView inout,
                                const AllreduceOptions& options) {
-  return allreduce_async(name, ConstTensorView(inout), inout, options);
+  return submit_allreduce(*runtime_, name, inout, inout, options);
 }
 
 std::vector<Handle> Worker::grouped_allreduce_async(std::span<const std::string> names,
