@@ -1,6 +1,5 @@
 #include "worker_lib/runtime/one_shot_timer.h"
 
-#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -31,6 +30,7 @@ itimerspec at(std::chrono::steady_clock::time_point deadline) {
 OneShotTimer::~OneShotTimer() { stop(); }
 
 Status OneShotTimer::start(const char* thread_name) {
+  std::lock_guard<std::mutex> lock(mutex_);
   fd_ = ::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
   if (fd_ < 0)
     return internal_error(std::string("timerfd_create: ") + std::strerror(errno) +
@@ -39,25 +39,30 @@ Status OneShotTimer::start(const char* thread_name) {
   return Status::ok();
 }
 
+void OneShotTimer::set(const itimerspec& spec, int flags) {
+  if (fd_ >= 0 && !stopping_) (void)::timerfd_settime(fd_, flags, &spec, nullptr);
+}
+
 void OneShotTimer::arm(std::chrono::steady_clock::time_point deadline) {
-  if (fd_ < 0) return;
-  const itimerspec spec = at(deadline);
-  (void)::timerfd_settime(fd_, TFD_TIMER_ABSTIME, &spec, nullptr);
+  std::lock_guard<std::mutex> lock(mutex_);
+  set(at(deadline), TFD_TIMER_ABSTIME);
 }
 
 void OneShotTimer::disarm() {
-  if (fd_ < 0) return;
-  const itimerspec none{};
-  (void)::timerfd_settime(fd_, 0, &none, nullptr);
+  std::lock_guard<std::mutex> lock(mutex_);
+  set(itimerspec{}, 0);
 }
 
 void OneShotTimer::stop() {
-  if (fd_ < 0) return;
-  if (thread_.joinable()) {
-    stopping_.store(true);
-    arm(std::chrono::steady_clock::time_point{});  // long past: fires at once
-    thread_.join();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (fd_ < 0 || stopping_) return;
+    // Long past: the thread's read returns at once and sees stopping_.
+    set(at(std::chrono::steady_clock::time_point{}), TFD_TIMER_ABSTIME);
+    stopping_ = true;
   }
+  if (thread_.joinable()) thread_.join();
+  std::lock_guard<std::mutex> lock(mutex_);
   ::close(fd_);
   fd_ = -1;
 }
@@ -66,7 +71,10 @@ void OneShotTimer::run() {
   while (true) {
     uint64_t expirations = 0;
     const ssize_t n = ::read(fd_, &expirations, sizeof expirations);
-    if (stopping_.load()) return;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (stopping_) return;
+    }
     if (n == static_cast<ssize_t>(sizeof expirations)) fire_();
     // EINTR: read again. Any other error cannot happen on a valid timerfd.
   }

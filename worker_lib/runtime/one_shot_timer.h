@@ -7,9 +7,11 @@
 // Threads: arm() / disarm() from any thread; the callback runs on the timer's thread.
 #pragma once
 
-#include <atomic>
+#include <sys/timerfd.h>
+
 #include <chrono>
 #include <functional>
+#include <mutex>
 #include <thread>
 
 #include "common/status.h"
@@ -25,18 +27,23 @@ class OneShotTimer {
 
   // Creates the timer and its thread (named `thread_name`).
   Status start(const char* thread_name);
-  // Runs the callback once at `deadline` (replacing an earlier deadline). Before start(): no-op.
+  // Runs the callback once at `deadline` (replacing an earlier deadline). Before start() or
+  // after stop(): no-op.
   void arm(std::chrono::steady_clock::time_point deadline);
   void disarm();
   // Ends the thread (the destructor does too); a pending deadline never fires.
   void stop();
 
  private:
+  void set(const itimerspec& spec, int flags);  // mutex_ held
   void run();
 
   std::function<void()> fire_;
+  // Guards fd_ and stopping_: a disarm() racing stop() must not cancel the expiry that ends the
+  // thread.
+  std::mutex mutex_;
   int fd_ = -1;
-  std::atomic<bool> stopping_{false};
+  bool stopping_ = false;
   std::thread thread_;
 };
 

@@ -290,6 +290,7 @@ Status Runtime::shutdown(const std::optional<std::string>& failure) {
   }
   state_.wake.notify_all();
   plan_runner_->join();
+  submitter_->stop_batch_timer();  // nothing can be submitted any more
   release_peers_of_skipped_plans();
   autopsy_->stop();  // no report after Goodbye
   heartbeat_->stop();

@@ -46,6 +46,8 @@ class Submitter {
   Status let_batches_gather(std::chrono::microseconds cycle);
   // The state's mutex held, by whoever empties the outbox: the batch needs no timer any more.
   void batch_taken();
+  // Ends the timer's thread (shutdown, once nothing can be submitted).
+  void stop_batch_timer() { batch_timer_.stop(); }
   // Every submission from now on enters the flight recorder; null = off. Before the first one.
   void set_flight_recorder(FlightRecorder* recorder) { recorder_ = recorder; }
   // Sends what the outbox holds, unless it is empty (already sent or being sent).
