@@ -32,8 +32,9 @@ struct WorkState {
   std::deque<std::shared_ptr<PendingOp>> outbox;                            // not yet sent
   std::chrono::steady_clock::time_point outbox_since;  // when the outbox last stopped being empty
   std::chrono::steady_clock::time_point outbox_latest;  // when the latest op joined it
-  // The background thread sleeps until woken (PlanRunner::loop): a submission wakes it, unless
-  // it is gathering or working already (it looks at the outbox before it sleeps again).
+  // The background thread sleeps until woken (PlanRunner::loop): a submission wakes it (one
+  // that may gather, through the batch timer a cycle later), unless it is gathering or working
+  // already (it looks at the outbox before it sleeps again).
   bool loop_idle = false;
   // A timer will wake it for the batch in the outbox (Submitter::let_batches_gather).
   bool batch_timer_armed = false;
