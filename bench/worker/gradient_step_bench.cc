@@ -307,7 +307,7 @@ int main(int argc, char** argv) {
   std::vector<hvrun::detail::ReducePiece> step_pieces;
   for (auto it = tensors.rbegin(); it != tensors.rend(); ++it)
     step_pieces.push_back({it->data.data(), it->data.data(), it->data.size()});
-  if (raw_shm) {
+  if (raw_shm && f.steps >= 2) {  // taking turns needs two rounds at least
     results.front().parity = 0;
     results.push_back({"161 fused from the tensors avg, shm raw", [&] {
       return raw_shm
