@@ -22,20 +22,25 @@ std::string fast_counts(const JobResult& job) {
   return text;
 }
 
+// The "dtypes" worker's job (it checks every result against its reference): every rank
+// succeeded, and most calls ran fast. 38 dtype/op pairs x 5 sizes + 9 scaled, 12 calls each:
+// the first of each is negotiated, the other 11 can run fast. A rank descheduled past the
+// round's wait sends a call to the coordinator now and then.
+void expect_every_dtype_fast(int np, const std::vector<std::string>& argv, const JobOptions& options,
+                             const char* where) {
+  JobResult job = run_job(np, argv, options);
+  ASSERT_TRUE(job.all_succeeded()) << "np " << np << where << "\n" << job.describe();
+  const uint64_t possible = (38 * 5 + 9) * 11;
+  std::printf("np %d%s: %s of %llu possible\n", np, where, fast_counts(job).c_str(),
+              static_cast<unsigned long long>(possible));
+  for (int r = 0; r < np; ++r)
+    EXPECT_GE(job.fast_path_collectives[static_cast<size_t>(r)], possible * 8 / 10)
+        << "np " << np << where << " rank " << r << "; " << fast_counts(job);
+}
+
 TEST(FastPath, EveryDtypeOpAndSizeMatchesTheReferenceAndTakesTheFastPath) {
-  for (int np : {2, 3}) {
-    JobResult job = run_job(np, worker("dtypes"), {.timeout = std::chrono::seconds(120)});
-    ASSERT_TRUE(job.all_succeeded()) << "np " << np << "\n" << job.describe();
-    // 38 dtype/op pairs x 5 sizes + 9 scaled, 12 calls each: the first of each is negotiated,
-    // the other 11 can run fast. A rank descheduled past the 50 ms wait sends a call to the
-    // coordinator now and then; most must still have run fast.
-    const uint64_t possible = (38 * 5 + 9) * 11;
-    std::printf("np %d: %s of %llu possible\n", np, fast_counts(job).c_str(),
-                static_cast<unsigned long long>(possible));
-    for (int r = 0; r < np; ++r)
-      EXPECT_GE(job.fast_path_collectives[static_cast<size_t>(r)], possible * 8 / 10)
-          << "np " << np << " rank " << r << "; " << fast_counts(job);
-  }
+  for (int np : {2, 3})
+    expect_every_dtype_fast(np, worker("dtypes"), {.timeout = std::chrono::seconds(120)}, "");
 }
 
 TEST(FastPath, InterleavedWithAsyncBroadcastBarrierAndAllgatherStaysCorrect) {
@@ -99,13 +104,19 @@ TEST(FastPath, PeerThatShutDownIsNotWaitedFor) {
   EXPECT_TRUE(job.all_succeeded()) << job.describe();
 }
 
-TEST(FastPath, RankDyingMidRunFailsThePeersNextCallPromptly) {
-  JobResult job = run_job(2, worker("abort"), {.timeout = std::chrono::seconds(60)});
+// The "abort" worker's two-rank job: rank 1 kills itself (SIGKILL) mid-run, and rank 0's next
+// call fails promptly (the worker says so) instead of waiting in a round.
+void expect_dying_rank_fails_the_peer(const std::vector<std::string>& argv) {
+  JobResult job = run_job(2, argv, {.timeout = std::chrono::seconds(60)});
   ASSERT_EQ(job.ranks.size(), 2u);
   EXPECT_EQ(job.ranks[1].exit_code, 128 + 9) << job.describe();
   EXPECT_EQ(job.ranks[0].exit_code, 0) << job.describe();
   EXPECT_NE(job.ranks[0].out.find("failed as expected"), std::string::npos) << job.describe();
   std::printf("%s", job.ranks[0].out.c_str());
+}
+
+TEST(FastPath, RankDyingMidRunFailsThePeersNextCallPromptly) {
+  expect_dying_rank_fails_the_peer(worker("abort"));
 }
 
 // Across hosts: ranks alternate between two simulated hosts, so the job's round agreement is
@@ -118,18 +129,11 @@ std::vector<std::string> worker_on_two_hosts(const std::string& mode) {
 
 TEST(FastPath, AcrossHostsEveryDtypeOpAndSizeMatchesTheReferenceAndTakesTheFastPath) {
   // A round waits up to 2 s, so that ranks descheduled on this loaded 2-core machine still meet.
-  for (int np : {2, 3, 4}) {
-    JobResult job = run_job(np, worker_on_two_hosts("dtypes"),
+  for (int np : {2, 3, 4})
+    expect_every_dtype_fast(np, worker_on_two_hosts("dtypes"),
                             {.timeout = std::chrono::seconds(120),
-                             .extra_env = {{"HVRUN_FAST_PATH_WAIT_MS", "2000"}}});
-    ASSERT_TRUE(job.all_succeeded()) << "np " << np << "\n" << job.describe();
-    const uint64_t possible = (38 * 5 + 9) * 11;
-    std::printf("np %d on two hosts: %s of %llu possible\n", np, fast_counts(job).c_str(),
-                static_cast<unsigned long long>(possible));
-    for (int r = 0; r < np; ++r)
-      EXPECT_GE(job.fast_path_collectives[static_cast<size_t>(r)], possible * 8 / 10)
-          << "np " << np << " rank " << r << "; " << fast_counts(job);
-  }
+                             .extra_env = {{"HVRUN_FAST_PATH_WAIT_MS", "2000"}}},
+                            " on two hosts");
 }
 
 TEST(FastPath, AcrossHostsInterleavedWithOtherCollectivesStaysCorrect) {
@@ -170,12 +174,7 @@ TEST(FastPath, AcrossHostsAPeerThatShutDownIsNotWaitedFor) {
 }
 
 TEST(FastPath, AcrossHostsARankDyingMidRunFailsThePeersNextCallPromptly) {
-  JobResult job = run_job(2, worker_on_two_hosts("abort"), {.timeout = std::chrono::seconds(60)});
-  ASSERT_EQ(job.ranks.size(), 2u);
-  EXPECT_EQ(job.ranks[1].exit_code, 128 + 9) << job.describe();
-  EXPECT_EQ(job.ranks[0].exit_code, 0) << job.describe();
-  EXPECT_NE(job.ranks[0].out.find("failed as expected"), std::string::npos) << job.describe();
-  std::printf("%s", job.ranks[0].out.c_str());
+  expect_dying_rank_fails_the_peer(worker_on_two_hosts("abort"));
 }
 
 }  // namespace
