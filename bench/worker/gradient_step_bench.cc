@@ -116,13 +116,17 @@ struct Tensor {
 };
 
 // "name 64x3x7x7" per line.
-std::vector<Tensor> read_params(const std::string& path) {
+std::vector<ParamShape> read_params(const std::string& path) {
   auto params = read_param_file(path);
   if (!params) usage("cannot read " + path + " (pass --params PATH)");
+  if (params->empty()) usage(path + " lists no tensors");
+  return std::move(*params);
+}
+
+std::vector<Tensor> make_tensors(const std::vector<ParamShape>& params) {
   std::vector<Tensor> tensors;
-  for (const ParamShape& p : *params)
+  for (const ParamShape& p : params)
     tensors.push_back({p.name, std::vector<float>(static_cast<size_t>(p.elements()))});
-  if (tensors.empty()) usage(path + " lists no tensors");
   return tensors;
 }
 
@@ -229,11 +233,11 @@ void time_round_robin(const Flags& f, std::vector<Result>& results) {
 
 int main(int argc, char** argv) {
   Flags f = parse(argc, argv);
+  const std::vector<ParamShape> params = read_params(f.params);
   size_t total = 0;
-  if (auto params = read_param_file(f.params))
-    for (const ParamShape& p : *params) total += static_cast<size_t>(p.elements());
+  for (const ParamShape& p : params) total += static_cast<size_t>(p.elements());
   std::vector<float> raw_shm_packed(f.reference_first ? total : 0, 0.0f);
-  std::vector<Tensor> tensors = read_params(f.params);
+  std::vector<Tensor> tensors = make_tensors(params);
 
   auto init = hvrun::Worker::init();
   if (!init.is_ok()) {

@@ -90,9 +90,10 @@ Status CpuExecutor::reduce_pieces(const v1::Response& r) {
   if (!phase_observer_) return backend_.allreduce_pieces(pieces_, dtype, op, scaling, fusion_, nullptr);
   // This rank's bytes (local_bytes) from the pieces, counted before the collective: the
   // entries it would read are cold by the end of a large one.
-  uint64_t bytes = 0;
+  size_t elements = 0;
   for (const ReducePiece& p : pieces_)
-    if (p.input) bytes += p.count * dtype_size(dtype);
+    if (p.input) elements += p.count;
+  const uint64_t bytes = elements * dtype_size(dtype);
   PiecePhases phases;
   const auto start = telemetry::PhaseClock::now();
   Status status = backend_.allreduce_pieces(pieces_, dtype, op, scaling, fusion_, &phases);
