@@ -38,6 +38,9 @@ std::vector<uint32_t> ProcessSetPlanes::ids() const {
 bool ProcessSetPlanes::takes_part_in(const v1::Plan& plan) const {
   std::lock_guard<std::mutex> lock(mutex_);
   for (const v1::Response& response : plan.responses()) {
+    // An error (a departed rank's, a mismatch, a duplicate) moves nothing: every rank fails its
+    // handles on its own (plan_runner.cc), so no peer waits for this rank there.
+    if (!response.error().empty() || response.error_ranks_size() > 0) continue;
     if (response.process_set_id() == 0) return true;
     auto it = sets_.find(response.process_set_id());
     if (it != sets_.end() && it->second->members.includes_me()) return true;

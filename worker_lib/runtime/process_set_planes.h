@@ -63,8 +63,10 @@ class ProcessSetPlanes {
   // Any thread: the set's members (id 0: every rank), or nullopt when it does not exist here.
   std::optional<ProcessSetMembers> members(uint32_t id) const;
   std::vector<uint32_t> ids() const;  // ascending, 0 first
-  // Any thread: whether `plan` has a response this rank runs (of the global set or of a set it
-  // is in); a plan of other sets only passes this rank by.
+  // Any thread: whether `plan` has a response this rank runs with its peers (of the global set
+  // or of a set it is in, without an error); a plan of other sets only passes this rank by, and
+  // an error response (e.g. "rank 1 left the job", for a peer's later call) no rank runs on a
+  // data plane. Shutdown tears the data planes down when this rank skips such a plan.
   bool takes_part_in(const v1::Plan& plan) const;
 
   // Executor lock held. Records set `id`; a member connects its data planes with the others

@@ -352,7 +352,8 @@ void Runtime::release_peers_of_skipped_plans() {
   bool skipped = false;
   {
     // The loop has stopped: the plans it never started are the inbox's. Only those this rank
-    // takes part in keep peers waiting (another process set's plans only pass it by, and
+    // takes part in keep peers waiting (another process set's plans only pass it by, and so
+    // does an error response, such as the one for a peer's call made after this rank left:
     // tearing down then would fail peers still finishing a collective this rank completed).
     std::lock_guard<std::mutex> lock(state_.mutex);
     skipped = state_.skipped_plan;
