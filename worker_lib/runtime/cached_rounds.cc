@@ -190,9 +190,7 @@ void CachedRounds::execute(std::vector<Held> agreed) {
   // the coordinator first planned these tensors.
   FusionPacker packer(c_.fusion_threshold_bytes);
   std::vector<FusionKey> keys;
-  std::vector<v1::Response> responses;
-  std::vector<ResponseEntries> entries;
-  std::vector<uint64_t> bytes_of;
+  std::vector<uint64_t> bytes_of;  // one per response: how many there are this round
   for (Held& h : agreed) {
     std::shared_ptr<PendingOp>& op = h.op;
     const FusionKey fusion{v1::COLLECTIVE_OP_ALLREDUCE,
@@ -207,26 +205,32 @@ void CachedRounds::execute(std::vector<Held> agreed) {
                        static_cast<int64_t>(dtype_size(op->dtype));
     int response = packer.place(key, bytes);
     if (response < 0) {
-      response = static_cast<int>(responses.size());
+      response = static_cast<int>(bytes_of.size());
       packer.opened(key, response, bytes);
-      fill_header(responses.emplace_back(), *op, c_.world_size);
-      entries.emplace_back();
+      if (bytes_of.size() == responses_.size()) {
+        responses_.emplace_back();
+        entries_.emplace_back();
+      }
+      v1::Response& opened = responses_[bytes_of.size()];
+      opened.Clear();  // keeps its ResponseTensors for add_tensors() to reuse
+      fill_header(opened, *op, c_.world_size);
       bytes_of.push_back(0);
     }
     const auto r = static_cast<size_t>(response);
     // No name: this rank's executor reads its own ops (entries), and a round never runs while
     // the timeline (the only reader of a response's names) records.
-    v1::ResponseTensor& tensor = *responses[r].add_tensors();
+    v1::ResponseTensor& tensor = *responses_[r].add_tensors();
     tensor.set_cache_id(h.id);
     tensor.mutable_shape()->Assign(op->shape.begin(), op->shape.end());
     bytes_of[r] += static_cast<uint64_t>(bytes);
-    entries[r].push_back(std::move(op));
+    entries_[r].push_back(std::move(op));
   }
-  for (size_t i = 0; i < responses.size(); ++i) {
+  for (size_t i = 0; i < bytes_of.size(); ++i) {
     const auto start = telemetry::PhaseClock::now();
-    c_.executor.execute(responses[i], entries[i]);
+    c_.executor.execute(responses_[i], entries_[i]);
     c_.telemetry.on_fast_collective(v1::COLLECTIVE_OP_ALLREDUCE, start,
                                     telemetry::PhaseClock::now(), bytes_of[i]);
+    entries_[i].clear();  // the ops end here, as they did when the entries were the round's own
   }
 }
 

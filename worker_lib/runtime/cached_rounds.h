@@ -104,6 +104,10 @@ class CachedRounds {
   bool enabled_ = false;
   std::vector<Held> held_;  // in submission order
   std::vector<uint32_t> outbox_ids_;  // take_outbox's: the outbox's cache ids, found once
+  // execute()'s responses and their entries, kept from round to round: a step's rounds have
+  // the same tensors, so clearing them keeps every ResponseTensor and vector for the next.
+  std::vector<v1::Response> responses_;
+  std::vector<ResponseEntries> entries_;
   // Set while a thread is inside dispatch_locked(): a thread about to wait leaves the outbox
   // to it instead of sending what it would hold.
   std::atomic<bool> dispatching_{false};

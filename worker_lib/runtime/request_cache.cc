@@ -1,5 +1,7 @@
 #include "worker_lib/runtime/request_cache.h"
 
+#include <algorithm>
+
 namespace hvrun::detail {
 namespace {
 
@@ -11,6 +13,17 @@ uint64_t fnv1a64(const std::string& bytes) {
 
 }  // namespace
 
+ShapeKey::ShapeKey(const std::vector<int64_t>& shape) : rank_(shape.size()) {
+  if (rank_ > kInline) long_shape_ = shape;
+  else std::copy(shape.begin(), shape.end(), dims_.begin());
+}
+
+bool ShapeKey::operator==(const std::vector<int64_t>& shape) const {
+  if (shape.size() != rank_) return false;
+  if (rank_ > kInline) return long_shape_ == shape;
+  return std::equal(shape.begin(), shape.end(), dims_.begin());
+}
+
 bool RequestCache::may_run_fast(const PendingOp& op) {
   return op.op == v1::COLLECTIVE_OP_ALLREDUCE && !op.device.is_cuda() && op.group_id == 0 &&
          op.process_set == 0;
@@ -19,10 +32,8 @@ bool RequestCache::may_run_fast(const PendingOp& op) {
 bool RequestCache::fast_entry_matches(const CacheEntry& entry, DataType dtype,
                                       const std::vector<int64_t>& shape, ReduceOp op,
                                       double prescale, double postscale) {
-  if (!entry.fast_metadata) return false;
-  const PendingOp& m = *entry.fast_metadata;
-  return m.dtype == dtype && m.shape == shape && m.reduce_op == op && m.prescale == prescale &&
-         m.postscale == postscale;
+  return entry.fast && entry.dtype == dtype && entry.reduce_op == op &&
+         entry.prescale == prescale && entry.postscale == postscale && entry.shape == shape;
 }
 
 std::optional<uint32_t> RequestCache::cached_id(const PendingOp& op) const {
@@ -48,22 +59,23 @@ void RequestCache::remember(const v1::Response& response,
     // Unchanged, unless the entry came from a grouped allreduce (same signature, no fast entry)
     // and this one could run fast.
     if (it != entries_.end() && it->second.id == id && it->second.signature == signature &&
-        (!may_run_fast(op) || it->second.fast_metadata))
+        (!may_run_fast(op) || it->second.fast))
       continue;
     entries_[op.name()] = make_entry(id, op, std::move(signature));
   }
 }
 
 CacheEntry RequestCache::make_entry(uint32_t id, const PendingOp& op, std::string signature) const {
-  CacheEntry entry{id, std::move(signature), nullptr, 0};
+  CacheEntry entry;
+  entry.id = id;
+  entry.signature = std::move(signature);
   if (!may_run_fast(op)) return entry;
-  // The op's metadata only: no buffers, no handle (the entry outlives the call).
-  auto metadata = std::make_shared<PendingOp>(op);
-  metadata->input = nullptr;
-  metadata->output = nullptr;
-  metadata->stream = nullptr;
-  metadata->handle = nullptr;
-  entry.fast_metadata = std::move(metadata);
+  entry.fast = true;
+  entry.dtype = op.dtype;
+  entry.reduce_op = op.reduce_op;
+  entry.prescale = op.prescale;
+  entry.postscale = op.postscale;
+  entry.shape = ShapeKey(op.shape);
   entry.signature_hash = fnv1a64(entry.signature);
   return entry;
 }

@@ -8,6 +8,7 @@
 // held), so holding either one is enough to read it (runtime.h's lock order).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -20,19 +21,40 @@
 
 namespace hvrun::detail {
 
+// A shape held inline up to four dimensions (every tensor of the usual models): comparing it
+// with a request's reads no memory beyond the entry, which a step's 161 lookups find cold.
+class ShapeKey {
+ public:
+  ShapeKey() = default;
+  explicit ShapeKey(const std::vector<int64_t>& shape);
+  bool operator==(const std::vector<int64_t>& shape) const;
+
+ private:
+  static constexpr size_t kInline = 4;
+  size_t rank_ = 0;
+  std::array<int64_t, kInline> dims_{};
+  std::vector<int64_t> long_shape_;  // the whole shape, when it has more than kInline dimensions
+};
+
 struct CacheEntry {
   uint32_t id = 0;
-  std::string signature;
-  // An allreduce of a CPU tensor, which the fast path may run: the op as cached (its fields, no
-  // buffers) and a hash of `signature`. Null and 0 for every other op.
-  std::shared_ptr<const PendingOp> fast_metadata;
+  // An allreduce of a CPU tensor, which the fast path may run: the metadata it was cached for
+  // (what the fast path compares a call with) and a hash of `signature`. False and 0 for every
+  // other op.
+  bool fast = false;
+  DataType dtype = DataType::kUInt8;
+  ReduceOp reduce_op = ReduceOp::kSum;
+  double prescale = 1.0;
+  double postscale = 1.0;
+  ShapeKey shape;
   uint64_t signature_hash = 0;
+  std::string signature;
 };
 
 class RequestCache {
  public:
   // Whether an op of this kind may run without the coordinator once cached: an allreduce of a
-  // CPU tensor outside a group (the entries with fast_metadata).
+  // CPU tensor outside a group (the entries marked fast).
   static bool may_run_fast(const PendingOp& op);
   // Whether an allreduce with this metadata is what `entry` cached for the fast path, so its
   // id still stands for it.
