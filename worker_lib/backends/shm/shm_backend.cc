@@ -453,12 +453,15 @@ class ShmBackend final : public Backend {
     return Status::ok();
   }
 
+  // Rank k's arrival counts before a teardown: a peer that arrived wrote its part of this step
+  // first, so a teardown after it (the peer done, and leaving) must not fail this rank's step;
+  // the next barrier, which the peer will not reach, sees the teardown.
   Status wait_for(int k, Deadline deadline) {
     shm::RankLine& line = segment_->line(k);
     for (int i = 0; i < kSpinPolls; ++i) {
       uint32_t v = line.arrived.load(std::memory_order_acquire);
-      if (v & kAbortBit) return aborted_status();
       if (reached(v)) return Status::ok();
+      if (v & kAbortBit) return aborted_status();
       shm::cpu_relax();
     }
     // Then keep polling, yielding the core between polls, for up to kYieldSpin: a peer that is
@@ -469,8 +472,8 @@ class ShmBackend final : public Backend {
     do {
       for (int i = 0; i < kYieldPolls; ++i) {
         uint32_t v = line.arrived.load(std::memory_order_acquire);
-        if (v & kAbortBit) return aborted_status();
         if (reached(v)) return Status::ok();
+        if (v & kAbortBit) return aborted_status();
         sched_yield();
       }
     } while (std::chrono::steady_clock::now() < yield_until);
@@ -482,8 +485,8 @@ class ShmBackend final : public Backend {
         shm::futex_wait(&line.arrived, v, std::min<std::chrono::nanoseconds>(left, kMaxSleep));
       line.sleepers.fetch_sub(1);
       v = line.arrived.load(std::memory_order_acquire);
-      if (v & kAbortBit) return aborted_status();
       if (reached(v)) return Status::ok();
+      if (v & kAbortBit) return aborted_status();
       if (std::chrono::steady_clock::now() >= deadline) return timed_out(k);
     }
   }
