@@ -210,6 +210,30 @@ TEST(ShmBackendAbort, AbortFromAnotherThreadWakesThisRanksWait) {
   });
 }
 
+// Rank 0 waits at a barrier (asleep by then); rank 1 arrives, passes it and at once tears its
+// side down as it leaves: rank 0 must still pass that barrier, since every rank arrived (rank
+// 1's part of the step was done before it arrived), and fail its next one with the teardown's
+// reason. Without the arrival counting first, rank 0 woke to both and failed the finished step.
+TEST(ShmBackendAbort, APeerThatArrivedBeforeItsTeardownStillCountsAtThatBarrier) {
+  ShmRanks cfg;
+  cfg.timeout = std::chrono::seconds(60);
+  run_shm_ranks(2, cfg, [&](Backend& b) {
+    if (b.rank() == 1) {
+      // Not synchronisation (any order passes): rank 0 is asleep in its wait by then, so that
+      // it wakes to the arrival and the teardown together.
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      EXPECT_TRUE(b.barrier().is_ok());
+      b.abort("test: rank 1 leaving");
+      return;
+    }
+    Status passed = b.barrier();
+    EXPECT_TRUE(passed.is_ok()) << passed.to_string();
+    Status next = b.barrier();
+    EXPECT_EQ(next.code(), StatusCode::kAborted) << next.to_string();
+    EXPECT_NE(next.message().find("test: rank 1 leaving"), std::string::npos) << next.message();
+  });
+}
+
 TEST(ShmBackendAbort, MissingPeerTimesOutAndFailsTheOthersToo) {
   ShmRanks cfg;
   cfg.timeout = std::chrono::milliseconds(300);
