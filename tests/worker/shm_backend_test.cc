@@ -213,7 +213,7 @@ TEST(ShmBackendAbort, AbortFromAnotherThreadWakesThisRanksWait) {
 // Rank 0 waits at a barrier (asleep by then); rank 1 arrives, passes it and at once tears its
 // side down as it leaves: rank 0 must still pass that barrier, since every rank arrived (rank
 // 1's part of the step was done before it arrived), and fail its next one with the teardown's
-// reason. Without the arrival counting first, rank 0 woke to both and failed the finished step.
+// reason: a wait reads the arrival before the teardown.
 TEST(ShmBackendAbort, APeerThatArrivedBeforeItsTeardownStillCountsAtThatBarrier) {
   ShmRanks cfg;
   cfg.timeout = std::chrono::seconds(60);
