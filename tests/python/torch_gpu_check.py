@@ -10,6 +10,7 @@ job. Prints 'torch gpu check: N checks passed on rank R' and exits 0, or raises.
 script where there is no GPU.
 """
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -210,6 +211,9 @@ def dist_packed_step():
 bucket_us = timed(dist_bucket_step)
 packed_us = timed(dist_packed_step)
 dist.destroy_process_group()
+hvd.barrier()  # every rank is done with the store before it goes
+if rank == 0:
+    shutil.rmtree(store_dir, ignore_errors=True)
 if rank == 0:
     print("torch gpu check: one step's allreduce of %d tensors (%.1f MB float32), %d ranks on %s:"
           % (len(RESNET50_TENSORS), megabytes, size, device_name))
