@@ -4,7 +4,9 @@
 #include <link.h>
 
 #include <filesystem>
+#include <string>
 
+#include "common/nccl_functions_used.h"
 #include "launcher/doctor/probe.h"
 
 namespace hvrun::doctor {
@@ -55,6 +57,9 @@ void probe_nccl(MachineDescription& m) {
   } else {
     m.nccl_runtime.note = "ncclGetVersion failed";
   }
+  for (std::string_view function : kNcclFunctionsUsed)
+    if (dlsym(lib, std::string(function).c_str()) == nullptr)
+      m.nccl_runtime.missing.emplace_back(function);
   dlclose(lib);
 }
 

@@ -20,6 +20,8 @@ struct LibraryFound {
   std::string version;  // "2.28.9", "13.0"
   int code = 0;         // NCCL_VERSION_CODE-style (22809) or CUDA-style (13000)
   std::string note;     // why not found, or a hint ("present in /usr/local/cuda/lib64 but ...")
+  // NCCL: the functions hvrun's GPU data plane calls that this library does not export.
+  std::vector<std::string> missing;
 };
 
 struct DriverInfo {

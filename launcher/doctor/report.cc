@@ -17,6 +17,10 @@ std::string library_text(const LibraryFound& lib) {
   std::string text = lib.version.empty() ? "found" : lib.version;
   if (!lib.path.empty()) text += " (" + lib.path + ")";
   if (!lib.note.empty()) text += "; " + lib.note;
+  if (!lib.missing.empty()) {
+    text += "; lacks";
+    for (const std::string& f : lib.missing) text += " " + f;
+  }
   return text;
 }
 
@@ -224,7 +228,10 @@ std::string render_json(const MachineDescription& m, const BuildFacts& b,
       .end_object();
   auto lib = [&w](const char* key, const LibraryFound& l) {
     w.begin_object(key).value("found", l.found).value("version", l.version).value("code", l.code)
-        .value("path", l.path).value("note", l.note).end_object();
+        .value("path", l.path).value("note", l.note);
+    w.begin_array("missing");
+    for (const std::string& f : l.missing) w.value({}, f);
+    w.end_array().end_object();
   };
   lib("cuda_runtime", m.cuda_runtime);
   lib("nccl_runtime", m.nccl_runtime);

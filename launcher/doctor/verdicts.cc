@@ -276,14 +276,26 @@ void check_nccl_library(const MachineDescription& m, const BuildFacts& b, std::v
                    m.nccl_runtime.note, "install NCCL or add its lib directory to LD_LIBRARY_PATH"});
     return;
   }
-  if (b.nccl_version_code > 0 && m.nccl_runtime.found && m.nccl_runtime.code > 0 &&
-      m.nccl_runtime.code < b.nccl_version_code) {
-    out.push_back({Severity::kWarning, "nccl-older-than-build",
-                   "libnccl.so.2 found at run time is older than the NCCL hvrun was built with",
-                   "found " + m.nccl_runtime.version + " (" + m.nccl_runtime.path + "), built with " +
-                       b.nccl_version + ": symbols hvrun uses may be missing",
-                   "put NCCL >= " + b.nccl_version + " first on the library path"});
+  if (b.nccl_version_code == 0 || !m.nccl_runtime.found) return;
+  const std::string found = m.nccl_runtime.version + " (" + m.nccl_runtime.path + ")";
+  if (!m.nccl_runtime.missing.empty()) {
+    std::string functions;
+    for (const std::string& f : m.nccl_runtime.missing) functions += (functions.empty() ? "" : ", ") + f;
+    out.push_back({Severity::kError, "nccl-missing-functions",
+                   "libnccl.so.2 found at run time lacks NCCL functions hvrun calls",
+                   "found " + found + " without " + functions + ": hvrun's GPU data plane "
+                   "(libhvrun_cuda.so) cannot load with it, so every CUDA tensor's collective fails",
+                   "put NCCL >= " + b.nccl_version + " first on the library path (LD_LIBRARY_PATH; "
+                   "PyTorch's nvidia/nccl/lib has one)"});
+    return;
   }
+  // An older NCCL with every function hvrun calls works: said, not warned about.
+  if (m.nccl_runtime.code > 0 && m.nccl_runtime.code < b.nccl_version_code)
+    out.push_back({Severity::kInfo, "nccl-older-than-build",
+                   "libnccl.so.2 found at run time is older than the NCCL hvrun was built with",
+                   "found " + found + ", built with " + b.nccl_version +
+                       "; it has every NCCL function hvrun calls",
+                   ""});
 }
 
 void check_busy(const MachineDescription& m, std::vector<Verdict>& out) {

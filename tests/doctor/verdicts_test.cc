@@ -270,10 +270,26 @@ TEST(DoctorVerdicts, NcclLibraryMissingOrOlderThanTheBuild) {
   auto d = find(diagnose(m, cuda_build()), "nccl-missing");
   ASSERT_TRUE(d);
   EXPECT_EQ(d->severity, Severity::kError);
+  // Older than the build but with every function hvrun calls (an image's 2.28.3 under a build
+  // against 2.28.9): said, not warned about, and the doctor's exit code stays 0.
   m.nccl_runtime = {true, "/opt/nccl/libnccl.so.2", "2.18.1", 21801, ""};
-  d = find(diagnose(m, cuda_build()), "nccl-older-than-build");
+  auto verdicts = diagnose(m, cuda_build());
+  d = find(verdicts, "nccl-older-than-build");
   ASSERT_TRUE(d);
+  EXPECT_EQ(d->severity, Severity::kInfo);
   EXPECT_NE(d->reason.find("2.18.1"), std::string::npos);
+  EXPECT_FALSE(find(verdicts, "nccl-missing-functions"));
+  EXPECT_EQ(exit_code(verdicts), 0);
+  // Lacking a function the GPU data plane calls: it cannot load, whatever the version says.
+  m.nccl_runtime = {true, "/opt/nccl/libnccl.so.2", "2.12.12", 21212, "", {"ncclCommInitRankConfig"}};
+  verdicts = diagnose(m, cuda_build());
+  d = find(verdicts, "nccl-missing-functions");
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->severity, Severity::kError);
+  EXPECT_NE(d->reason.find("ncclCommInitRankConfig"), std::string::npos) << d->reason;
+  EXPECT_NE(d->fix.find("LD_LIBRARY_PATH"), std::string::npos) << d->fix;
+  EXPECT_FALSE(find(verdicts, "nccl-older-than-build"));
+  EXPECT_EQ(exit_code(verdicts), 2);
   // A CPU build needs no NCCL.
   m.nccl_runtime = {};
   EXPECT_FALSE(find(diagnose(m, cpu_build()), "nccl-missing"));
