@@ -6,7 +6,8 @@
 //
 //   hvrun -np 2 -H localhost:2 [--fusion-threshold-mb 0] build/bin/hvrun_gradient_bench
 //       [--params resnet50_params.txt] [--steps 20] [--warmup 3] [--backend both|hvrun]
-//       [--label fusion-on] [--trace] [--mark-steps] [--no-shm-raw] [--reference-first] [--json]
+//       [--label fusion-on] [--trace] [--mark-steps] [--no-shm-raw] [--reference-first]
+//       [--huge-pages] [--json]
 //
 // Prints steps/s (median and mean over --steps after --warmup; the variants take turns, step by
 // step, so they see the same machine load) for: the step through hvrun, one packed allreduce
@@ -23,6 +24,9 @@
 // --reference-first allocates the raw packed reference's buffer first, before the tensors (by
 // default it comes after them): where a buffer's pages came from moves a pass over it by
 // several percent on some machines (bench/RESULTS.md, section 31).
+// --huge-pages puts every buffer of 2 MiB or more (the large tensors and the references) on
+// transparent huge pages (bench_buffers.h): the step and its references then compare on the
+// same kind of pages; the run says when the kernel's THP mode gives it none.
 // --mark-steps: each step marks two phases ("backward" while submitting, "wait") and its end,
 // as a trainer does for straggler attribution (docs/metrics.md).
 #include <algorithm>
@@ -38,6 +42,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/worker/bench_buffers.h"
 #include "bench/worker/bench_report.h"
 #include "bench/worker/directory_store.h"
 #include "bench/param_file.h"
@@ -65,13 +70,14 @@ struct Flags {
   bool mark_steps = false;  // each step marks its phases and its end (straggler attribution)
   bool shm_raw = true;      // the data plane called directly beside the library
   bool reference_first = false;  // the raw packed buffer allocated before the tensors
+  bool huge_pages = false;       // buffers on transparent huge pages (bench_buffers.h)
 };
 
 [[noreturn]] void usage(const std::string& problem) {
   std::fprintf(stderr,
                "hvrun_gradient_bench: %s\nusage: hvrun -np N hvrun_gradient_bench [--params PATH] "
                "[--steps N] [--warmup N] [--backend both|hvrun] [--label TEXT] [--trace] [--mark-steps] "
-               "[--no-shm-raw] [--reference-first] [--json]\n",
+               "[--no-shm-raw] [--reference-first] [--huge-pages] [--json]\n",
                problem.c_str());
   std::exit(2);
 }
@@ -105,14 +111,17 @@ Flags parse(int argc, char** argv) {
     else if (a == "--mark-steps") f.mark_steps = true;
     else if (a == "--no-shm-raw") f.shm_raw = false;
     else if (a == "--reference-first") f.reference_first = true;
+    else if (a == "--huge-pages") f.huge_pages = true;
     else usage("unknown flag " + a);
   }
   return f;
 }
 
+using hvrun::bench::Floats;
+
 struct Tensor {
   std::string name;
-  std::vector<float> data;
+  Floats data;
 };
 
 // "name 64x3x7x7" per line.
@@ -126,7 +135,7 @@ std::vector<ParamShape> read_params(const std::string& path) {
 std::vector<Tensor> make_tensors(const std::vector<ParamShape>& params) {
   std::vector<Tensor> tensors;
   for (const ParamShape& p : params)
-    tensors.push_back({p.name, std::vector<float>(static_cast<size_t>(p.elements()))});
+    tensors.push_back({p.name, Floats(static_cast<size_t>(p.elements()))});
   return tensors;
 }
 
@@ -139,7 +148,7 @@ double seconds_since(Clock::time_point start) {
 // Average of rank+1 over n ranks, stable once every rank holds it.
 float expected_average(int size) { return static_cast<float>(size + 1) / 2.0f; }
 
-int64_t count_wrong(const std::vector<float>& data, float want) {
+int64_t count_wrong(const Floats& data, float want) {
   return std::count_if(data.begin(), data.end(), [&](float v) { return v != want; });
 }
 
@@ -233,10 +242,17 @@ void time_round_robin(const Flags& f, std::vector<Result>& results) {
 
 int main(int argc, char** argv) {
   Flags f = parse(argc, argv);
+  hvrun::bench::huge_pages() = f.huge_pages;
+  if (f.huge_pages) {
+    const std::string mode = hvrun::bench::transparent_huge_pages_mode();
+    if (mode != "always" && mode != "madvise")
+      std::fprintf(stderr, "hvrun_gradient_bench: --huge-pages: transparent huge pages are '%s' "
+                   "here, so the buffers stay on 4 KiB pages\n", mode.empty() ? "unknown" : mode.c_str());
+  }
   const std::vector<ParamShape> params = read_params(f.params);
   size_t total = 0;
   for (const ParamShape& p : params) total += static_cast<size_t>(p.elements());
-  std::vector<float> raw_shm_packed(f.reference_first ? total : 0, 0.0f);
+  Floats raw_shm_packed(f.reference_first ? total : 0, 0.0f);
   std::vector<Tensor> tensors = make_tensors(params);
 
   auto init = hvrun::Worker::init();
@@ -258,7 +274,7 @@ int main(int argc, char** argv) {
   const float fill = static_cast<float>(w.rank() + 1);
   const float want = expected_average(w.size());
   for (Tensor& t : tensors) std::fill(t.data.begin(), t.data.end(), fill);
-  std::vector<float> packed(total, fill);
+  Floats packed(total, fill);
   int64_t wrong = 0;
   const hvrun::AllreduceOptions average{.op = hvrun::ReduceOp::kAverage};
 
@@ -328,7 +344,7 @@ int main(int argc, char** argv) {
     return w.allreduce("bench.packed", packed_view, average).is_ok();
   }, {}});
   // The same with Sum, as raw Gloo runs it: separates the cost of Average from the stack's.
-  std::vector<float> packed_sum(total, 1.0f);
+  Floats packed_sum(total, 1.0f);
   hvrun::TensorView packed_sum_view{packed_sum.data(), hvrun::DataType::kFloat32,
                                     {static_cast<int64_t>(total)}};
   results.push_back({"packed allreduce sum, hvrun", [&] {
@@ -357,7 +373,7 @@ int main(int argc, char** argv) {
 
   // Raw Gloo sums (values double every call: exact in float32 for these few calls); the
   // division Average adds is left out of its floor (about 4 ms for these bytes, measured).
-  std::vector<float> raw_packed(raw ? total : 0, 1.0f);
+  Floats raw_packed(raw ? total : 0, 1.0f);
   std::vector<Tensor> raw_tensors = raw ? tensors : std::vector<Tensor>{};
   if (raw) {
     results.push_back({"packed allreduce sum, raw gloo", [&] {
@@ -382,9 +398,9 @@ int main(int argc, char** argv) {
                                         : f.label;
     if (!f.json)
       std::printf("# hvrun_gradient_bench: %zu tensors, %.1f MiB float32, %d ranks, %d steps after "
-                  "%d warm-ups, %s\n",
+                  "%d warm-ups, %s%s\n",
                   tensors.size(), static_cast<double>(total) * 4 / (1 << 20), w.size(), f.steps,
-                  f.warmup, label.c_str());
+                  f.warmup, label.c_str(), f.huge_pages ? ", buffers on huge pages" : "");
     std::vector<double> rates;
     for (const Result& r : results) {
       if (r.seconds.empty()) {
