@@ -1,8 +1,8 @@
 """bench/compare --python: hvrun from Python beside Horovod and PyTorch DDP, in one run.
 
 Each round runs, back to back, 2 ranks each on loopback, each peer under its own launcher:
-  C++           hvrun_gradient_bench --backend hvrun (hvrun -np 2): the step the Python one is
-                measured against;
+  C++           hvrun_gradient_bench --step-alone (hvrun -np 2): the step the Python one is
+                measured against, its steps back to back as the Python ones are;
   hvrun.torch   bench/python/step_bench.py --api hvrun (hvrun -np 2, the project's .venv);
   Horovod       the same program, --api horovod, under horovodrun --gloo, --mpi, and --mpi with
                 fusion off (the bench environment of scripts/install-bench-deps; skipped, with a
@@ -71,9 +71,11 @@ class Peers:
         a = self.args
         step = [os.path.join(HERE, "step_bench.py"), "--params", a.params] + self.sizes + \
             self.latency
+        # --step-alone: C++'s steps back to back, as step_bench.py runs the Python ones (a
+        # reference taking turns would push the tensors out of the caches between two steps).
         jobs = [("C++", self.hvrun_job(2, [os.path.join(a.build_dir, "bin", "hvrun_gradient_bench"),
-                                            "--backend", "hvrun", "--no-shm-raw", "--params",
-                                            a.params, "--json", "--label", "C++"] + self.sizes),
+                                            "--step-alone", "--params", a.params, "--json",
+                                            "--label", "C++"] + self.sizes),
                  self.env),
                 ("hvrun.torch", self.hvrun_job(2, [self.py] + step + ["--api", "hvrun",
                                                                        "--label", "hvrun.torch"]),

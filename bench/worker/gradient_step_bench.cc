@@ -7,7 +7,7 @@
 //   hvrun -np 2 -H localhost:2 [--fusion-threshold-mb 0] build/bin/hvrun_gradient_bench
 //       [--params resnet50_params.txt] [--steps 20] [--warmup 3] [--backend both|hvrun]
 //       [--label fusion-on] [--trace] [--mark-steps] [--no-shm-raw] [--reference-first]
-//       [--huge-pages] [--json]
+//       [--huge-pages] [--step-alone] [--json]
 //
 // Prints steps/s (median and mean over --steps after --warmup; the variants take turns, step by
 // step, so they see the same machine load) for: the step through hvrun, one packed allreduce
@@ -27,6 +27,10 @@
 // --huge-pages puts every buffer of 2 MiB or more (the large tensors and the references) on
 // transparent huge pages (bench_buffers.h): the step and its references then compare on the
 // same kind of pages; the run says when the kernel's THP mode gives it none.
+// --step-alone runs the step alone, back to back (no reference takes turns with it, which
+// would push its tensors out of the caches between two steps; implies --backend hvrun and
+// --no-shm-raw): how a trainer's steps follow one another, and how bench/python/step_bench.py
+// runs hvrun.torch's, so the two compare.
 // --mark-steps: each step marks two phases ("backward" while submitting, "wait") and its end,
 // as a trainer does for straggler attribution (docs/metrics.md).
 #include <algorithm>
@@ -71,13 +75,14 @@ struct Flags {
   bool shm_raw = true;      // the data plane called directly beside the library
   bool reference_first = false;  // the raw packed buffer allocated before the tensors
   bool huge_pages = false;       // buffers on transparent huge pages (bench_buffers.h)
+  bool step_alone = false;       // the step only, no reference taking turns with it
 };
 
 [[noreturn]] void usage(const std::string& problem) {
   std::fprintf(stderr,
                "hvrun_gradient_bench: %s\nusage: hvrun -np N hvrun_gradient_bench [--params PATH] "
                "[--steps N] [--warmup N] [--backend both|hvrun] [--label TEXT] [--trace] [--mark-steps] "
-               "[--no-shm-raw] [--reference-first] [--huge-pages] [--json]\n",
+               "[--no-shm-raw] [--reference-first] [--huge-pages] [--step-alone] [--json]\n",
                problem.c_str());
   std::exit(2);
 }
@@ -112,7 +117,12 @@ Flags parse(int argc, char** argv) {
     else if (a == "--no-shm-raw") f.shm_raw = false;
     else if (a == "--reference-first") f.reference_first = true;
     else if (a == "--huge-pages") f.huge_pages = true;
+    else if (a == "--step-alone") f.step_alone = true;
     else usage("unknown flag " + a);
+  }
+  if (f.step_alone) {
+    f.backend = "hvrun";
+    f.shm_raw = false;
   }
   return f;
 }
@@ -283,7 +293,7 @@ int main(int argc, char** argv) {
   std::string raw_shm_why_not;
   std::unique_ptr<hvrun::detail::Backend> raw_shm;
   if (f.shm_raw) raw_shm = raw_shm_backend(w, &raw_shm_why_not);
-  else raw_shm_why_not = "--no-shm-raw";
+  else raw_shm_why_not = f.step_alone ? "--step-alone" : "--no-shm-raw";
   std::vector<std::byte> staging;
   const hvrun::detail::ReduceScaling divide{.divisor = w.size()};
 
@@ -340,14 +350,14 @@ int main(int argc, char** argv) {
   // The floor: the same bytes in one packed allreduce.
   hvrun::TensorView packed_view{packed.data(), hvrun::DataType::kFloat32,
                                 {static_cast<int64_t>(total)}};
-  results.push_back({"packed allreduce avg, hvrun", [&] {
+  if (!f.step_alone) results.push_back({"packed allreduce avg, hvrun", [&] {
     return w.allreduce("bench.packed", packed_view, average).is_ok();
   }, {}});
   // The same with Sum, as raw Gloo runs it: separates the cost of Average from the stack's.
   Floats packed_sum(total, 1.0f);
   hvrun::TensorView packed_sum_view{packed_sum.data(), hvrun::DataType::kFloat32,
                                     {static_cast<int64_t>(total)}};
-  results.push_back({"packed allreduce sum, hvrun", [&] {
+  if (!f.step_alone) results.push_back({"packed allreduce sum, hvrun", [&] {
     return w.allreduce("bench.packed_sum", packed_sum_view).is_ok();
   }, {}});
 
@@ -388,7 +398,7 @@ int main(int argc, char** argv) {
   }
   time_round_robin(f, results);
   for (const Tensor& t : tensors) wrong += count_wrong(t.data, want);
-  wrong += count_wrong(packed, want);
+  if (!f.step_alone) wrong += count_wrong(packed, want);  // reduced only beside the step
   wrong += count_wrong(raw_shm_packed, want);
 
   if (w.rank() == 0) {
