@@ -37,6 +37,18 @@ struct HandleState {
 
   // Sets the final status (first call wins), wakes waiters and runs the on_complete callbacks.
   void complete(Status final_status);
+  // As new, for the next collective of the same name; only by the state's sole holder
+  // (InFlightTable::claim), so nothing else reads it meanwhile.
+  void reset_for_reuse() {
+    done = false;
+    status = Status::ok();
+    output = OwnedTensor{};
+    received_splits.clear();
+    join_result = -1;
+    joined_ranks.clear();
+    on_complete.clear();
+    blocked.reset();
+  }
 
   static std::shared_ptr<HandleState> failed(std::string name, Status status) {
     auto state = std::make_shared<HandleState>(std::move(name));

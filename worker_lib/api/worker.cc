@@ -105,13 +105,11 @@ Result<detail::ProcessSetMembers> put_on_set(const detail::Runtime& runtime, Pen
   return members;
 }
 
-// The checked op of an allreduce (async or blocking), or why it is refused. `input`: a
-// ConstTensorView, or the output's own TensorView in place (no copy of its shape).
+// Why an allreduce (async or blocking) is refused, or ok. `input`: a ConstTensorView, or the
+// output's own TensorView in place (no copy of its shape).
 template <typename InputView>
-Result<std::shared_ptr<PendingOp>> make_allreduce(int rank, const std::string& name,
-                                                  const InputView& input,
-                                                  const TensorView& output,
-                                                  const AllreduceOptions& options) {
+Status check_allreduce(int rank, const std::string& name, const InputView& input,
+                       const TensorView& output, const AllreduceOptions& options) {
   if (Status s = check_tensor(rank, name, input.data, input.dtype, input.shape, false); !s.is_ok())
     return s;
   if (input.dtype != output.dtype || input.shape != output.shape)
@@ -121,13 +119,20 @@ Result<std::shared_ptr<PendingOp>> make_allreduce(int rank, const std::string& n
   if (!is_valid_reduce_op(static_cast<int>(options.op)))
     return invalid_argument("allreduce '" + name + "': unknown reduce op");
   if (Status s = check_device(name, input.device, &output.device); !s.is_ok()) return s;
-  if (Status s = check_reducible(name, input.dtype, input.device); !s.is_ok()) return s;
-  auto op = make_op(name, v1::COLLECTIVE_OP_ALLREDUCE, input.dtype, input.shape);
-  place(*op, input.device, input.stream);
-  set_reduction(*op, options);
-  op->input = input.data;
-  op->output = output.data;
-  return op;
+  return check_reducible(name, input.dtype, input.device);
+}
+
+// A checked allreduce's fields into `op` (new, or reset for reuse: only its name is kept).
+template <typename InputView>
+void fill_allreduce(PendingOp& op, const InputView& input, const TensorView& output,
+                    const AllreduceOptions& options) {
+  op.op = v1::COLLECTIVE_OP_ALLREDUCE;
+  op.dtype = input.dtype;
+  op.shape.assign(input.shape.begin(), input.shape.end());
+  place(op, input.device, input.stream);
+  set_reduction(op, options);
+  op.input = input.data;
+  op.output = output.data;
 }
 
 }  // namespace
@@ -167,11 +172,16 @@ namespace {
 template <typename InputView>
 Handle submit_allreduce(detail::Runtime& runtime, const std::string& name, const InputView& input,
                         const TensorView& output, const AllreduceOptions& options) {
-  auto op = make_allreduce(runtime.topology().rank, name, input, output, options);
-  if (!op.is_ok()) return failed(name, op.status());
-  if (auto set = put_on_set(runtime, **op, options.process_set); !set.is_ok())
+  if (Status s = check_allreduce(runtime.topology().rank, name, input, output, options); !s.is_ok())
+    return failed(name, s);
+  auto fill = [&](PendingOp& op) { fill_allreduce(op, input, output, options); };
+  // The global set's allreduces, a training step's, reuse their name's last op.
+  if (options.process_set.id == 0) return runtime.submit_reusing(name, fill);
+  auto op = make_op(name, v1::COLLECTIVE_OP_ALLREDUCE, input.dtype, input.shape);
+  fill(*op);
+  if (auto set = put_on_set(runtime, *op, options.process_set); !set.is_ok())
     return failed(name, set.status());
-  return runtime.submit(std::move(op).value());
+  return runtime.submit(std::move(op));
 }
 }  // namespace
 

@@ -183,7 +183,7 @@ void CachedRounds::execute(std::vector<Held> agreed) {
   {
     std::lock_guard<std::mutex> lock(c_.state.mutex);
     if (c_.state.terminal) return;  // already failed (take_outbox drops the rest)
-    for (const Held& h : agreed) c_.state.in_flight.erase(h.op->name());
+    for (const Held& h : agreed) c_.state.in_flight.remove(h.op->name());
     c_.state.held_for_rounds -= agreed.size();
   }
   // The coordinator's fusion (proto/fusion_packing.h), in cache id order: the order in which

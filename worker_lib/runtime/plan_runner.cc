@@ -170,15 +170,9 @@ void PlanRunner::execute_plan(v1::Plan& plan) {
       if (response.error_ranks_size() > 0) continue;  // someone's duplicate; see below
       const uint32_t set = response.process_set_id();
       for (const auto& t : response.tensors()) {
-        auto it = c_.state.in_flight.find(t.name());
         // A name of another set's response is not this one (a rank outside `set` may have an
-        // op of that name in flight on a set of its own).
-        if (it == c_.state.in_flight.end() || it->second->process_set != set) {
-          entries.push_back(nullptr);
-        } else {
-          entries.push_back(std::move(it->second));
-          c_.state.in_flight.erase(it);
-        }
+        // op of that name in flight on a set of its own): null.
+        entries.push_back(c_.state.in_flight.take(t.name(), set));
       }
     }
   }

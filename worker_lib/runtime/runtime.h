@@ -86,6 +86,15 @@ class Runtime {
     count_waits_of(*op);
     return submitter_->submit(std::move(op));
   }
+  // submit() of the op `fill` describes, of the global set, reusing the last op of its name
+  // when nothing else holds it (Submitter::submit_reusing).
+  template <typename Fill>
+  Handle submit_reusing(const std::string& name, Fill&& fill) {
+    return submitter_->submit_reusing(name, [&](PendingOp& op) {
+      fill(op);
+      count_waits_of(op);
+    });
+  }
   // All or nothing: every op is queued (in one batch), or every handle fails.
   std::vector<Handle> submit_group(std::vector<std::shared_ptr<PendingOp>> ops) {
     for (const auto& op : ops) count_waits_of(*op);

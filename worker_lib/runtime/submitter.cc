@@ -14,10 +14,7 @@ void Submitter::record(PendingOp& op) {
 Handle Submitter::submit(std::shared_ptr<PendingOp> op) {
   Handle handle(op->handle);
   record(*op);
-  bool coordinator_only = false;
-  bool first = false;
-  bool looks_anyway = false;
-  bool arm = false;
+  Enqueued enqueued;
   {
     std::lock_guard<std::mutex> lock(state_.mutex);
     if (state_.terminal) {
@@ -25,8 +22,7 @@ Handle Submitter::submit(std::shared_ptr<PendingOp> op) {
       op->handle->complete(*state_.terminal);
       return handle;
     }
-    auto [it, inserted] = state_.in_flight.emplace(op->name(), op);
-    if (!inserted) {
+    if (!state_.in_flight.add(op)) {
       record_refused(*op);
       op->handle->complete(already_exists(
           "rank " + std::to_string(rank_) + ": tensor '" + op->name() +
@@ -34,28 +30,37 @@ Handle Submitter::submit(std::shared_ptr<PendingOp> op) {
           "for it first or use another name"));
       return handle;
     }
-    telemetry_.on_submitted(op->name(), op->op);
-    // An op that can never run without the coordinator: peers waiting in a round for this
-    // rank need not wait (others refuse the round when they are sent, send_requests).
-    coordinator_only = !RequestCache::may_run_fast(*op);
-    first = state_.outbox.empty();
-    state_.outbox_latest = std::chrono::steady_clock::now();
-    if (first) state_.outbox_since = state_.outbox_latest;
-    state_.outbox.push_back(std::move(op));
-    looks_anyway = gather_ && !state_.loop_idle;
-    // A new batch that may run by agreement while the background thread sleeps: a timer wakes
-    // it a cycle from now, unless a caller takes the batch first (batch_taken).
-    arm = gather_ && first && !looks_anyway && !coordinator_only;
-    if (arm) {
-      state_.batch_timer_armed = true;
-      batch_timer_.arm(state_.outbox_since + cycle_);
-    }
+    enqueued = enqueue_locked(std::move(op));
   }
-  if (coordinator_only) lane_.refuse_current_round();
+  after_enqueue(enqueued);
+  return handle;
+}
+
+Submitter::Enqueued Submitter::enqueue_locked(std::shared_ptr<PendingOp> op) {
+  Enqueued e;
+  telemetry_.on_submitted(op->name(), op->op);
+  // An op that can never run without the coordinator: peers waiting in a round for this
+  // rank need not wait (others refuse the round when they are sent, send_requests).
+  e.coordinator_only = !RequestCache::may_run_fast(*op);
+  e.first = state_.outbox.empty();
+  state_.outbox_latest = std::chrono::steady_clock::now();
+  if (e.first) state_.outbox_since = state_.outbox_latest;
+  state_.outbox.push_back(std::move(op));
+  e.looks_anyway = gather_ && !state_.loop_idle;
+  // A new batch that may run by agreement while the background thread sleeps: a timer wakes
+  // it a cycle from now, unless a caller takes the batch first (batch_taken).
+  if (gather_ && e.first && !e.looks_anyway && !e.coordinator_only) {
+    state_.batch_timer_armed = true;
+    batch_timer_.arm(state_.outbox_since + cycle_);
+  }
+  return e;
+}
+
+void Submitter::after_enqueue(const Enqueued& e) {
+  if (e.coordinator_only) lane_.refuse_current_round();
   // The background thread wakes at once for an op only the coordinator can run, and for a new
   // batch when batches do not gather; ops joining a batch it knows of cost no wake-up.
-  if (coordinator_only || (first && !gather_ && !looks_anyway)) state_.wake.notify_all();
-  return handle;
+  if (e.coordinator_only || (e.first && !gather_ && !e.looks_anyway)) state_.wake.notify_all();
 }
 
 std::vector<Handle> Submitter::submit_group(std::vector<std::shared_ptr<PendingOp>> ops) {
@@ -68,7 +73,7 @@ std::vector<Handle> Submitter::submit_group(std::vector<std::shared_ptr<PendingO
     std::lock_guard<std::mutex> lock(state_.mutex);
     std::optional<Status> refusal = state_.terminal;
     for (size_t i = 0; i < ops.size() && !refusal; ++i) {
-      bool repeated = state_.in_flight.count(ops[i]->name()) > 0;
+      bool repeated = state_.in_flight.contains(ops[i]->name());
       for (size_t j = 0; j < i && !repeated; ++j) repeated = ops[j]->name() == ops[i]->name();
       if (repeated)
         refusal = already_exists("grouped allreduce: tensor '" + ops[i]->name() +
@@ -84,7 +89,7 @@ std::vector<Handle> Submitter::submit_group(std::vector<std::shared_ptr<PendingO
     state_.outbox_latest = std::chrono::steady_clock::now();
     if (state_.outbox.empty()) state_.outbox_since = state_.outbox_latest;
     for (auto& op : ops) {
-      state_.in_flight.emplace(op->name(), op);
+      state_.in_flight.add(op);
       telemetry_.on_submitted(op->name(), op->op);
       state_.outbox.push_back(std::move(op));
     }

@@ -36,6 +36,32 @@ class Submitter {
   // Takes ownership of `op`; returns its handle (already failed when the runtime is not
   // running or the name is in flight).
   Handle submit(std::shared_ptr<PendingOp> op);
+  // submit() of the op `fill` describes (of the global set), reusing the last op of the same
+  // name when nothing else holds it any more (InFlightTable::claim): a training step's
+  // submissions then allocate nothing. `fill` runs under the state's mutex.
+  template <typename Fill>
+  Handle submit_reusing(const std::string& name, Fill&& fill) {
+    Handle handle;
+    Enqueued enqueued;
+    {
+      std::lock_guard<std::mutex> lock(state_.mutex);
+      if (!state_.terminal && !state_.in_flight.contains(name)) {
+        std::shared_ptr<PendingOp> op = state_.in_flight.claim(name);
+        fill(*op);
+        handle = Handle(op->handle);
+        record(*op);
+        enqueued = enqueue_locked(std::move(op));
+      }
+    }
+    if (!handle.valid()) {  // refused: submit() says why
+      auto op = std::make_shared<PendingOp>();
+      op->handle = std::make_shared<HandleState>(name);
+      fill(*op);
+      return submit(std::move(op));
+    }
+    after_enqueue(enqueued);
+    return handle;
+  }
   // All or nothing: every op is queued (in one batch), or every handle fails.
   std::vector<Handle> submit_group(std::vector<std::shared_ptr<PendingOp>> ops);
   // From now on a submission that may run by agreement (cached rounds) wakes no thread: the
@@ -71,6 +97,15 @@ class Submitter {
   }
 
  private:
+  // What queueing an op asks of the threads once the state's mutex is released.
+  struct Enqueued {
+    bool coordinator_only = false;  // it never runs by agreement: the current round is refused
+    bool first = false;             // it starts a batch
+    bool looks_anyway = false;      // the background thread looks at the outbox before it sleeps
+  };
+  // The state's mutex held, `op` in flight: into the outbox (and the batch timer armed).
+  Enqueued enqueue_locked(std::shared_ptr<PendingOp> op);
+  void after_enqueue(const Enqueued& e);  // the state's mutex released
   // Enters `op` in the flight recorder (its sequence goes into the op).
   void record(PendingOp& op);
   void record_refused(const PendingOp& op) {

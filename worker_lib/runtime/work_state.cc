@@ -10,15 +10,15 @@ constexpr std::chrono::seconds kAbortReasonWait{3};
 }  // namespace
 
 void WorkState::terminate(Status status) {
-  InFlight failed;
+  std::vector<std::shared_ptr<PendingOp>> failed;
   {
     std::lock_guard<std::mutex> lock(mutex);
     if (terminal) return;
     terminal = status;
-    failed.swap(in_flight);
+    failed = in_flight.take_all();
     outbox.clear();
   }
-  for (auto& [name, op] : failed) op->handle->complete(status);
+  for (const auto& op : failed) op->handle->complete(status);
 }
 
 Status WorkState::explain_failure(Status failed) {

@@ -19,6 +19,7 @@
 #include "common/status.h"
 #include "hvrun.pb.h"
 #include "worker_lib/execution/pending_op.h"
+#include "worker_lib/runtime/in_flight_table.h"
 
 namespace hvrun::detail {
 
@@ -26,9 +27,7 @@ struct WorkState {
   std::mutex mutex;
   std::condition_variable wake;
   // Every field below is guarded by `mutex`.
-  // By name; a key views the name its op's handle holds, which lives as long as the op.
-  using InFlight = std::unordered_map<std::string_view, std::shared_ptr<PendingOp>>;
-  InFlight in_flight;
+  InFlightTable in_flight;  // by name
   std::deque<std::shared_ptr<PendingOp>> outbox;                            // not yet sent
   std::chrono::steady_clock::time_point outbox_since;  // when the outbox last stopped being empty
   std::chrono::steady_clock::time_point outbox_latest;  // when the latest op joined it
