@@ -1,5 +1,6 @@
 #include "worker_lib/runtime/in_flight_table.h"
 
+#include <algorithm>
 #include <atomic>
 
 namespace hvrun::detail {
@@ -32,7 +33,9 @@ void reset(PendingOp& op) {
 InFlightTable::Slot& InFlightTable::slot_for(std::string_view name) {
   auto it = slots_.find(name);
   if (it != slots_.end()) return it->second;
-  if (slots_.size() >= kMaxSlots) std::erase_if(slots_, [](const auto& s) { return !s.second.op; });
+  // Past the bound, at least half the slots are idle, so a sweep frees at least half of them.
+  if (slots_.size() >= std::max(kMaxSlots, 2 * in_flight_))
+    std::erase_if(slots_, [](const auto& s) { return !s.second.op; });
   return slots_.emplace(std::string(name), Slot{}).first->second;
 }
 

@@ -54,8 +54,8 @@ class InFlightTable {
 
   Slot& slot_for(std::string_view name);
   void ended(Slots::iterator it);
-  // Names seen once (generated ones) would otherwise accumulate: past this many slots, the idle
-  // ones are dropped.
+  // Names seen once (generated ones) would otherwise accumulate: past this many slots (or twice
+  // the ops in flight), the idle ones are dropped.
   static constexpr size_t kMaxSlots = 8192;
 
   Slots slots_;
