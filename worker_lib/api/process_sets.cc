@@ -12,12 +12,11 @@ namespace {
 
 std::shared_ptr<detail::PendingOp> membership_op(detail::Runtime& runtime, v1::CollectiveOp op,
                                                  const char* what) {
-  auto p = std::make_shared<detail::PendingOp>();
+  // Every rank makes these calls in the same order, so the count names the same call on each.
+  auto p = detail::PendingOp::named(std::string(what) + "." +
+                                    std::to_string(runtime.next_process_set_call()));
   p->op = op;
   p->shape = {0};
-  // Every rank makes these calls in the same order, so the count names the same call on each.
-  p->handle = std::make_shared<detail::HandleState>(std::string(what) + "." +
-                                                    std::to_string(runtime.next_process_set_call()));
   return p;
 }
 

@@ -33,11 +33,10 @@ Status check_tensor(int rank, const std::string& name, const void* data, DataTyp
 
 std::shared_ptr<PendingOp> make_op(const std::string& name, v1::CollectiveOp op, DataType dtype,
                                    std::vector<int64_t> shape) {
-  auto p = std::make_shared<PendingOp>();
+  auto p = PendingOp::named(name);
   p->op = op;
   p->dtype = dtype;
   p->shape = std::move(shape);
-  p->handle = std::make_shared<HandleState>(name);
   return p;
 }
 
@@ -177,7 +176,7 @@ Handle submit_allreduce(detail::Runtime& runtime, const std::string& name, const
   auto fill = [&](PendingOp& op) { fill_allreduce(op, input, output, options); };
   // The global set's allreduces, a training step's, reuse their name's last op.
   if (options.process_set.id == 0) return runtime.submit_reusing(name, fill);
-  auto op = make_op(name, v1::COLLECTIVE_OP_ALLREDUCE, input.dtype, input.shape);
+  auto op = PendingOp::named(name);
   fill(*op);
   if (auto set = put_on_set(runtime, *op, options.process_set); !set.is_ok())
     return failed(name, set.status());

@@ -34,6 +34,13 @@ struct PendingOp {
   std::shared_ptr<HandleState> handle;
   uint64_t flight_sequence = 0;  // its record in the flight recorder; 0 = not recorded
 
+  // A new op whose handle carries `name`, every other field at its default.
+  static std::shared_ptr<PendingOp> named(std::string name) {
+    auto op = std::make_shared<PendingOp>();
+    op->handle = std::make_shared<HandleState>(std::move(name));
+    return op;
+  }
+
   const std::string& name() const { return handle->name; }
 
   // The request with full metadata (cache_id 0).

@@ -51,12 +51,9 @@ bool InFlightTable::add(const std::shared_ptr<PendingOp>& op) {
 
 std::shared_ptr<PendingOp> InFlightTable::claim(std::string_view name) {
   Slot& slot = slot_for(name);
-  if (only_holder(slot.spare)) {
-    reset(*slot.spare);
-  } else {
-    slot.spare = std::make_shared<PendingOp>();
-    slot.spare->handle = std::make_shared<HandleState>(std::string(name));
-  }
+  if (slot.op) return nullptr;
+  if (only_holder(slot.spare)) reset(*slot.spare);
+  else slot.spare = PendingOp::named(std::string(name));
   slot.op = slot.spare;
   ++in_flight_;
   return slot.op;

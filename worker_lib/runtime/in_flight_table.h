@@ -25,9 +25,9 @@ class InFlightTable {
   // Registers `op` as in flight; false when an op of its name is in flight already. Only ops
   // from claim() are kept for reuse.
   bool add(const std::shared_ptr<PendingOp>& op);
-  // For a submission of `name` (not in flight: check contains() first): the op to fill, already
-  // in flight. The last op of that name when nothing else holds it or its handle (reset: it
-  // keeps only its handle's name and its vectors' capacity), else a new one.
+  // For a submission of `name`: the op to fill, already in flight, or null when an op of that
+  // name is in flight. The last op of that name when nothing else holds it or its handle
+  // (reset: it keeps only its handle's name and its vectors' capacity), else a new one.
   std::shared_ptr<PendingOp> claim(std::string_view name);
   bool contains(std::string_view name) const;
   size_t size() const { return in_flight_; }  // ops in flight

@@ -86,16 +86,13 @@ std::vector<Handle> Submitter::submit_group(std::vector<std::shared_ptr<PendingO
       }
       return handles;
     }
-    state_.outbox_latest = std::chrono::steady_clock::now();
-    if (state_.outbox.empty()) state_.outbox_since = state_.outbox_latest;
     for (auto& op : ops) {
       state_.in_flight.add(op);
-      telemetry_.on_submitted(op->name(), op->op);
-      state_.outbox.push_back(std::move(op));
+      enqueue_locked(std::move(op));
     }
   }
-  lane_.refuse_current_round();
-  state_.wake.notify_all();
+  // A group's members run only through the coordinator: the round is refused, the thread woken.
+  after_enqueue(Enqueued{.coordinator_only = true});
   return handles;
 }
 

@@ -45,8 +45,8 @@ class Submitter {
     Enqueued enqueued;
     {
       std::lock_guard<std::mutex> lock(state_.mutex);
-      if (!state_.terminal && !state_.in_flight.contains(name)) {
-        std::shared_ptr<PendingOp> op = state_.in_flight.claim(name);
+      std::shared_ptr<PendingOp> op;
+      if (!state_.terminal && (op = state_.in_flight.claim(name))) {
         fill(*op);
         handle = Handle(op->handle);
         record(*op);
@@ -54,8 +54,7 @@ class Submitter {
       }
     }
     if (!handle.valid()) {  // refused: submit() says why
-      auto op = std::make_shared<PendingOp>();
-      op->handle = std::make_shared<HandleState>(name);
+      auto op = PendingOp::named(name);
       fill(*op);
       return submit(std::move(op));
     }
