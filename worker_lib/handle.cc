@@ -9,9 +9,9 @@ void HandleState::complete(Status final_status) {
   std::vector<std::function<void(const Status&)>> callbacks;
   {
     std::lock_guard<std::mutex> lock(mutex);
-    if (done) return;
+    if (done.load(std::memory_order_relaxed)) return;
     status = std::move(final_status);
-    done = true;
+    done.store(true, std::memory_order_release);
     callbacks.swap(on_complete);
   }
   done_cv.notify_all();
@@ -27,9 +27,7 @@ const std::string kEmptyName;
 const std::string& Handle::name() const { return state_ ? state_->name : kEmptyName; }
 
 bool Handle::poll() const {
-  if (!state_) return true;
-  std::lock_guard<std::mutex> lock(state_->mutex);
-  return state_->done;
+  return !state_ || state_->done.load(std::memory_order_acquire);
 }
 
 void Handle::count_wait_since(std::chrono::steady_clock::time_point since) const {
@@ -38,11 +36,12 @@ void Handle::count_wait_since(std::chrono::steady_clock::time_point since) const
 
 Status Handle::wait(std::chrono::milliseconds timeout) const {
   if (!state_) return failed_precondition("wait on an empty hvrun::Handle");
+  if (state_->done.load(std::memory_order_acquire)) return state_->status;
   std::unique_lock<std::mutex> lock(state_->mutex);
   if (state_->done) return state_->status;
   // Blocked time (blocked_time.h): read the clock only when the wait really blocks.
   const auto start = detail::BlockedTime::Clock::now();
-  const bool done = state_->done_cv.wait_for(lock, timeout, [&] { return state_->done; });
+  const bool done = state_->done_cv.wait_for(lock, timeout, [&] { return state_->done.load(); });
   if (state_->blocked) state_->blocked->add(start, detail::BlockedTime::Clock::now());
   if (!done) {
     return deadline_exceeded("collective '" + state_->name + "' did not complete within " +
@@ -69,8 +68,8 @@ void Handle::on_complete(std::function<void(const Status&)> callback) const {
 
 Status Handle::status() const {
   if (!state_) return failed_precondition("status of an empty hvrun::Handle");
-  std::lock_guard<std::mutex> lock(state_->mutex);
-  if (!state_->done) return failed_precondition("collective '" + state_->name + "' is still running");
+  if (!state_->done.load(std::memory_order_acquire))
+    return failed_precondition("collective '" + state_->name + "' is still running");
   return state_->status;
 }
 

@@ -1,7 +1,9 @@
 // The shared state behind a Handle. Written once by the worker's background thread (complete),
-// read by any thread. Guarded by `mutex`.
+// read by any thread. Guarded by `mutex`, except that `done` may be read without it: once it
+// reads true, the status and outputs are final and visible.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <functional>
 #include <memory>
@@ -22,7 +24,9 @@ struct HandleState {
 
   std::mutex mutex;
   std::condition_variable done_cv;
-  bool done = false;             // guarded by mutex
+  // Set under mutex, after everything below: a step's waits on handles done already (most of
+  // them) read it without taking the mutex.
+  std::atomic<bool> done{false};
   Status status;                 // guarded by mutex; final once done
   // Outputs, written by the background thread before done is set.
   OwnedTensor output;
@@ -40,7 +44,7 @@ struct HandleState {
   // As new, for the next collective of the same name; only by the state's sole holder
   // (InFlightTable::claim), so nothing else reads it meanwhile.
   void reset_for_reuse() {
-    done = false;
+    done.store(false, std::memory_order_relaxed);
     status = Status::ok();
     output = OwnedTensor{};
     received_splits.clear();

@@ -6,6 +6,7 @@
 
 #include "tests/worker/plan_entries.h"
 #include "worker_lib/runtime/in_flight_table.h"
+#include "worker_lib/runtime/request_cache.h"
 
 namespace hvrun::detail {
 namespace {
@@ -30,7 +31,10 @@ TEST(InFlightTable, AClaimedOpIsReusedOnlyOnceItAndItsHandleHaveNoOtherHolder) {
   std::shared_ptr<PendingOp> second = table.claim("grad.w");
   EXPECT_NE(second.get(), address) << "reused while the caller still held the handle";
   EXPECT_FALSE(second->handle->done);
-  table.remove("grad.w");
+  const CacheEntry entry;
+  second->cache_entry = &entry;  // found when a cached round took it
+  table.remove(*second);
+  EXPECT_FALSE(table.contains("grad.w"));
 
   caller.reset();
   PendingOp* const second_address = second.get();
@@ -48,6 +52,21 @@ TEST(InFlightTable, AClaimedOpIsReusedOnlyOnceItAndItsHandleHaveNoOtherHolder) {
   EXPECT_FALSE(third->handle->done);
   EXPECT_TRUE(third->handle->status.is_ok());
   EXPECT_TRUE(third->handle->joined_ranks.empty());
+  EXPECT_EQ(third->cache_entry, &entry) << "the same name's cache entry is kept";
+}
+
+TEST(InFlightTable, RemovingAnOpNoLongerInFlightLeavesTheNamesNextOp) {
+  InFlightTable table;
+  std::shared_ptr<PendingOp> old = table.claim("grad.b");
+  ASSERT_EQ(table.take_all().size(), 1u);  // the runtime's end failed it
+  std::shared_ptr<PendingOp> next = table.claim("grad.b");
+  ASSERT_NE(next, old) << "still held here: not reused";
+  table.remove(*old);
+  EXPECT_TRUE(table.contains("grad.b"));
+  EXPECT_EQ(table.size(), 1u);
+  ASSERT_EQ(table.take("grad.b", 0), next);
+  table.remove(*next);  // taken already: nothing to do
+  EXPECT_TRUE(table.empty());
 }
 
 TEST(InFlightTable, AddedOpsAreNotKeptAndANameInFlightIsRefused) {
@@ -77,8 +96,7 @@ TEST(InFlightTable, NamesSeenOnceDoNotAccumulate) {
   std::shared_ptr<PendingOp> held = table.claim("kept.in.flight");
   for (int i = 0; i < 20000; ++i) {
     const std::string name = "generated." + std::to_string(i);
-    table.claim(name);
-    table.remove(name);
+    table.remove(*table.claim(name));
   }
   EXPECT_TRUE(table.contains("kept.in.flight"));
   EXPECT_EQ(table.size(), 1u);

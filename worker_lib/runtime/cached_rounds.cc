@@ -117,7 +117,11 @@ CachedRounds::Next CachedRounds::take_outbox() {
   const RequestCache& cache = c_.submitter.cache();  // the executor's lock is held
   outbox_ids_.clear();
   for (const auto& op : s.outbox) {
-    const CacheEntry* entry = RequestCache::may_run_fast(*op) ? cache.find(op->name()) : nullptr;
+    const CacheEntry* entry = nullptr;
+    if (RequestCache::may_run_fast(*op)) {
+      if (op->cache_entry == nullptr) op->cache_entry = cache.find(op->name());
+      entry = op->cache_entry;
+    }
     if (entry == nullptr || entry->id > kMaxCacheId ||
         !RequestCache::fast_entry_matches(*entry, op->dtype, op->shape, op->reduce_op,
                                           op->prescale, op->postscale))
@@ -183,7 +187,7 @@ void CachedRounds::execute(std::vector<Held> agreed) {
   {
     std::lock_guard<std::mutex> lock(c_.state.mutex);
     if (c_.state.terminal) return;  // already failed (take_outbox drops the rest)
-    for (const Held& h : agreed) c_.state.in_flight.remove(h.op->name());
+    for (const Held& h : agreed) c_.state.in_flight.remove(*h.op);
     c_.state.held_for_rounds -= agreed.size();
   }
   // The coordinator's fusion (proto/fusion_packing.h), in cache id order: the order in which

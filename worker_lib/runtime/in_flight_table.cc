@@ -19,12 +19,14 @@ void reset(PendingOp& op) {
   std::shared_ptr<HandleState> handle = std::move(op.handle);
   std::vector<int64_t> shape = std::move(op.shape);
   std::vector<int64_t> splits = std::move(op.splits);
+  const CacheEntry* cache_entry = op.cache_entry;  // the same name's entry
   shape.clear();
   splits.clear();
   op = PendingOp{};
   op.handle = std::move(handle);
   op.shape = std::move(shape);
   op.splits = std::move(splits);
+  op.cache_entry = cache_entry;
   op.handle->reset_for_reuse();
 }
 
@@ -45,6 +47,7 @@ bool InFlightTable::add(const std::shared_ptr<PendingOp>& op) {
   Slot& slot = slot_for(op->name());
   if (slot.op) return false;
   slot.op = op;
+  op->in_flight_slot = &slot;
   ++in_flight_;
   return true;
 }
@@ -55,6 +58,7 @@ std::shared_ptr<PendingOp> InFlightTable::claim(std::string_view name) {
   if (only_holder(slot.spare)) reset(*slot.spare);
   else slot.spare = PendingOp::named(std::string(name));
   slot.op = slot.spare;
+  slot.op->in_flight_slot = &slot;
   ++in_flight_;
   return slot.op;
 }
@@ -64,8 +68,9 @@ bool InFlightTable::contains(std::string_view name) const {
   return it != slots_.end() && it->second.op;
 }
 
-void InFlightTable::ended(Slots::iterator it) {
-  it->second.op.reset();
+void InFlightTable::ended(Slot& slot) {
+  slot.op->in_flight_slot = nullptr;
+  slot.op.reset();
   --in_flight_;
 }
 
@@ -73,19 +78,23 @@ std::shared_ptr<PendingOp> InFlightTable::take(std::string_view name, uint32_t s
   auto it = slots_.find(name);
   if (it == slots_.end() || !it->second.op || it->second.op->process_set != set) return nullptr;
   std::shared_ptr<PendingOp> op = it->second.op;
-  ended(it);
+  ended(it->second);
   return op;
 }
 
-void InFlightTable::remove(std::string_view name) {
-  auto it = slots_.find(name);
-  if (it != slots_.end() && it->second.op) ended(it);
+void InFlightTable::remove(PendingOp& op) {
+  // Set only while the op is in flight, so its slot cannot have been swept.
+  auto* slot = static_cast<Slot*>(op.in_flight_slot);
+  if (slot != nullptr && slot->op.get() == &op) ended(*slot);
 }
 
 std::vector<std::shared_ptr<PendingOp>> InFlightTable::take_all() {
   std::vector<std::shared_ptr<PendingOp>> ops;
-  for (auto& [name, slot] : slots_)
-    if (slot.op) ops.push_back(std::move(slot.op));
+  for (auto& [name, slot] : slots_) {
+    if (!slot.op) continue;
+    slot.op->in_flight_slot = nullptr;
+    ops.push_back(std::move(slot.op));
+  }
   in_flight_ = 0;
   return ops;
 }

@@ -36,8 +36,8 @@ class InFlightTable {
   // The in-flight op of that name on process set `set`, no longer in flight; null when there is
   // none (or it runs on another set).
   std::shared_ptr<PendingOp> take(std::string_view name, uint32_t set);
-  // The in-flight op of that name is no longer in flight.
-  void remove(std::string_view name);
+  // `op` is no longer in flight (nothing when it is not in flight).
+  void remove(PendingOp& op);
   // Every op in flight, none left in flight (the runtime's end).
   std::vector<std::shared_ptr<PendingOp>> take_all();
 
@@ -53,7 +53,9 @@ class InFlightTable {
   using Slots = std::unordered_map<std::string, Slot, NameHash, std::equal_to<>>;
 
   Slot& slot_for(std::string_view name);
-  void ended(Slots::iterator it);
+  // Slots live in the map's nodes, which stay put until erased: a slot's address identifies it
+  // while its op is in flight (PendingOp::in_flight_slot).
+  void ended(Slot& slot);
   // Names seen once (generated ones) would otherwise accumulate: past this many slots (or twice
   // the ops in flight), the idle ones are dropped.
   static constexpr size_t kMaxSlots = 8192;
