@@ -234,6 +234,43 @@ TEST(ShmBackendAbort, APeerThatArrivedBeforeItsTeardownStillCountsAtThatBarrier)
   });
 }
 
+// A rank that meets a teardown while the peer is still writing its reason (the peer between
+// claiming the header and publishing the reason: descheduled, on a loaded machine) reports that
+// reason, not a bare "torn down by a peer". Rank 1 here is a bare mapping of the segment that
+// plays such a peer by hand.
+TEST(ShmBackendAbort, ATeardownsReasonBeingWrittenIsWaitedFor) {
+  MemoryStore store;
+  const std::string job = fresh_job_id();
+  std::atomic<bool> claimed{false};
+  std::thread peer([&] {
+    auto segment = shm::Segment::attach({.job_id = job, .host = "testhost", .local_rank = 1,
+                                         .local_size = 2, .slot_bytes = 1 << 20,
+                                         .kv_prefix = "shm/testhost",
+                                         .timeout = std::chrono::seconds(20)},
+                                        store);
+    ASSERT_TRUE(segment.is_ok()) << segment.status().to_string();
+    shm::SegmentHeader& h = (*segment)->header();
+    uint32_t running = 0;
+    ASSERT_TRUE(h.abort_state.compare_exchange_strong(running, 1));
+    claimed.store(true);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::snprintf(h.abort_reason, sizeof h.abort_reason, "%s", "test: rank 1 leaving");
+    h.abort_rank = 1;
+    h.abort_state.store(2);
+  });
+  auto backend = make_shm_backend({.rank = 0, .size = 2, .job_id = job, .host = "testhost",
+                                   .kv_prefix = "shm/testhost",
+                                   .connect_timeout = std::chrono::seconds(20),
+                                   .timeout = std::chrono::seconds(20)},
+                                  store);
+  ASSERT_TRUE(backend.is_ok()) << backend.status().to_string();
+  while (!claimed.load()) std::this_thread::yield();
+  Status s = (*backend)->barrier();
+  peer.join();
+  EXPECT_EQ(s.code(), StatusCode::kAborted) << s.to_string();
+  EXPECT_NE(s.message().find("test: rank 1 leaving"), std::string::npos) << s.message();
+}
+
 TEST(ShmBackendAbort, MissingPeerTimesOutAndFailsTheOthersToo) {
   ShmRanks cfg;
   cfg.timeout = std::chrono::milliseconds(300);

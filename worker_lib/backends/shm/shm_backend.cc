@@ -40,6 +40,8 @@ constexpr std::chrono::microseconds kYieldSpin{500};
 constexpr int kYieldPolls = 50;
 // A sleeping waiter re-checks at least this often (the wake-ups make this a backstop only).
 constexpr std::chrono::milliseconds kMaxSleep{1000};
+// How long a rank that meets a teardown waits for the peer to finish writing its reason.
+constexpr std::chrono::milliseconds kReasonWait{100};
 constexpr size_t kAlign = 64;  // sub-slices start on cache lines
 // allreduce_pieces: pieces of at least kPieceAlignFromBytes start kPieceStartInPageBytes into a
 // kPieceAlignBytes page of the slots (the gap costs at most 4 KiB of slot space per such piece).
@@ -512,6 +514,13 @@ class ShmBackend final : public Backend {
     shm::SegmentHeader& h = segment_->header();
     uint32_t state = h.abort_state.load();
     if (state == 0 && !(segment_->line(rank_).arrived.load() & kAbortBit)) return Status::ok();
+    // A peer is writing its reason (a few hundred bytes): wait for it rather than report the
+    // teardown without its cause. Bounded, for a peer killed while writing it.
+    const auto reason_due = std::chrono::steady_clock::now() + kReasonWait;
+    while (state == 1 && std::chrono::steady_clock::now() < reason_due) {
+      sched_yield();
+      state = h.abort_state.load();
+    }
     // The peer's reason first: usually the job's abort, which this rank's own JobAbort would
     // carry too (it may simply not have arrived yet).
     if (state != 2)
