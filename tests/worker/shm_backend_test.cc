@@ -264,7 +264,12 @@ TEST(ShmBackendAbort, ATeardownsReasonBeingWrittenIsWaitedFor) {
                                    .timeout = std::chrono::seconds(20)},
                                   store);
   ASSERT_TRUE(backend.is_ok()) << backend.status().to_string();
-  while (!claimed.load()) std::this_thread::yield();
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!claimed.load() && std::chrono::steady_clock::now() < give_up) std::this_thread::yield();
+  if (!claimed.load()) {
+    peer.join();
+    FAIL() << "the peer never claimed the header";
+  }
   Status s = (*backend)->barrier();
   peer.join();
   EXPECT_EQ(s.code(), StatusCode::kAborted) << s.to_string();
