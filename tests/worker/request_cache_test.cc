@@ -69,11 +69,18 @@ TEST(RequestCache, ANewShapeGetsItsNewIdAndTheFastMetadataFollows) {
   RequestCache cache;
   auto first = allreduce("grad", {4, 4});
   assign(cache, {first}, 3);
+  const CacheEntry* before = cache.find("grad");
+  std::vector<std::shared_ptr<PendingOp>> others;  // the table grows (rehashes) meanwhile
+  for (int i = 0; i < 1000; ++i) others.push_back(allreduce("other." + std::to_string(i), {2}));
+  assign(cache, others, 100);
+  EXPECT_EQ(cache.find("grad"), before) << "an entry moved when the table grew";
   auto reshaped = allreduce("grad", {16});
   EXPECT_FALSE(cache.cached_id(*reshaped).has_value());  // its full request goes to the coordinator
   assign(cache, {reshaped}, 9);
   const CacheEntry* entry = cache.find("grad");
   ASSERT_NE(entry, nullptr);
+  // Rewritten in place: an op that kept its name's entry (PendingOp::cache_entry) reads the new id.
+  EXPECT_EQ(entry, before);
   EXPECT_EQ(entry->id, 9u);
   EXPECT_EQ(cache.cached_id(*reshaped), 9u);
   EXPECT_TRUE(RequestCache::fast_entry_matches(*entry, DataType::kFloat32, {16},

@@ -71,6 +71,8 @@ class RequestCache {
  private:
   CacheEntry make_entry(uint32_t id, const PendingOp& op, std::string signature) const;
 
+  // Never erased, and a name's entry is rewritten in place (the map's nodes stay put): ops keep
+  // a pointer to their name's entry across steps (PendingOp::cache_entry).
   std::unordered_map<std::string, CacheEntry> entries_;
 };
 
