@@ -15,6 +15,7 @@
 namespace hvrun::detail {
 
 struct CacheEntry;
+struct InFlightSlot;
 
 struct PendingOp {
   v1::CollectiveOp op = v1::COLLECTIVE_OP_UNSPECIFIED;
@@ -38,9 +39,9 @@ struct PendingOp {
   // The runtime's shortcuts past two lookups by name per op and step (both under
   // WorkState::mutex). The request-cache entry of its name, once found: entries are rewritten in
   // place, never erased, and an op reused for the next submission of its name keeps it. Its
-  // in-flight table slot (opaque here) while it is in flight, else null.
+  // in-flight table slot while it is in flight, else null.
   const CacheEntry* cache_entry = nullptr;
-  void* in_flight_slot = nullptr;
+  InFlightSlot* in_flight_slot = nullptr;
 
   // A new op whose handle carries `name`, every other field at its default.
   static std::shared_ptr<PendingOp> named(std::string name) {

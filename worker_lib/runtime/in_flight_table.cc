@@ -84,8 +84,7 @@ std::shared_ptr<PendingOp> InFlightTable::take(std::string_view name, uint32_t s
 
 void InFlightTable::remove(PendingOp& op) {
   // Set only while the op is in flight, so its slot cannot have been swept.
-  auto* slot = static_cast<Slot*>(op.in_flight_slot);
-  if (slot != nullptr && slot->op.get() == &op) ended(*slot);
+  if (Slot* slot = op.in_flight_slot; slot != nullptr && slot->op.get() == &op) ended(*slot);
 }
 
 std::vector<std::shared_ptr<PendingOp>> InFlightTable::take_all() {

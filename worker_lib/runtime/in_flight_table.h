@@ -20,6 +20,12 @@
 
 namespace hvrun::detail {
 
+// One name's entry of the table.
+struct InFlightSlot {
+  std::shared_ptr<PendingOp> op;     // in flight, or null
+  std::shared_ptr<PendingOp> spare;  // the latest claimed op of this name, for the next claim
+};
+
 class InFlightTable {
  public:
   // Registers `op` as in flight; false when an op of its name is in flight already. Only ops
@@ -46,10 +52,7 @@ class InFlightTable {
     using is_transparent = void;
     size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
   };
-  struct Slot {
-    std::shared_ptr<PendingOp> op;     // in flight, or null
-    std::shared_ptr<PendingOp> spare;  // the latest claimed op of this name, for the next claim
-  };
+  using Slot = InFlightSlot;
   using Slots = std::unordered_map<std::string, Slot, NameHash, std::equal_to<>>;
 
   Slot& slot_for(std::string_view name);
