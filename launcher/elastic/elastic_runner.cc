@@ -63,7 +63,8 @@ int ElasticRunner::run(const std::vector<ElasticSlot>& first) {
   if (!make_output_dir()) return 2;
   std::vector<WorkerRecord>& records = supervisor().workers();
   records.reserve(static_cast<size_t>(record_capacity(config_.elastic)));
-  LocalWorkers local(supervisor().io(), records, streams(), supervisor(), guard_);
+  LocalWorkers local(supervisor().io(), records, streams(), supervisor(), guard_,
+                     config_.grace_period);
   HeldChildren children(local);
   local_ = &local;
   children_ = &children;

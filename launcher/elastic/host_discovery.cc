@@ -10,6 +10,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "launcher/process/own_children.h"
 #include "launcher/supervisor/job_summary.h"
 
 namespace hvrun::launcher {
@@ -72,6 +73,7 @@ Result<std::string> run_discovery_script(const std::string& script,
     ::execl("/bin/sh", "sh", "-c", script.c_str(), static_cast<char*>(nullptr));
     ::_exit(127);
   }
+  record_own_child(pid);
   ::close(out[1]);
   std::string text;
   const auto until = std::chrono::steady_clock::now() + deadline;

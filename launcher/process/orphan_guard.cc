@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "launcher/process/own_children.h"
+
 namespace hvrun::launcher {
 namespace {
 
@@ -108,6 +110,7 @@ Result<OrphanGuard> OrphanGuard::start() {
     guard_main(fds[0]);
   }
   ::close(fds[0]);
+  record_own_child(pid);
   return OrphanGuard(fds[1], pid);
 }
 

@@ -13,6 +13,8 @@
 #include <cstring>
 #include <sstream>
 
+#include "launcher/process/own_children.h"
+
 namespace hvrun::launcher {
 namespace {
 
@@ -152,6 +154,7 @@ Result<SpawnedWorker> spawn_worker(const std::string& path, const std::vector<st
                           std::strerror(clone_errno));
   }
   ::setpgid(pid, pid);  // also here, so the group exists before hvrun signals it
+  record_own_child(pid);
 
   int exec_errno = 0;
   ssize_t n;

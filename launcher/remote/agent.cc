@@ -17,6 +17,8 @@
 
 #include "common/build_info.h"
 #include "common/proc_state.h"
+#include "common/setting_keys.h"
+#include "common/settings.h"
 #include "launcher/plan/cpu_binding.h"
 #include "launcher/plan/network_interfaces.h"
 #include "launcher/plan/rank_environment.h"
@@ -42,6 +44,20 @@ constexpr int kCoordinatorFailures = 3;
 // Records never move (the workers' pipes point into them): an elastic job adds ranks to a running
 // agent up to this many processes in all.
 constexpr size_t kMostWorkers = 1024;
+
+// The job's --grace-period, as its workers' environment carries it (a setting travels as its
+// HVRUN_* variable when it is not at its default).
+std::chrono::milliseconds job_grace_period(const std::vector<std::string>& worker_envp) {
+  Settings settings;
+  const std::string variable = std::string(find_setting(setting::kGracePeriodSeconds.name)->env);
+  for (const std::string& kv : worker_envp)
+    if (kv.size() > variable.size() && kv.compare(0, variable.size(), variable) == 0 &&
+        kv[variable.size()] == '=')
+      (void)settings.set(setting::kGracePeriodSeconds.name, kv.substr(variable.size() + 1),
+                         SettingSource::kEnvironment, variable);
+  return std::chrono::milliseconds(
+      static_cast<int64_t>(settings.get(setting::kGracePeriodSeconds) * 1000.0));
+}
 
 // The agent's side of its workers' output and exits: frames to hvrun, nothing decided here
 // (hvrun's supervisor judges the job; see supervisor/job_supervisor.h).
@@ -205,7 +221,8 @@ void Agent::start_workers() {
                     [] { return false; },  // an agent kills what its workers left at once
                     [this] { coordinator_timer_->cancel(); },
                     [this] { finish(); }});
-  local_.emplace(io_, workers_, *this, *this, guard_ ? &*guard_ : nullptr);
+  local_.emplace(io_, workers_, *this, *this, guard_ ? &*guard_ : nullptr,
+                 job_grace_period(envps_.empty() ? std::vector<std::string>{} : envps_.front()));
   coordinator_timer_ = std::make_unique<asio::steady_timer>(io_);
   loop_->start(*local_);
 

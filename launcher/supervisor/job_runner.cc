@@ -22,7 +22,8 @@ int JobRunner::run(const std::vector<WorkerLaunch>& launches) {
     workers[i].host = launches[i].host;
     workers[i].label = launches[i].label;
   }
-  LocalWorkers local(supervisor().io(), workers, streams(), supervisor(), guard_);
+  LocalWorkers local(supervisor().io(), workers, streams(), supervisor(), guard_,
+                     config_.grace_period);
   return supervisor().run(local, [&] { start_all(local, launches); });
 }
 

@@ -14,8 +14,10 @@ namespace asio = boost::asio;
 using boost::system::error_code;
 
 LocalWorkers::LocalWorkers(asio::io_context& io, std::vector<WorkerRecord>& records,
-                           RankOutput& output, ChildrenEvents& events, OrphanGuard* guard)
-    : io_(io), records_(records), output_(output), events_(events), guard_(guard) {}
+                           RankOutput& output, ChildrenEvents& events, OrphanGuard* guard,
+                           std::chrono::milliseconds grace_period)
+    : io_(io), records_(records), output_(output), events_(events), guard_(guard),
+      strays_(grace_period) {}
 
 Status LocalWorkers::start(size_t index, const std::string& path,
                            const std::vector<std::string>& argv,
@@ -71,6 +73,7 @@ WorkerRecord* LocalWorkers::reap() {
     events_.exit_recorded(record);
     if (is_failure(status) && first_failed == nullptr) first_failed = &record;
   }
+  strays_.reap_exited();
   return first_failed;
 }
 
@@ -79,6 +82,11 @@ bool LocalWorkers::awaits_explanation(const JobEnd& end) const {
 }
 
 void LocalWorkers::signal_all(int sig) {
+  signal_groups(sig);
+  strays_.signal(sig);
+}
+
+void LocalWorkers::signal_groups(int sig) {
   for (WorkerRecord& record : records_) {
     if (record.pid <= 0) continue;
     // A group whose members are all gone answers ESRCH, which is fine.
@@ -112,11 +120,17 @@ bool LocalWorkers::settle_leftovers(bool may_wait) {
   bool leftovers = false;
   for (const WorkerRecord& r : records_) leftovers |= r.pid > 0 && group_has_live_members(r.pid);
   if (leftovers && may_wait && !killed_) return false;
+  // Past the teardown's grace period (or hvrun signalled twice) strays get no more time either.
+  const bool hurry = killed_;
   if (leftovers) {
     // Every worker exited but left processes behind; they would be orphans.
-    signal_all(SIGKILL);
+    signal_groups(SIGKILL);
     killed_ = true;
   }
+  if (!strays_.settle(hurry)) return false;
+  if (strays_.take_unreported())
+    events_.say("ended what the ranks left running outside their process groups: " +
+                strays_.report());
   return true;
 }
 

@@ -2,10 +2,13 @@
 // (worker_process.h: own process group, PR_SET_PDEATHSIG, watched by the orphan guard), reaped
 // on SIGCHLD, signalled by process group (process_group.h), and, once every one exited,
 // whatever they left running is given the rest of a teardown's grace period and then killed.
+// What left their process groups (a double-forked daemon) is found as this process's stray
+// children (stray_processes.h), ended with the job and named.
 // Used by single-host jobs (job_runner.h) and by every host's agent (remote/agent.cc).
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -15,6 +18,7 @@
 
 #include "common/status.h"
 #include "launcher/process/orphan_guard.h"
+#include "launcher/process/stray_processes.h"
 #include "launcher/supervisor/children.h"
 
 namespace hvrun::launcher {
@@ -22,8 +26,10 @@ namespace hvrun::launcher {
 class LocalWorkers final : public Children {
  public:
   // `records` (one per worker, rank and host filled in) outlives this and keeps its size.
+  // `grace_period`: what a stray process gets between SIGTERM and SIGKILL once the job is over.
+  // Makes this process a child subreaper (stray_processes.h).
   LocalWorkers(boost::asio::io_context& io, std::vector<WorkerRecord>& records, RankOutput& output,
-               ChildrenEvents& events, OrphanGuard* guard);
+               ChildrenEvents& events, OrphanGuard* guard, std::chrono::milliseconds grace_period);
 
   // Starts records[index]'s process: `path` with `argv`, `envp`, on `cpus` (empty: anywhere).
   // Call from the thread that lives as long as the job (PR_SET_PDEATHSIG is tied to it).
@@ -34,7 +40,7 @@ class LocalWorkers final : public Children {
   // A rank the coordinator names while it still runs: a dying process closes its sockets before
   // it can be reaped, so its exit status is a moment away.
   bool awaits_explanation(const JobEnd& end) const override;
-  // Every worker's process group: the worker and whatever it started.
+  // Every worker's process group (the worker and whatever it started), and every stray.
   void signal_all(int sig) override;
   void grace_over() override;
   void kill_now(int sig) override;
@@ -52,6 +58,7 @@ class LocalWorkers final : public Children {
     bool open = false;
   };
 
+  void signal_groups(int sig);
   void read_more(Pipe& pipe);
   void close_pipe(Pipe& pipe);
 
@@ -60,6 +67,7 @@ class LocalWorkers final : public Children {
   RankOutput& output_;
   ChildrenEvents& events_;
   OrphanGuard* guard_;
+  StrayReaper strays_;
   std::vector<std::unique_ptr<Pipe>> pipes_;  // two per started worker
   bool killed_ = false;                       // SIGKILL was sent to every group
 };

@@ -235,5 +235,32 @@ TEST(AgentTest, ACoordinatorThatStopsAnsweringEndsTheWorkers) {
   EXPECT_TRUE(noted);
 }
 
+// A worker's daemon (setsid, then orphaned by a fork whose parent exits) left its process group:
+// the agent, its subreaper, ends it with the job and names it to hvrun.
+TEST(AgentTest, ADaemonAWorkerDoubleForkedEndsWithTheJobAndIsNamed) {
+  AgentProcess agent;
+  agent.start_job(
+      "setsid sh -c 'sleep 600 </dev/null >/dev/null 2>&1 & echo \"daemon $!\"'", 1, "unix:/x");
+  std::vector<Frame> frames;
+  ASSERT_TRUE(agent.until("BYE", std::chrono::seconds(10), &frames));
+  pid_t daemon = 0;
+  std::string notes;
+  for (const Frame& f : frames) {
+    if (f.type == "OUT" && f.payload.rfind("daemon ", 0) == 0)
+      daemon = static_cast<pid_t>(std::atol(f.payload.c_str() + 7));
+    if (f.type == "NOTE") notes += f.payload + "\n";
+  }
+  ASSERT_GT(daemon, 0);
+  const auto deadline = Clock::now() + std::chrono::seconds(1);
+  while (alive(daemon) && Clock::now() < deadline) ::usleep(5000);
+  const bool survived = alive(daemon);
+  if (survived) ::kill(daemon, SIGKILL);
+  EXPECT_FALSE(survived) << "the worker's daemon outlived the job";
+  EXPECT_NE(notes.find("pid " + std::to_string(daemon) + " (sleep 600) from rank 0, sent SIGTERM"),
+            std::string::npos)
+      << notes;
+  EXPECT_EQ(agent.wait_exit(std::chrono::seconds(5)), 0);
+}
+
 }  // namespace
 }  // namespace hvrun::test

@@ -117,5 +117,83 @@ TEST(HvrunSignalsTest, LeftoversOfASuccessfulWorkerAreNotLeftBehind) {
   EXPECT_TRUE(wait_all_gone(pids, milliseconds(1000)));
 }
 
+// Each worker starts a daemon the classic way, out of its process group: setsid() (a session and
+// group of its own), then a fork whose parent exits at once (the daemon is orphaned), and
+// prints "daemon <rank> <the daemon's pid>". `daemon` is what the daemon runs.
+std::string worker_with_daemon(const std::string& daemon) {
+  return "setsid sh -c '" + daemon + " </dev/null >/dev/null 2>&1 & echo \"daemon $HVRUN_RANK $!\"'";
+}
+
+std::vector<pid_t> daemon_pids(const std::string& out) {
+  std::vector<pid_t> pids;
+  std::regex line(R"(\]<stdout>:daemon \d+ (\d+))");
+  for (auto it = std::sregex_iterator(out.begin(), out.end(), line); it != std::sregex_iterator();
+       ++it)
+    pids.push_back(std::stoi((*it)[1]));
+  return pids;
+}
+
+TEST(HvrunSignalsTest, DaemonsTheWorkersDoubleForkedEndWithTheJobAndAreNamed) {
+  HvrunProcess hvrun({"-np", "2", "sh", "-c", worker_with_daemon("sleep 600")},
+                     {{"HVRUN_DEVICE", "cpu"}});
+  std::optional<int> code = hvrun.wait_exit(milliseconds(10000));
+  std::vector<pid_t> daemons = daemon_pids(hvrun.out());
+  for (pid_t p : daemons) hvrun.also_kill_on_exit(p);
+  ASSERT_TRUE(code.has_value()) << hvrun.err();
+  EXPECT_EQ(*code, 0) << hvrun.err();
+  ASSERT_EQ(daemons.size(), 2u) << hvrun.out();
+  EXPECT_TRUE(wait_all_gone(daemons, milliseconds(1000))) << "a worker's daemon outlived the job";
+  for (size_t r = 0; r < daemons.size(); ++r) {
+    // The daemons start in either order: each is named with the rank whose worker started it.
+    const std::string out = hvrun.out();
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(out, m, std::regex("daemon " + std::to_string(r) + " (\\d+)")));
+    EXPECT_NE(hvrun.err().find("pid " + m[1].str() + " (sleep 600) from rank " + std::to_string(r) +
+                               ", sent SIGTERM"),
+              std::string::npos)
+        << hvrun.err();
+  }
+}
+
+TEST(HvrunSignalsTest, ADaemonThatIgnoresSigtermIsKilledAfterTheGracePeriod) {
+  HvrunProcess hvrun({"-np", "1", "--grace-period", "1", "sh", "-c",
+                      worker_with_daemon("trap \"\" TERM; exec sleep 600")},
+                     {{"HVRUN_DEVICE", "cpu"}});
+  const auto start = std::chrono::steady_clock::now();
+  std::optional<int> code = hvrun.wait_exit(milliseconds(10000));
+  const auto took = std::chrono::steady_clock::now() - start;
+  std::vector<pid_t> daemons = daemon_pids(hvrun.out());
+  for (pid_t p : daemons) hvrun.also_kill_on_exit(p);
+  ASSERT_TRUE(code.has_value()) << hvrun.err();
+  EXPECT_EQ(*code, 0) << hvrun.err();
+  ASSERT_EQ(daemons.size(), 1u) << hvrun.out();
+  EXPECT_TRUE(wait_all_gone(daemons, milliseconds(1000))) << "the daemon outlived the job";
+  EXPECT_GE(took, milliseconds(1000)) << "the daemon had the grace period after its SIGTERM";
+  EXPECT_NE(hvrun.err().find("pid " + std::to_string(daemons[0]) + " (sleep 600) from rank 0, "
+                             "sent SIGKILL"),
+            std::string::npos)
+      << hvrun.err();
+}
+
+TEST(HvrunSignalsTest, ADaemonOfAJobThatIsStoppedEndsWithIt) {
+  // The worker stays; hvrun is told to stop: the daemon goes with the workers.
+  HvrunProcess hvrun({"-np", "1", "--grace-period", "2", "sh", "-c",
+                      worker_with_daemon("sleep 600") + "; exec sleep 600"},
+                     {{"HVRUN_DEVICE", "cpu"}});
+  ASSERT_TRUE(hvrun.read_until([](const std::string& o) { return daemon_pids(o).size() == 1; },
+                               milliseconds(10000)))
+      << hvrun.out() << hvrun.err();
+  std::vector<pid_t> daemons = daemon_pids(hvrun.out());
+  for (pid_t p : daemons) hvrun.also_kill_on_exit(p);
+  ASSERT_EQ(kill(hvrun.pid(), SIGTERM), 0);
+  std::optional<int> code = hvrun.wait_exit(milliseconds(5000));
+  ASSERT_TRUE(code.has_value()) << hvrun.err();
+  EXPECT_EQ(*code, 128 + SIGTERM);
+  EXPECT_TRUE(wait_all_gone(daemons, milliseconds(1000))) << "the daemon outlived the job";
+  EXPECT_NE(hvrun.err().find("pid " + std::to_string(daemons[0]) + " (sleep 600) from rank 0"),
+            std::string::npos)
+      << hvrun.err();
+}
+
 }  // namespace
 }  // namespace hvrun::test
