@@ -9,9 +9,11 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <thread>
 
+#include "launcher/autopsy/report_directory_card.h"
 #include "launcher/autopsy/report_files.h"
 
 namespace hvrun::launcher {
@@ -19,7 +21,8 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: hvrun dump PID [--autopsy-dir DIR] [--wait-seconds S]\n"
-    "  PID: the job's hvrun process; DIR: its --autopsy-dir (default: $TMPDIR or /tmp)\n";
+    "  PID: the job's hvrun process; DIR: where to wait for its report (default: the directory\n"
+    "  the job writes its reports in, as its hvrun published it)\n";
 
 std::string read_text(const std::filesystem::path& path) {
   std::ifstream in(path);
@@ -80,7 +83,16 @@ int run_dump_command(const std::vector<std::string>& args, std::ostream& out, st
     err << "hvrun dump: " << why << "\n";
     return 1;
   }
-  dir = autopsy_directory(dir, "");
+  if (dir.empty()) {
+    if (std::optional<std::string> published = read_report_directory_card(pid)) {
+      dir = *published;
+    } else {
+      dir = autopsy_directory("", "");
+      err << "hvrun dump: hvrun (pid " << pid << ") did not publish where it writes its reports ("
+          << report_directory_card_path(pid) << "; an hvrun older than this one?); waiting in "
+          << dir << ": give its --autopsy-dir if it has one\n";
+    }
+  }
   const auto asked = std::filesystem::file_time_type::clock::now();
   if (::kill(pid, SIGUSR1) != 0) {
     err << "hvrun dump: cannot signal hvrun (pid " << pid << "): " << std::strerror(errno) << "\n";

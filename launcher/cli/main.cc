@@ -19,6 +19,7 @@
 #include "coordinator/telemetry/timeline_reader.h"
 #include "launcher/autopsy/autopsy_reporter.h"
 #include "launcher/autopsy/dump_command.h"
+#include "launcher/autopsy/report_directory_card.h"
 #include "launcher/autopsy/report_files.h"
 #include "launcher/control/control_plane.h"
 #include "launcher/doctor/doctor_command.h"
@@ -306,6 +307,10 @@ int run_job(const LaunchOptions& given) {
   auto guard = OrphanGuard::start();
   if (!guard.is_ok()) return fail(guard.status().message());
   spdlog::debug("orphan guard started (pid {})", guard->pid());
+  // `hvrun dump <this pid>` finds the reports where this job writes them.
+  const ReportDirectoryCard report_card(
+      autopsy_directory(settings.get(setting::kAutopsyDir), settings.get(setting::kOutputFilename)));
+  if (!report_card.path().empty()) guard->remove_on_exit(report_card.path());
 
   const std::string device = settings.get(setting::kDevice);
   GpuInventory gpus;

@@ -247,6 +247,35 @@ TEST(Autopsy, HvrunDumpAsksARunningJobAndPrintsItsReport) {
   EXPECT_NE(dump->out().find("verdict: " + a.verdict), std::string::npos) << dump->out();
 }
 
+// `hvrun dump PID` alone (another shell: another TMPDIR, no flags) waits where the job writes.
+TEST(Autopsy, HvrunDumpFindsTheReportInTheJobsAutopsyDir) {
+  const TempDir dir("autopsy-dump-dir");
+  const TempDir elsewhere("autopsy-dump-tmp");  // the dumping shell's TMPDIR: stays empty
+  std::optional<ChildProcess> dump;
+  const Autopsy a = run_until_autopsy(
+      {bin_path("hvrun_autopsy_worker"), "pipe"}, dir, {},
+      [&](ChildProcess& job) {
+        if (job.err().find("rank 1: blocking in read()") == std::string::npos ||
+            job.err().find("rank 0: waiting in step 3") == std::string::npos)
+          return false;
+        ChildOptions options;
+        options.env = {{"TMPDIR", elsewhere.path()}};
+        dump.emplace(std::vector<std::string>{bin_path("hvrun"), "dump", std::to_string(job.pid()),
+                                              "--wait-seconds", "20"},
+                     options);
+        return true;
+      },
+      "0");
+  expect_prompt_verdict_on_rank_1(a);
+  ASSERT_TRUE(dump && dump->started());
+  const std::optional<int> code = dump->wait_exit(std::chrono::seconds(30));
+  ASSERT_TRUE(code) << dump->err();
+  EXPECT_EQ(*code, 0) << dump->err();
+  EXPECT_NE(dump->err().find("waiting for its report in " + dir.path()), std::string::npos)
+      << dump->err();
+  EXPECT_NE(dump->out().find("verdict: " + a.verdict), std::string::npos) << dump->out();
+}
+
 TEST(Autopsy, AHeartbeatAbortWaitsForItsAutopsy) {
   const TempDir dir("autopsy-heartbeat");
   ChildProcess job({bin_path("hvrun"), "-np", "2", "-H", "localhost:2",
