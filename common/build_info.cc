@@ -20,6 +20,7 @@ const BuildInfo& build_info() {
       .have_mpi = HVRUN_HAVE_MPI != 0,
       .mpi_version = HVRUN_HAVE_MPI != 0 ? HVRUN_MPI_VERSION : "none",
       .have_python = HVRUN_HAVE_PYTHON != 0,
+      .have_tensorflow = HVRUN_HAVE_TENSORFLOW != 0,
       .grpc_version = HVRUN_GRPC_VERSION,
       .protobuf_version = HVRUN_PROTOBUF_VERSION,
   };
@@ -35,7 +36,7 @@ std::string describe_build() {
   // data plane, so no MPI tensor operations.
   out << "hvrun v" << b.version << ":\n\n"
       << "Available Frameworks:\n"
-      << "    [ ] TensorFlow\n"
+      << "    " << mark(b.have_tensorflow) << " TensorFlow\n"
       << "    " << mark(b.have_python) << " PyTorch\n"
       << "    [ ] MXNet\n\n"
       << "Available Controllers:\n"

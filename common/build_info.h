@@ -19,6 +19,7 @@ struct BuildInfo {
   bool have_mpi;
   std::string_view mpi_version;
   bool have_python;  // the hvrun and hvrun.torch Python packages (Horovod's PyTorch API)
+  bool have_tensorflow;  // hvrun.tensorflow's op library (python/tf_ops/)
   std::string_view grpc_version;
   std::string_view protobuf_version;
 };

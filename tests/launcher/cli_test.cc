@@ -54,7 +54,7 @@ TEST(HvrunCliTest, CheckBuildStartsWithHorovodsBlocks) {
   RunResult b = run_process({bin_path("hvrun"), "--check-build"});
   ASSERT_EQ(b.exit_code, 0);
   size_t at = 0;
-  for (const char* want : {"Available Frameworks:\n", "    [ ] TensorFlow\n", "] PyTorch\n",
+  for (const char* want : {"Available Frameworks:\n", "] TensorFlow\n", "] PyTorch\n",
                            "    [ ] MXNet\n", "Available Controllers:\n", "    [ ] MPI\n",
                            "    [ ] Gloo\n", "Available Tensor Operations:\n", "] NCCL\n",
                            "    [ ] DDL\n", "    [ ] CCL\n", "    [ ] MPI\n", "    [X] Gloo\n",
@@ -63,6 +63,15 @@ TEST(HvrunCliTest, CheckBuildStartsWithHorovodsBlocks) {
     ASSERT_NE(found, std::string::npos) << "'" << want << "' missing or out of order:\n" << b.out;
     at = found + 1;
   }
+}
+
+// The frameworks block says what this build has: hvrun.tensorflow's op library is built when
+// CMake found TensorFlow in the project's Python environment.
+TEST(HvrunCliTest, CheckBuildSaysWhetherTensorFlowIsBuilt) {
+  RunResult b = run_process({bin_path("hvrun"), "--check-build"});
+  ASSERT_EQ(b.exit_code, 0);
+  const std::string line = HVRUN_TEST_HAVE_TENSORFLOW ? "    [X] TensorFlow\n" : "    [ ] TensorFlow\n";
+  EXPECT_NE(b.out.find(line), std::string::npos) << b.out;
 }
 
 // The same launcher under Horovod's name, taking a job line as Horovod's scripts write it.
