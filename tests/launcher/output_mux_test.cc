@@ -4,8 +4,12 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <regex>
 #include <string>
+
+#include "tests/support/subprocess.h"
 
 namespace hvrun::launcher {
 namespace {
@@ -118,6 +122,16 @@ TEST(OutputMuxTest, OverlongLinesArePiecedNotLost) {
   std::string text = cap.text();
   EXPECT_EQ(text, "[0]:" + std::string(TaggedStream::kMaxLine, 'x') + "\n[0]:" +
                       std::string(10, 'x') + "\n");
+}
+
+// docs/launcher.md says where a line stops being whole, and what happens past it.
+TEST(OutputMuxTest, TheLauncherManualStatesTheLineLimit) {
+  static_assert(TaggedStream::kMaxLine == 1 << 20, "docs/launcher.md says 1 MiB");
+  std::ifstream in(test::source_dir() + "/docs/launcher.md");
+  const std::string manual((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_FALSE(manual.empty());
+  EXPECT_NE(manual.find("Every line a worker prints, up to 1 MiB, reaches"), std::string::npos);
+  EXPECT_NE(manual.find("A longer line is cut into pieces of 1 MiB"), std::string::npos);
 }
 
 }  // namespace
