@@ -51,9 +51,10 @@ struct PiecePhases {
 
 class Backend;
 
-// allreduce_pieces' default: packs every piece (prescaled; float16/bfloat16 widened to float32)
-// into `staging`, one allreduce, then scales each result out into its piece's output. A single
-// native-typed piece is reduced in its output buffer instead (no staging copy).
+// allreduce_pieces' default: packs the pieces (prescaled; float16/bfloat16 widened to float32)
+// into `staging`, allreduces, then scales each result out into its piece's output, 16 MiB of
+// staging at a time (every rank cuts the same windows), so `staging` never grows past that. A
+// single native-typed piece is reduced in its output buffer instead (no staging copy).
 // Defined in reduction/packed_allreduce.cc.
 Status allreduce_pieces_packed(Backend& backend, std::span<const ReducePiece> pieces,
                                DataType dtype, ReduceOp op, const ReduceScaling& scaling,

@@ -1,6 +1,9 @@
-// The default Backend::allreduce_pieces (backend.h): pack every piece into the caller's staging
-// buffer, one allreduce, scale every result out.
+// The default Backend::allreduce_pieces (backend.h): pack the pieces into the caller's staging
+// buffer, allreduce, scale every result out; window by window.
+#include <algorithm>
 #include <chrono>
+#include <tuple>
+#include <utility>
 
 #include "worker_lib/backend.h"
 #include "worker_lib/reduction/reduction_math.h"
@@ -9,6 +12,10 @@ namespace hvrun::detail {
 namespace {
 
 using PhaseClock = std::chrono::steady_clock;
+
+// The most bytes (of the work type) staged at once. Large enough that a window's collective
+// dwarfs the call's own cost, small enough to be nothing beside the tensors.
+constexpr size_t kStagingWindowBytes = size_t{16} << 20;
 
 // Adds the time since `since` to `into` (only when phases are wanted) and restarts the clock.
 void lap(std::chrono::nanoseconds* into, PhaseClock::time_point& since) {
@@ -45,27 +52,51 @@ Status allreduce_pieces_packed(Backend& backend, std::span<const ReducePiece> pi
     return Status::ok();
   }
   const size_t wsize = dtype_size(work);
+  const size_t esize = dtype_size(dtype);
   size_t total = 0;
   for (const ReducePiece& p : pieces) total += p.count;
   if (total == 0) return Status::ok();
-  if (staging.size() < total * wsize) staging.resize(total * wsize);
-  std::byte* at_byte = staging.data();
-  for (const ReducePiece& p : pieces) {
-    if (p.count == 0) continue;
-    if (p.input) pack_scaled(at_byte, p.input, p.count, dtype, scaling.prescale);
-    else fill_neutral(at_byte, p.count, dtype, op);
-    at_byte += p.count * wsize;
+  // The pieces' concatenation goes through `staging` one window at a time: the buffer (kept
+  // for the next call) never outgrows a window, whatever the tensor (a float16 one widened to
+  // float32 would otherwise take twice its own size, for good).
+  const size_t window = std::max<size_t>(1, kStagingWindowBytes / wsize);
+  if (staging.size() < std::min(total, window) * wsize) staging.resize(std::min(total, window) * wsize);
+  // Where the next window starts: piece `piece`, element `offset` of it.
+  size_t piece = 0, offset = 0;
+  for (size_t begin = 0; begin < total; begin += window) {
+    const size_t n = std::min(window, total - begin);
+    // Calls `fn(piece, first element in it, staging position, count)` for the window's parts.
+    auto for_each_part = [&](auto&& fn) {
+      size_t i = piece, off = offset, placed = 0;
+      while (placed < n) {
+        const ReducePiece& p = pieces[i];
+        const size_t take = std::min(p.count - off, n - placed);
+        if (take > 0) fn(p, off, staging.data() + placed * wsize, take);
+        placed += take;
+        off += take;
+        if (off == p.count) {
+          ++i;
+          off = 0;
+        }
+      }
+      return std::pair<size_t, size_t>(i, off);
+    };
+    for_each_part([&](const ReducePiece& p, size_t off, std::byte* to, size_t count) {
+      if (p.input) pack_scaled(to, static_cast<const std::byte*>(p.input) + off * esize, count,
+                               dtype, scaling.prescale);
+      else fill_neutral(to, count, dtype, op);
+    });
+    lap(pack_time, at);
+    if (reduce) HVRUN_RETURN_IF_ERROR(backend.allreduce(staging.data(), n, work, wire_op));
+    lap(collective_time, at);
+    std::tie(piece, offset) =
+        for_each_part([&](const ReducePiece& p, size_t off, std::byte* from, size_t count) {
+          if (p.output)
+            finish_scaled(static_cast<std::byte*>(p.output) + off * esize, from, count, dtype,
+                          scaling.divisor, scaling.postscale);
+        });
+    lap(unpack_time, at);
   }
-  lap(pack_time, at);
-  if (reduce) HVRUN_RETURN_IF_ERROR(backend.allreduce(staging.data(), total, work, wire_op));
-  lap(collective_time, at);
-  at_byte = staging.data();
-  for (const ReducePiece& p : pieces) {
-    if (p.output && p.count)
-      finish_scaled(p.output, at_byte, p.count, dtype, scaling.divisor, scaling.postscale);
-    at_byte += p.count * wsize;
-  }
-  lap(unpack_time, at);
   return Status::ok();
 }
 
