@@ -52,7 +52,7 @@ struct PiecePhases {
 class Backend;
 
 // allreduce_pieces' default: packs the pieces (prescaled; float16/bfloat16 widened to float32)
-// into `staging`, allreduces, then scales each result out into its piece's output, 16 MiB of
+// into `staging`, allreduces, then scales each result out into its piece's output, 64 MiB of
 // staging at a time (every rank cuts the same windows), so `staging` never grows past that. A
 // single native-typed piece is reduced in its output buffer instead (no staging copy).
 // Defined in reduction/packed_allreduce.cc.

@@ -87,6 +87,48 @@ TEST_P(GlooBackendTest, AllgathervBroadcastAlltoallvBarrier) {
 
 INSTANTIATE_TEST_SUITE_P(WorldSizes, GlooBackendTest, ::testing::Values(1, 2, 3, 4));
 
+// The packed fused allreduce stages at most one window (64 MiB) at a time: pieces that start,
+// end and cross window boundaries, a joined rank's piece (no input) among them, and scaling,
+// come out right on every rank.
+TEST(GlooPackedPieces, PiecesAcrossStagingWindowsComeOutRight) {
+  constexpr int kSize = 2;
+  const std::vector<size_t> counts = {5, size_t{20} << 20, 3, 0, size_t{17} << 20, 7};
+  run_ranks(kSize, [&](Backend& b) {
+    const int r = b.rank();
+    std::vector<std::vector<float>> in, out;
+    std::vector<ReducePiece> pieces;
+    for (size_t i = 0; i < counts.size(); ++i) {
+      in.emplace_back(counts[i], static_cast<float>(r + 1 + i));
+      out.emplace_back(counts[i], -1.0f);
+    }
+    for (size_t i = 0; i < counts.size(); ++i) {
+      // Rank 1 has joined for piece 2: it contributes the identity (0 for a sum).
+      const bool joined = r == 1 && i == 2;
+      pieces.push_back({joined ? nullptr : in[i].data(), out[i].data(), counts[i]});
+    }
+    std::vector<std::byte> staging;
+    const ReduceScaling scaling{.prescale = 2.0, .postscale = 0.5, .divisor = kSize};
+    ASSERT_TRUE(allreduce_pieces_packed(b, pieces, DataType::kFloat32, ReduceOp::kAverage,
+                                        scaling, staging, nullptr)
+                    .is_ok());
+    EXPECT_LE(staging.size(), size_t{64} << 20);
+    for (size_t i = 0; i < counts.size(); ++i) {
+      // (sum over contributing ranks of 2 * (k + 1 + i)) / 2 ranks * 0.5
+      double sum = 0;
+      for (int k = 0; k < kSize; ++k) {
+        if (!(k == 1 && i == 2)) sum += 2.0 * (k + 1 + static_cast<double>(i));
+      }
+      const float want = static_cast<float>(sum / kSize * 0.5);
+      for (size_t e = 0; e < counts[i]; e += (e < 10 ? 1 : 9973)) {
+        ASSERT_EQ(out[i][e], want) << "piece " << i << " element " << e << " on rank " << r;
+      }
+      if (counts[i] > 0) {
+        ASSERT_EQ(out[i].back(), want) << "piece " << i << " on rank " << r;
+      }
+    }
+  });
+}
+
 TEST(HalfConversion, RoundTripsAndRounds) {
   for (float f : {0.0f, 1.0f, -2.5f, 65504.0f, 6.1035156e-05f, 5.9604645e-08f, 1000.5f})
     EXPECT_EQ(float16_to_float(float_to_float16(f)), f) << f;

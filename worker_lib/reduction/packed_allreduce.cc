@@ -13,9 +13,9 @@ namespace {
 
 using PhaseClock = std::chrono::steady_clock;
 
-// The most bytes (of the work type) staged at once. Large enough that a window's collective
-// dwarfs the call's own cost, small enough to be nothing beside the tensors.
-constexpr size_t kStagingWindowBytes = size_t{16} << 20;
+// The most bytes (of the work type) staged at once. Measured on Gloo (2 ranks, a 256 MiB
+// float16 tensor): 64 MiB windows ran as fast as staging it whole, 16 MiB ones 25-35% slower.
+constexpr size_t kStagingWindowBytes = size_t{64} << 20;
 
 // Adds the time since `since` to `into` (only when phases are wanted) and restarts the clock.
 void lap(std::chrono::nanoseconds* into, PhaseClock::time_point& since) {
