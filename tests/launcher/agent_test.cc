@@ -239,8 +239,12 @@ TEST(AgentTest, ACoordinatorThatStopsAnsweringEndsTheWorkers) {
 // the agent, its subreaper, ends it with the job and names it to hvrun.
 TEST(AgentTest, ADaemonAWorkerDoubleForkedEndsWithTheJobAndIsNamed) {
   AgentProcess agent;
+  // "daemon <pid>" once the daemon runs sleep (until its exec it is a copy of the shell).
   agent.start_job(
-      "setsid sh -c 'sleep 600 </dev/null >/dev/null 2>&1 & echo \"daemon $!\"'", 1, "unix:/x");
+      "d=$(setsid sh -c 'sleep 600 </dev/null >/dev/null 2>&1 & echo $!'); "
+      "c=; while [ \"$c\" != sleep ]; do read -r c < /proc/$d/comm || exit 1; done; "
+      "echo \"daemon $d\"",
+      1, "unix:/x");
   std::vector<Frame> frames;
   ASSERT_TRUE(agent.until("BYE", std::chrono::seconds(10), &frames));
   pid_t daemon = 0;

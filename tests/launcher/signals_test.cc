@@ -119,9 +119,12 @@ TEST(HvrunSignalsTest, LeftoversOfASuccessfulWorkerAreNotLeftBehind) {
 
 // Each worker starts a daemon the classic way, out of its process group: setsid() (a session and
 // group of its own), then a fork whose parent exits at once (the daemon is orphaned), and
-// prints "daemon <rank> <the daemon's pid>". `daemon` is what the daemon runs.
+// prints "daemon <rank> <the daemon's pid>" once the daemon runs sleep (its name in
+// /proc/<pid>/comm: before that it is still a copy of the shell). `daemon` is its command line.
 std::string worker_with_daemon(const std::string& daemon) {
-  return "setsid sh -c '" + daemon + " </dev/null >/dev/null 2>&1 & echo \"daemon $HVRUN_RANK $!\"'";
+  return "d=$(setsid sh -c '" + daemon + " </dev/null >/dev/null 2>&1 & echo $!'); " +
+         "c=; while [ \"$c\" != sleep ]; do read -r c < /proc/$d/comm || exit 1; done; " +
+         "echo \"daemon $HVRUN_RANK $d\"";
 }
 
 std::vector<pid_t> daemon_pids(const std::string& out) {
