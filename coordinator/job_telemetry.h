@@ -59,6 +59,7 @@ struct RankTelemetry {
   std::vector<CollectiveTotals> collectives;  // from the rank's reports
 
   // Coordinator's bookkeeping, over this rank's requests:
+  // Wall time: tensors negotiated (or waited for) at the same time count that time once.
   double negotiation_seconds = 0;  // request arrived -> plan holding it sent
   double wait_seconds = 0;         // the part of that spent waiting for other ranks
   uint64_t tensors_negotiated = 0;
