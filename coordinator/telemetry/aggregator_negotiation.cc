@@ -93,7 +93,7 @@ void Aggregator::account_tensor_locked(const v1::Response& response, const v1::R
     RankState& state = ranks_[r];
     RankTelemetry& t = state.t;
     const double wait = seconds(last - arrival[r]);
-    t.negotiation_seconds += state.negotiating.add(arrival[r], sent);
+    t.negotiation_seconds += std::max(seconds(sent - arrival[r]), 0.0);
     t.wait_seconds += state.waiting.add(arrival[r], last);
     ++t.tensors_negotiated;
     if (wait > t.longest_wait_seconds) {
