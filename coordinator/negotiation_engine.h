@@ -49,8 +49,8 @@
 //     so rank 0's allreduce 'm' and rank 1's allgather 'm' are two tensors that each wait for
 //     the other rank forever; a name the C API submits as two ops is one tensor and fails at
 //     step 3. fail_op_mismatches(now) declares such a pair (or more) a mismatch when, for
-//     op_mismatch_grace: the tensors share the user's name (the op prefix taken off) and are
-//     not all one op, no rank submitted more than one of them (a rank with both in flight is
+//     op_mismatch_grace: the tensors share the user's name (the op prefix taken off; not a
+//     name the bindings generated for an unnamed call) and are not all one op, no rank submitted more than one of them (a rank with both in flight is
 //     an asynchronous pattern its peers may still follow), every rank that submitted one has
 //     nothing else in flight (it waits on it alone), and none of those ranks submitted anything
 //     since. Ranks that submit two asynchronous ops in different orders pass through such a

@@ -35,4 +35,16 @@ inline std::string_view user_tensor_name(std::string_view name, v1::CollectiveOp
   return name;
 }
 
+// Whether user_tensor_name() is one the bindings made for an unnamed call: "noname.<n>", or
+// "ps<id>.noname.<n>" on a process set. They count each op on its own, so allreduce's
+// "noname.3" and allgather's "noname.3" are unrelated calls, not one name used twice.
+inline bool is_generated_name(std::string_view user_name) {
+  if (user_name.starts_with("ps")) {
+    size_t i = 2;
+    while (i < user_name.size() && user_name[i] >= '0' && user_name[i] <= '9') ++i;
+    if (i > 2 && i < user_name.size() && user_name[i] == '.') user_name.remove_prefix(i + 1);
+  }
+  return user_name.starts_with("noname.");
+}
+
 }  // namespace hvrun

@@ -51,7 +51,9 @@ std::vector<std::string> NegotiationEngine::fail_op_mismatches(TimePoint now) {
   std::map<std::string_view, std::vector<PendingTensor*>> by_user_name;
   for (PendingTensor* tensor : s.active) {
     if (tensor->ready || tensor->reference == nullptr || tensor->first_time > settled) continue;
-    by_user_name[user_tensor_name(tensor->name, tensor->reference->op)].push_back(tensor);
+    const std::string_view user_name = user_tensor_name(tensor->name, tensor->reference->op);
+    if (is_generated_name(user_name)) continue;  // no name given: nothing used twice
+    by_user_name[user_name].push_back(tensor);
   }
   std::vector<uint64_t> involved(s.bitset_words);
   std::vector<int> waiting_on;  // per rank: not-ready tensors it submitted (filled when needed)

@@ -123,6 +123,20 @@ TEST(OpMismatch, RanksThatAreNotIdleOnTheNameAloneAreNotRefused) {
   EXPECT_EQ(sim.engine.fail_op_mismatches(sim.now).size(), 1u);
 }
 
+// Unnamed calls are counted per op by the bindings: allreduce's and barrier's "noname.0" are
+// two calls that merely share a number (rank 1 may compute, then call the barrier).
+TEST(OpMismatch, NamesTheBindingsGeneratedAreNeverOneName) {
+  EXPECT_TRUE(is_generated_name("noname.0"));
+  EXPECT_TRUE(is_generated_name("ps2.noname.7"));
+  EXPECT_FALSE(is_generated_name("m"));
+  EXPECT_FALSE(is_generated_name("ps.noname.1"));
+  Sim sim(with_grace(2));
+  sim.submit(0, {request("barrier.noname.0", v1::COLLECTIVE_OP_BARRIER, {})});
+  sim.submit(1, {allreduce("allreduce.noname.0", {4})});
+  sim.advance(10 * kGrace);
+  EXPECT_TRUE(sim.engine.fail_op_mismatches(sim.now).empty());
+}
+
 TEST(OpMismatch, GraceZeroNeverDeclaresOne) {
   Sim sim(2);  // op_mismatch_grace 0
   sim.submit(0, {allreduce("allreduce.m", {4})});
