@@ -74,7 +74,7 @@ TEST(OpMismatch, ANameTheCApiGaveMeetsTheBindingsPrefixedOne) {
   const auto messages = sim.engine.fail_op_mismatches(sim.now);
   ASSERT_EQ(messages.size(), 1u);
   EXPECT_TRUE(contains(messages[0], "rank 0 submitted allgather 'm'")) << messages[0];
-  EXPECT_TRUE(contains(messages[0], "ranks 1, 2 submitted allreduce 'allreduce.m'")) << messages[0];
+  EXPECT_TRUE(contains(messages[0], "ranks 1-2 submitted allreduce 'allreduce.m'")) << messages[0];
 }
 
 // Legal: a rank has both ops in flight (asynchronously); its peer will follow.
