@@ -272,20 +272,16 @@ TEST(CoordinatorService, CleanGoodbyeWhileOthersWaitAbortsNamingTheRankThatLeft)
 TEST(CoordinatorService, OneNameAsTwoOpsFailsOnEveryRankAfterTheGrace) {
   auto options = options_for(2);
   options.op_mismatch_grace = std::chrono::milliseconds(300);
-  auto server = start_server(options);
-  ASSERT_TRUE(server);
-  TestClient client(server->address());
-  register_all(client, 2);
-  auto streams = open_streams(client, 2);
+  RunningJob job(options);
   v1::RequestBatch reduce;
   *reduce.add_requests() = testing::allreduce_request("allreduce.m", {2});
   v1::RequestBatch gather;
   *gather.add_requests() = testing::allreduce_request("allgather.m", {2});
   gather.mutable_requests(0)->set_op(v1::COLLECTIVE_OP_ALLGATHER);
   const auto sent = std::chrono::steady_clock::now();
-  ASSERT_TRUE(streams[0]->send(reduce));
-  ASSERT_TRUE(streams[1]->send(gather));
-  for (auto& stream : streams) {
+  ASSERT_TRUE(job.streams[0]->send(reduce));
+  ASSERT_TRUE(job.streams[1]->send(gather));
+  for (auto& stream : job.streams) {
     std::vector<std::string> errors;
     while (errors.size() < 2) {
       v1::CoordinatorMessage message;
