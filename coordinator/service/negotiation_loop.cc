@@ -243,8 +243,10 @@ void NegotiationLoop::submit(int rank, v1::RequestBatch batch) {
     departures = engine_.take_departure_failures();
   }
   if (!status.is_ok() && hooks_.protocol_error) hooks_.protocol_error(rank, status);
-  send_taken_plans();
+  // Before the plan that fails the collective: a rank reacting to that failure (an uncaught
+  // exception, a failure report) must not name itself before the rank that left is named.
   report_departure_failures(departures);
+  send_taken_plans();
   wake_if_deadline_earlier();
 }
 
@@ -317,8 +319,8 @@ void NegotiationLoop::goodbye(int rank) {
     take_plans_locked(now);
     departures = engine_.take_departure_failures();
   }
+  report_departure_failures(departures);  // before the failing plan, as in submit()
   send_taken_plans();
-  report_departure_failures(departures);
   wake_if_deadline_earlier();
   if (everyone && hooks_.everyone_left) hooks_.everyone_left();
 }

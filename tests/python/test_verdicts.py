@@ -65,14 +65,6 @@ def test_async_ops_under_one_name_in_different_orders_still_run():
     assert out.count("ASYNC OK") == 2, out
 
 
-def test_one_name_with_two_ops_raises_through_tensorflow():
-    pytest.importorskip("tensorflow")
-    import hvrun.tensorflow  # noqa: F401 - skips below when its op library was not built
-    code, out = run_job(["-np", "2", "--op-timeout", "120", sys.executable, WORKER,
-                         "tf-name-two-ops"], timeout=90)
-    assert_both_ranks_raised_within_seconds(out, ["rank 0", "rank 1", "allreduce", "allgather"])
-
-
 def start_coordinator_of_job_b():
     """hvrun-coordinator --job-id adv-job-B for one rank; returns (process, address)."""
     binary = os.path.join(os.path.dirname(hvrun_binary()), "hvrun-coordinator")

@@ -6,7 +6,6 @@
                         the mismatch, naming both ranks and ops, and say how long it took
     torch-async-orders  two asynchronous ops under one name, submitted in different orders on
                         the two ranks and then synchronized: legal, both succeed
-    tf-name-two-ops     the same mismatch through hvrun.tensorflow
 """
 import sys
 import time
@@ -72,18 +71,6 @@ def torch_async_orders():
     print("ASYNC OK", flush=True)
 
 
-def tf_name_two_ops():
-    import tensorflow as tf
-    import hvrun.tensorflow as hvd
-    hvd.init()
-    t = tf.ones([4])
-    if hvd.rank() == 0:
-        report_mismatch(lambda: hvd.allreduce(t, name="m", op=hvd.Sum), Exception)
-    else:
-        report_mismatch(lambda: hvd.allgather(t, name="m"), Exception)
-
-
 {"clean-exit-rank-1": clean_exit_rank_1,
  "torch-name-two-ops": torch_name_two_ops,
- "torch-async-orders": torch_async_orders,
- "tf-name-two-ops": tf_name_two_ops}[MODE]()
+ "torch-async-orders": torch_async_orders}[MODE]()
