@@ -1,5 +1,6 @@
 // One user name submitted as different collectives (negotiation_engine.h, step 11).
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <string_view>
 
