@@ -132,15 +132,19 @@ constexpr std::array kVariables = {
 
 bool is_prefix_entry(std::string_view name) { return name.back() == '_'; }
 
+// What a variable's integer means, for the message refusing a value that is none.
+constexpr std::string_view kSwitch = "an integer (1 = on, 0 = off)";
+constexpr std::string_view kByteCount = "an integer count of bytes (67108864 for 64 MiB)";
+
 // Horovod reads these with strtol; hvrun takes the integer exactly as written, so that a word
 // ("true") Horovod would silently read as 0 is an error rather than the opposite of its meaning.
-Result<int64_t> horovod_integer(std::string_view name, std::string_view value) {
+Result<int64_t> horovod_integer(std::string_view name, std::string_view value,
+                                std::string_view meaning) {
   int64_t v = 0;
   auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
   if (value.empty() || ec != std::errc() || end != value.data() + value.size())
     return invalid_argument("invalid value '" + std::string(value) + "' for " +
-                            std::string(name) +
-                            ": Horovod reads it as an integer (1 = on, 0 = off)");
+                            std::string(name) + ": Horovod reads it as " + std::string(meaning));
   return v;
 }
 
@@ -173,19 +177,19 @@ Result<std::string> horovod_value_as_setting(const HorovodVariable& v, std::stri
   switch (v.reading) {
     case Reading::kSame: return std::string(value);
     case Reading::kBytesToMiB: {
-      HVRUN_ASSIGN_OR_RETURN(int64_t bytes, horovod_integer(v.name, value));
+      HVRUN_ASSIGN_OR_RETURN(int64_t bytes, horovod_integer(v.name, value, kByteCount));
       if (bytes < 0)
         return invalid_argument("invalid value '" + std::string(value) + "' for " +
                                 std::string(v.name) + ": a byte count >= 0 is expected");
       return std::to_string(static_cast<double>(bytes) / (1024.0 * 1024.0));
     }
     case Reading::kFlagOnOff: {
-      HVRUN_ASSIGN_OR_RETURN(int64_t n, horovod_integer(v.name, value));
+      HVRUN_ASSIGN_OR_RETURN(int64_t n, horovod_integer(v.name, value, kSwitch));
       return std::string(n > 0 ? "on" : "off");
     }
     case Reading::kFlagTrue:
     case Reading::kFlagFalse: {
-      HVRUN_ASSIGN_OR_RETURN(int64_t n, horovod_integer(v.name, value));
+      HVRUN_ASSIGN_OR_RETURN(int64_t n, horovod_integer(v.name, value, kSwitch));
       return std::string((n > 0) == (v.reading == Reading::kFlagTrue) ? "true" : "false");
     }
     case Reading::kTimelinePath: return value == "DYNAMIC" ? std::string() : std::string(value);
@@ -210,12 +214,12 @@ Result<std::string> horovod_value_note(const HorovodVariable& v, std::string_vie
     case Use::kNoEffect: return shown + " has no effect: " + std::string(v.note);
     case Use::kUnsupported: return not_supported(v, value);
     case Use::kUnsupportedWhenOn: {
-      HVRUN_ASSIGN_OR_RETURN(int64_t n, horovod_integer(v.name, value));
+      HVRUN_ASSIGN_OR_RETURN(int64_t n, horovod_integer(v.name, value, kSwitch));
       if (n > 0) return not_supported(v, value);
       return shown + " has no effect: it asks for nothing hvrun does";
     }
     case Use::kUnsupportedUnlessOne: {
-      HVRUN_ASSIGN_OR_RETURN(int64_t n, horovod_integer(v.name, value));
+      HVRUN_ASSIGN_OR_RETURN(int64_t n, horovod_integer(v.name, value, kSwitch));
       if (n != 1) return not_supported(v, value);
       return shown + " has no effect: " + std::string(v.note);
     }

@@ -51,6 +51,7 @@ inline constexpr SettingKey<int64_t> kCacheCapacity{"cache_capacity"};
 inline constexpr SettingKey<bool> kStallCheck{"stall_check"};
 inline constexpr SettingKey<double> kStallWarningSeconds{"stall_warning_s"};
 inline constexpr SettingKey<double> kStallShutdownSeconds{"stall_shutdown_s"};
+inline constexpr SettingKey<double> kOpMismatchGraceSeconds{"op_mismatch_grace_s"};
 inline constexpr SettingKey<double> kHeartbeatTimeoutSeconds{"heartbeat_timeout_s"};
 inline constexpr SettingKey<std::string> kJoinAverage{"join_average"};
 inline constexpr SettingKey<int64_t> kMetricsPort{"metrics_port"};

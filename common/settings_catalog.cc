@@ -157,10 +157,20 @@ constexpr std::array kCatalog = {
                                "long for the others. 0 turns it off."},
     SettingSpec{.name = "stall_shutdown_s", .flag = "--stall-check-shutdown-time-seconds",
                 .env = "HVRUN_STALL_SHUTDOWN_TIME_SECONDS", .kind = SettingKind::kDouble,
-                .default_value = "0", .min = 0, .max = 86400, .unit = "seconds",
+                .default_value = "600", .min = 0, .max = 86400, .unit = "seconds",
                 .scope = "coordinator",
-                .description = "Abort the job, naming the tensor and the missing ranks, when a "
-                               "tensor has waited this long for some ranks. 0 = never."},
+                .description = "Abort the job, naming the tensor and the missing ranks (after "
+                               "an autopsy), when a tensor has waited this long for some "
+                               "ranks. 0 = never."},
+    SettingSpec{.name = "op_mismatch_grace_s", .flag = "--op-mismatch-grace-seconds",
+                .env = "HVRUN_OP_MISMATCH_GRACE_SECONDS", .kind = SettingKind::kDouble,
+                .default_value = "2", .min = 0, .max = 86400, .unit = "seconds",
+                .scope = "coordinator",
+                .description = "Fail, on every rank, the collectives of a name that ranks "
+                               "submitted as different ops (allreduce 'm' on some ranks, "
+                               "allgather 'm' on others) once each of those ranks has waited "
+                               "on it alone, submitting nothing else, this long. 0 = never "
+                               "(the stall inspector still reports it)."},
     SettingSpec{.name = "heartbeat_timeout_s", .flag = "--heartbeat-timeout",
                 .env = "HVRUN_HEARTBEAT_TIMEOUT", .kind = SettingKind::kDouble,
                 .default_value = "30", .min = 0, .max = 86400, .unit = "seconds",

@@ -59,8 +59,10 @@ struct RankTelemetry {
   std::vector<CollectiveTotals> collectives;  // from the rank's reports
 
   // Coordinator's bookkeeping, over this rank's requests:
-  double negotiation_seconds = 0;  // request arrived -> plan holding it sent
-  double wait_seconds = 0;         // the part of that spent waiting for other ranks
+  double negotiation_seconds = 0;  // request arrived -> plan holding it sent, summed per tensor
+  // Wall time spent waiting for other ranks to submit what this rank submitted: tensors waited
+  // for at the same time count that time once (never more than the job's time).
+  double wait_seconds = 0;
   uint64_t tensors_negotiated = 0;
   uint64_t cache_hits = 0;         // requests sent as a cache id only
   uint64_t stalls = 0;             // stall warnings that named this rank as missing

@@ -39,9 +39,23 @@
 //     count contributing_ranks without them (or all ranks with join_average_all). Every op
 //     keeps working; a broadcast whose root joined fails on every rank. When every rank has joined, a JOIN response with
 //     last_joined_rank follows, and the join state resets for the next round.
-//  9. rank_departed(r): rank r left cleanly (Goodbye); every tensor still waiting for r fails.
+//  9. rank_departed(r): rank r left cleanly (Goodbye); every tensor still waiting for r fails,
+//     as does every tensor submitted later that r would have to take part in. Each such
+//     failure is also kept for take_departure_failures(): the rank that left is the cause of
+//     the others' failed collective, and the service says so.
 // 10. Stalls: stalled_tensors() lists tensors some ranks submitted long ago and the ranks still
 //     missing, for warnings and the stall shutdown (the service decides what to do).
+// 11. One name, two ops: the Python bindings submit "<op>.<name>" (proto/collective_op_name.h),
+//     so rank 0's allreduce 'm' and rank 1's allgather 'm' are two tensors that each wait for
+//     the other rank forever; a name the C API submits as two ops is one tensor and fails at
+//     step 3. fail_op_mismatches(now) declares such a pair (or more) a mismatch when, for
+//     op_mismatch_grace: the tensors share the user's name (the op prefix taken off; not a
+//     name the bindings generated for an unnamed call) and are not all one op, no rank submitted more than one of them (a rank with both in flight is
+//     an asynchronous pattern its peers may still follow), every rank that submitted one has
+//     nothing else in flight (it waits on it alone), and none of those ranks submitted anything
+//     since. Ranks that submit two asynchronous ops in different orders pass through such a
+//     moment and leave it at their next submission, well within the grace. The tensors fail
+//     on every rank with one message naming each rank and its op.
 #pragma once
 
 #include <chrono>
@@ -69,6 +83,9 @@ struct EngineOptions {
   // negotiates among its members as ranks 0..k-1 (their order in the set). Empty = the same.
   std::vector<int> rank_names;
   uint32_t process_set_id = 0;  // the set this engine negotiates, named in its stall reports
+  // How long one name submitted as different ops by disjoint, idle ranks waits before it is
+  // declared a mismatch (step 11); 0 = never (the stall inspector still reports it).
+  std::chrono::microseconds op_mismatch_grace{0};
 };
 
 // A tensor that has waited long for some ranks.
@@ -79,6 +96,12 @@ struct StalledTensor {
   std::vector<int> missing_ranks;    // neither submitted it nor joined (the job's ranks)
   std::vector<int> submitted_ranks;
   uint32_t process_set_id = 0;       // 0 = the global set
+};
+
+// A collective that failed because a rank left cleanly without taking part (step 9).
+struct DepartureFailure {
+  int rank = -1;          // the rank that left (the job's rank)
+  std::string message;    // the error every rank got: names the tensor and who submitted it
 };
 
 // "allreduce 'grad.w' has waited 62 s for rank 3, 5 (submitted by ranks 0-2, 4, 6-7)"
@@ -107,12 +130,18 @@ class NegotiationEngine {
 
   // Rank `rank` left cleanly; tensors that still wait for it fail (see step 9).
   void rank_departed(int rank, TimePoint now);
+  // The collectives that failed because a rank left (step 9) since the last call, in order.
+  std::vector<DepartureFailure> take_departure_failures();
 
   // The responses due at `now`, as the next plan; nullopt when none are due.
   std::optional<v1::Plan> take_plan(TimePoint now);
 
   // When take_plan() has something due even without new submissions; nullopt = nothing waits.
   std::optional<TimePoint> next_deadline() const;
+
+  // Step 11: fails every name used with different ops as that step says, and returns one
+  // message per such name (ranks as the job numbers them); empty when there is none.
+  std::vector<std::string> fail_op_mismatches(TimePoint now);
 
   // Tensors not yet ready whose first submission is at least `older_than` before `now`, oldest
   // first.

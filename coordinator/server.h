@@ -43,7 +43,10 @@ struct CoordinatorOptions {
   // A tensor submitted by some ranks and waiting this long for the others: a warning naming the
   // missing ranks; after stall_shutdown (0 = never) the job is aborted with that message.
   std::chrono::milliseconds stall_warning{60000};  // 0 = no warning
-  std::chrono::milliseconds stall_shutdown{0};
+  std::chrono::milliseconds stall_shutdown{600000};
+  // One name submitted as different ops by ranks idle this long fails on every rank
+  // (NegotiationEngine::fail_op_mismatches); 0 = never.
+  std::chrono::milliseconds op_mismatch_grace{2000};
   // A worker whose stream stays silent (no heartbeat, no request) this long aborts the job,
   // naming its rank and host. 0 = never.
   std::chrono::milliseconds heartbeat_timeout{30000};

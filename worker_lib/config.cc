@@ -92,6 +92,8 @@ Result<Config> Config::from_environment() {
     config.coordinator_address = address;
   }
   if (const char* secret = env("HVRUN_SECRET")) config.secret = secret;
+  // A job id names the launcher's job; a private coordinator makes its own.
+  if (const char* job = env("HVRUN_JOB_ID"); job && !config.private_coordinator) config.job_id = job;
   HVRUN_ASSIGN_OR_RETURN(config.requested_rank,
                          int_from_first({"HVRUN_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK",
                                          "PMI_RANK", "SLURM_PROCID"},

@@ -89,6 +89,8 @@ struct NegotiationEngine::State {
   int joined_count = 0;
   std::vector<uint8_t> departed;               // per rank: left cleanly
   bool any_departed = false;
+  std::vector<NegotiationEngine::TimePoint> last_submission;  // per rank: its latest batch
+  std::vector<DepartureFailure> departure_failures;  // not yet taken
 
   uint64_t next_seq = 1;
 

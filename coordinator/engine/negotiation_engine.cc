@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <bit>
 #include <numeric>
+#include <utility>
 
 #include "coordinator/engine/engine_state.h"
 
@@ -82,6 +83,7 @@ NegotiationEngine::NegotiationEngine(EngineOptions options) : state_(std::make_u
   state_->bitset_words = (static_cast<size_t>(options.world_size) + 63) / 64;
   state_->joined.assign(options.world_size, 0);
   state_->departed.assign(options.world_size, 0);
+  state_->last_submission.assign(options.world_size, TimePoint::min());
 }
 
 NegotiationEngine::~NegotiationEngine() = default;
@@ -175,13 +177,25 @@ void NegotiationEngine::State::check_ready(PendingTensor& tensor, TimePoint now)
       // sent before its Goodbye was cancelled by its shutdown()).
       const std::string what =
           std::string(engine::op_name(tensor.reference->op)) + " '" + tensor.name + "'";
+      std::vector<int> waiting;  // the ranks left waiting for it
+      for (int other = 0; other < world; ++other)
+        if (other != r && tensor.has_rank(other)) waiting.push_back(rank_name(other));
+      const std::string waiters =
+          waiting.empty() ? std::string()
+                          : std::string(waiting.size() == 1 ? ", which rank " : ", which ranks ") +
+                                engine::format_ranks(waiting) +
+                                (waiting.size() == 1 ? " waits for" : " wait for");
       tensor.invalid =
           tensor.has_rank(r)
               ? "rank " + std::to_string(rank_name(r)) + " left the job (shut down) after submitting " + what +
-                    " but before every rank did, so it cannot take part; every rank must wait "
-                    "for its collectives before shutdown()"
+                    " but before every rank did, so it cannot take part" + waiters +
+                    "; every rank must wait for its collectives before shutdown()"
               : "rank " + std::to_string(rank_name(r)) + " left the job (shut down) without submitting " +
-                    what + "; every rank must submit it, or call join() when it runs out of data";
+                    what + waiters + "; every rank must submit it, or call join() when it runs out of data";
+      // The first few say who left; an owner that never takes them keeps no more.
+      constexpr size_t kDepartureFailuresKept = 16;
+      if (departure_failures.size() < kDepartureFailuresKept)
+        departure_failures.push_back({rank_name(r), tensor.invalid});
       return mark_ready(tensor, now);
     }
     if (tensor.has_rank(r) || joined[r]) continue;
@@ -278,6 +292,7 @@ Status NegotiationEngine::submit(int rank, const v1::RequestBatch& batch, TimePo
                             ", but the job has ranks 0-" + std::to_string(s.options.world_size - 1));
   }
   const int world = s.options.world_size;
+  s.last_submission[rank] = now;
   auto submit_cached = [&](uint32_t id) -> Status {
     if (id == 0 || id > s.cache_slots.size()) {
       return invalid_argument("rank " + std::to_string(rank) + " sent cache id " +
@@ -333,6 +348,10 @@ void NegotiationEngine::rank_departed(int rank, TimePoint now) {
   s.any_departed = true;
   const std::vector<PendingTensor*> active = s.active;
   for (PendingTensor* tensor : active) s.check_ready(*tensor, now);
+}
+
+std::vector<DepartureFailure> NegotiationEngine::take_departure_failures() {
+  return std::exchange(state_->departure_failures, {});
 }
 
 std::optional<v1::Plan> NegotiationEngine::take_plan(TimePoint now) {

@@ -43,7 +43,8 @@ constexpr MetricFamily kNegotiationSeconds{
     "Seconds this rank's requests spent in negotiation (request arrived to plan sent)."};
 constexpr MetricFamily kWaitSeconds{
     "hvrun_wait_seconds_total", kCounter,
-    "The part of hvrun_negotiation_seconds_total spent waiting for other ranks."};
+    "Wall time this rank waited for other ranks to submit what it submitted (overlapping "
+    "waits count once)."};
 constexpr MetricFamily kTensorsNegotiated{
     "hvrun_tensors_negotiated_total", kCounter,
     "Tensors this rank negotiated (divide hvrun_negotiation_seconds_total by it for latency)."};

@@ -19,17 +19,23 @@ Status check_secret(const grpc::ServerContextBase& context, const std::string& s
                     const char* method) {
   const auto& metadata = context.client_metadata();
   const auto it = metadata.find(kSecretMetadataKey);
-  const bool present = it != metadata.end();
+  // An empty value is what a worker without HVRUN_SECRET sends: missing, not wrong.
+  const bool present = it != metadata.end() && !it->second.empty();
   if (present && equal_in_constant_time(std::string_view(it->second.data(), it->second.size()),
                                         secret)) {
     return Status::ok();
   }
   spdlog::warn("rejected {} from {}: {} job secret (metadata {})", method, context.peer(),
-               present ? "wrong" : "no", kSecretMetadataKey);
-  return unauthenticated(std::string(method) + ": the call carries " +
-                         (present ? "a wrong" : "no") + " job secret (metadata " +
+               present ? "wrong" : "missing", kSecretMetadataKey);
+  if (!present)
+    return unauthenticated(std::string(method) + ": the call carries no job secret (metadata " +
+                           kSecretMetadataKey + " is missing or empty): is HVRUN_SECRET set? "
+                           "hvrun sets it for its workers; with another launcher, give every "
+                           "rank the secret hvrun-coordinator was started with");
+  return unauthenticated(std::string(method) + ": the call carries a wrong job secret (metadata " +
                          kSecretMetadataKey +
-                         "); workers take it from HVRUN_SECRET, which the launcher sets");
+                         "): HVRUN_SECRET differs from this coordinator's; is the worker of "
+                         "another job, or HVRUN_COORDINATOR_ADDR another job's coordinator?");
 }
 
 }  // namespace hvrun::coordinator::service

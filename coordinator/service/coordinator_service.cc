@@ -43,6 +43,18 @@ grpc::ServerUnaryReactor* CoordinatorService::Register(grpc::CallbackServerConte
         std::to_string(kProtocolVersion) + "; run the same hvrun version everywhere")));
     return reactor;
   }
+  // A worker started for another job (a stale environment, a wrong address) would otherwise
+  // take one of this job's ranks and run its collectives with strangers.
+  if (!worker.job_id().empty() && worker.job_id() != job_.options().job_id) {
+    const std::string refused =
+        "worker on host " + worker.host() + " (pid " + std::to_string(worker.pid()) +
+        ") belongs to job '" + worker.job_id() + "' (its HVRUN_JOB_ID), but this coordinator "
+        "runs job '" + job_.options().job_id + "'; refused. Check HVRUN_COORDINATOR_ADDR, or "
+        "start the worker with HVRUN_JOB_ID=" + job_.options().job_id;
+    spdlog::warn("rejected Register from {}: {}", context->peer(), refused);
+    reactor->Finish(to_grpc(failed_precondition(refused)));
+    return reactor;
+  }
   SPDLOG_DEBUG("Register from {} host {} pid {} requested rank {}", context->peer(),
                worker.host(), worker.pid(), worker.requested_rank());
   // gRPC keeps the request and the response until Finish.

@@ -24,6 +24,7 @@ EngineOptions engine_options(const CoordinatorOptions& options, int world_size) 
   engine.cycle_time = options.cycle_time;
   engine.cache_capacity = options.cache_capacity;
   engine.join_average_all = options.join_average_all;
+  engine.op_mismatch_grace = options.op_mismatch_grace;
   return engine;
 }
 }  // namespace
@@ -332,9 +333,22 @@ NegotiationLoop::Hooks Job::loop_hooks() {
               },
           .everyone_left =
               [this] {
+                {
+                  std::lock_guard<std::mutex> lock(mutex_);
+                  // Ended already (a rank left while others waited for it): not finished.
+                  if (end_ || aborting_) return;
+                }
                 spdlog::info("every rank said goodbye; the job is finished");
                 emit({CoordinatorEvent::Kind::kJobFinished, "every rank finished cleanly"});
                 end(Status::ok());
+              },
+          .departed_rank_failed =
+              [this](int rank, const std::string& message) {
+                // An elastic job's survivors reset and go on without a rank that left.
+                if (options_.elastic) return;
+                std::string host;
+                if (auto info = rank_info(rank)) host = info->host();
+                abort(message, rank, host);
               },
           .stalled =
               [this](const std::string& message, int rank) {

@@ -9,11 +9,13 @@ namespace hvrun::coordinator::service {
 namespace {
 constexpr size_t kPlanSummaries = 4096;  // how many recent plans a stall report can name
 
-// How often stalls and silence are looked for: an eighth of the smallest threshold (a warning
-// comes at most 12.5 % late), at most every 50 ms.
-std::chrono::milliseconds stall_check_period(const NegotiationLoop::StallOptions& stall) {
+// How often stalls, names used with different ops and silence are looked for: an eighth of
+// the smallest threshold (a warning comes at most 12.5 % late), at most every 50 ms.
+std::chrono::milliseconds stall_check_period(const NegotiationLoop::StallOptions& stall,
+                                             std::chrono::milliseconds op_mismatch_grace) {
   std::chrono::milliseconds smallest = std::chrono::milliseconds::max();
-  for (auto threshold : {stall.warning, stall.shutdown, stall.heartbeat_timeout}) {
+  for (auto threshold :
+       {stall.warning, stall.shutdown, stall.heartbeat_timeout, op_mismatch_grace}) {
     if (threshold.count() > 0) smallest = std::min(smallest, threshold);
   }
   return std::max(std::chrono::milliseconds(50), smallest / 8);
@@ -37,6 +39,8 @@ v1::CoordinatorMessage wire_form(const v1::CoordinatorMessage& message) {
 NegotiationLoop::NegotiationLoop(EngineOptions options, StallOptions stall, Hooks hooks)
     : world_size_(options.world_size),
       stall_(stall),
+      op_mismatch_grace_(
+          std::chrono::duration_cast<std::chrono::milliseconds>(options.op_mismatch_grace)),
       hooks_(std::move(hooks)),
       engine_(options),
       streams_(options.world_size),
@@ -46,8 +50,9 @@ NegotiationLoop::NegotiationLoop(EngineOptions options, StallOptions stall, Hook
       finished_seq_(options.world_size, 0),
       silent_reported_(options.world_size, 0) {
   if (stall_.warning.count() > 0 || stall_.shutdown.count() > 0 ||
-      stall_.heartbeat_timeout.count() > 0) {
-    next_stall_check_ = NegotiationEngine::Clock::now() + stall_check_period(stall_);
+      stall_.heartbeat_timeout.count() > 0 || op_mismatch_grace_.count() > 0) {
+    next_stall_check_ =
+        NegotiationEngine::Clock::now() + stall_check_period(stall_, op_mismatch_grace_);
   }
   thread_ = std::thread([this] { run(); });
 }
@@ -206,8 +211,28 @@ void NegotiationLoop::check_stalls(NegotiationEngine::TimePoint now) {
   }
 }
 
+void NegotiationLoop::check_op_mismatches(NegotiationEngine::TimePoint now) {
+  if (op_mismatch_grace_.count() <= 0) return;
+  std::vector<std::string> mismatches;
+  {
+    std::lock_guard<std::mutex> lock(engine_mutex_);
+    mismatches = engine_.fail_op_mismatches(now);
+    if (mismatches.empty()) return;
+    take_plans_locked(now);
+  }
+  for (const std::string& message : mismatches) spdlog::error("{}", message);
+  send_taken_plans();
+}
+
+void NegotiationLoop::report_departure_failures(const std::vector<DepartureFailure>& failures) {
+  if (!hooks_.departed_rank_failed) return;
+  for (const DepartureFailure& failure : failures)
+    hooks_.departed_rank_failed(failure.rank, failure.message);
+}
+
 void NegotiationLoop::submit(int rank, v1::RequestBatch batch) {
   Status status;
+  std::vector<DepartureFailure> departures;
   {
     std::lock_guard<std::mutex> lock(engine_mutex_);
     const auto now = NegotiationEngine::Clock::now();
@@ -215,8 +240,12 @@ void NegotiationLoop::submit(int rank, v1::RequestBatch batch) {
     // Telemetry's negotiation figures follow the global set (cache ids are per set).
     if (hooks_.observer && batch.process_set_id() == 0) hooks_.observer->on_requests(rank, batch, now);
     take_plans_locked(now);
+    departures = engine_.take_departure_failures();
   }
   if (!status.is_ok() && hooks_.protocol_error) hooks_.protocol_error(rank, status);
+  // Before the plan that fails the collective: a rank reacting to that failure (an uncaught
+  // exception, a failure report) must not name itself before the rank that left is named.
+  report_departure_failures(departures);
   send_taken_plans();
   wake_if_deadline_earlier();
 }
@@ -282,12 +311,15 @@ void NegotiationLoop::goodbye(int rank) {
     said_goodbye_[rank] = 1;
     everyone = ++goodbyes_ == world_size_;
   }
+  std::vector<DepartureFailure> departures;
   {
     std::lock_guard<std::mutex> lock(engine_mutex_);
     const auto now = NegotiationEngine::Clock::now();
     engine_.rank_departed(rank, now);
     take_plans_locked(now);
+    departures = engine_.take_departure_failures();
   }
+  report_departure_failures(departures);  // before the failing plan, as in submit()
   send_taken_plans();
   wake_if_deadline_earlier();
   if (everyone && hooks_.everyone_left) hooks_.everyone_left();
@@ -387,9 +419,11 @@ void NegotiationLoop::run() {
     }
     if (check_attached) check_streams_attached();
     if (next_stall_check_ && NegotiationEngine::Clock::now() >= *next_stall_check_) {
+      check_op_mismatches(NegotiationEngine::Clock::now());
       check_stalls(NegotiationEngine::Clock::now());
       check_heartbeats(NegotiationEngine::Clock::now());
-      next_stall_check_ = NegotiationEngine::Clock::now() + stall_check_period(stall_);
+      next_stall_check_ =
+          NegotiationEngine::Clock::now() + stall_check_period(stall_, op_mismatch_grace_);
     }
     {
       std::lock_guard<std::mutex> lock(engine_mutex_);

@@ -9,8 +9,9 @@
 // queue to the streams, so plans never overtake each other even when two gRPC threads
 // negotiate at once. The loop thread only handles the clock: it wakes at the engine's next
 // deadline (cycle time: ready tensors waiting for company), at the deadline for every rank's
-// stream to attach, and periodically to look for stalls and silent ranks (no message,
-// heartbeat included, within the heartbeat timeout).
+// stream to attach, and periodically to look for stalls, names used with different ops
+// (NegotiationEngine::fail_op_mismatches) and silent ranks (no message, heartbeat included,
+// within the heartbeat timeout).
 //
 // Threads: every public method may be called from any thread. The hooks run with no lock of
 // the loop held (everyone_left: on the thread that called goodbye()); they may call abort(),
@@ -46,6 +47,11 @@ class NegotiationLoop {
     // Ranks that never attached a stream by the deadline of expect_streams_by().
     std::function<void(const std::vector<int>& ranks)> streams_missing;
     std::function<void()> everyone_left;  // every rank said Goodbye
+    // A collective failed because `rank` left cleanly (Goodbye) without taking part, while
+    // other ranks waited for it: that rank is the cause of their failure. Called once per
+    // failed collective, on the thread that submitted or said goodbye, before the plan that
+    // fails it is sent (an abort from here reaches the ranks instead of that plan).
+    std::function<void(int rank, const std::string& message)> departed_rank_failed;
     // A tensor waited past the stall shutdown threshold: `message` names the missing ranks,
     // the tensors and each rank's last completed operation; `rank` is the first missing rank.
     std::function<void(const std::string& message, int rank)> stalled;
@@ -110,12 +116,16 @@ class NegotiationLoop {
   void wake_if_deadline_earlier();
   void check_streams_attached();
   void check_stalls(NegotiationEngine::TimePoint now);
+  void check_op_mismatches(NegotiationEngine::TimePoint now);
+  // Tells hooks.departed_rank_failed (no lock held) what the engine gave under engine_mutex_.
+  void report_departure_failures(const std::vector<DepartureFailure>& failures);
   void check_heartbeats(NegotiationEngine::TimePoint now);
   // " (host H, pid P; last completed operation: allreduce 'x' in plan 12)"
   std::string rank_detail(int rank);
 
   const int world_size_;
   const StallOptions stall_;
+  const std::chrono::milliseconds op_mismatch_grace_;  // 0: no such checks
   Hooks hooks_;
   std::mutex engine_mutex_;    // lock order: engine_mutex_, then send_mutex_ / liveness_mutex_
   ProcessSetEngines engine_;   // guarded by engine_mutex_: every process set's engine

@@ -23,6 +23,8 @@ CoordinatorOptions CoordinatorOptions::from_settings(const Settings& settings) {
       std::llround(settings.get(setting::kStallWarningSeconds) * 1000.0));
   options.stall_shutdown = std::chrono::milliseconds(
       std::llround(settings.get(setting::kStallShutdownSeconds) * 1000.0));
+  options.op_mismatch_grace = std::chrono::milliseconds(
+      std::llround(settings.get(setting::kOpMismatchGraceSeconds) * 1000.0));
   if (!settings.get(setting::kStallCheck)) {  // the inspector off: neither warns nor shuts down
     options.stall_warning = std::chrono::milliseconds(0);
     options.stall_shutdown = std::chrono::milliseconds(0);

@@ -55,6 +55,30 @@ void ProcessSetEngines::rank_departed(int rank, TimePoint now) {
   }
 }
 
+std::vector<DepartureFailure> ProcessSetEngines::take_departure_failures() {
+  std::vector<DepartureFailure> all;
+  for (auto& [id, set] : sets_) {
+    for (DepartureFailure& failure : set.engine->take_departure_failures()) {
+      if (id != 0)
+        failure.message = "process set " + std::to_string(id) + " (" +
+                          describe_members(set.members) + "): " + failure.message;
+      all.push_back(std::move(failure));
+    }
+  }
+  return all;
+}
+
+std::vector<std::string> ProcessSetEngines::fail_op_mismatches(TimePoint now) {
+  std::vector<std::string> all;
+  for (auto& [id, set] : sets_) {
+    for (std::string& message : set.engine->fail_op_mismatches(now))
+      all.push_back(id == 0 ? std::move(message)
+                            : "process set " + std::to_string(id) + " (" +
+                                  describe_members(set.members) + "): " + message);
+  }
+  return all;
+}
+
 std::optional<v1::Plan> ProcessSetEngines::take_plan(TimePoint now) {
   for (auto& [id, set] : sets_) {
     std::optional<v1::Plan> plan = set.engine->take_plan(now);

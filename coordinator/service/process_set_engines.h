@@ -40,6 +40,11 @@ class ProcessSetEngines {
   Status submit(int rank, const v1::RequestBatch& batch, TimePoint now);
   // `rank` left cleanly: every set it belongs to stops waiting for it.
   void rank_departed(int rank, TimePoint now);
+  // Every set's collectives that failed because a rank left (NegotiationEngine::
+  // take_departure_failures), the message naming the set as its error responses do.
+  std::vector<DepartureFailure> take_departure_failures();
+  // Every set's names used with different ops (NegotiationEngine::fail_op_mismatches).
+  std::vector<std::string> fail_op_mismatches(TimePoint now);
 
   // The next plan due at `now` from any set, with the job's next seq, each response marked with
   // its set (Response.process_set_id); set additions and removals in it are applied.

@@ -13,7 +13,9 @@
 //
 // Negotiation bookkeeping, per rank and tensor: negotiation = plan sent - this rank's request
 // arrived; wait = the last rank's arrival - this rank's arrival (the part spent waiting for the
-// other ranks to submit it).
+// other ranks to submit it). A rank's negotiation total sums its tensors' (divided by their
+// count it is the negotiation latency); its wait total is wall time: tensors waited for at the
+// same time count that time once.
 //
 // Threads: every method is thread-safe (one mutex); the negotiation loop, the streams' gRPC
 // threads and readers (snapshot) call it. Stream messages are sent outside the lock.
@@ -29,6 +31,7 @@
 
 #include "common/status.h"
 #include "coordinator/stream_sink.h"
+#include "coordinator/telemetry/aggregator_util.h"
 #include "coordinator/job_telemetry.h"
 #include "coordinator/telemetry/negotiation_observer.h"
 #include "coordinator/telemetry/straggler_tracker.h"
@@ -84,6 +87,9 @@ class Aggregator final : public NegotiationObserver {
     bool reported = false;
     TimePoint last_report{};
     std::deque<std::pair<TimePoint, uint64_t>> step_samples;  // for the step rate
+    // The time this rank waited, each moment once however many tensors it waited for then
+    // (t.wait_seconds adds what this adds).
+    detail::CoveredTime waiting;
   };
   // A tensor's arrivals in the round being negotiated. Entries of cached tensors are kept
   // (inactive) between rounds, so a training step allocates nothing here.

@@ -90,11 +90,11 @@ void Aggregator::account_tensor_locked(const v1::Response& response, const v1::R
   for (const TimePoint& a : arrival) last = std::max(last, a);
   for (int r = 0; r < static_cast<int>(arrival.size()); ++r) {
     if (arrival[r] == TimePoint{}) continue;
-    RankTelemetry& t = ranks_[r].t;
-    const double negotiation = seconds(sent - arrival[r]);
+    RankState& state = ranks_[r];
+    RankTelemetry& t = state.t;
     const double wait = seconds(last - arrival[r]);
-    t.negotiation_seconds += std::max(negotiation, 0.0);
-    t.wait_seconds += wait;
+    t.negotiation_seconds += std::max(seconds(sent - arrival[r]), 0.0);
+    t.wait_seconds += state.waiting.add(arrival[r], last);
     ++t.tensors_negotiated;
     if (wait > t.longest_wait_seconds) {
       t.longest_wait_seconds = wait;

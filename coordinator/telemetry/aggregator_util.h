@@ -37,6 +37,25 @@ inline double seconds(std::chrono::steady_clock::duration d) {
   return std::chrono::duration<double>(d).count();
 }
 
+// Wall time covered by intervals, overlaps counted once: a rank waits for the tensors of one
+// step at the same time, and their sum could exceed the step (and the job). Intervals come
+// in the order their plans were sent, so each one adds what lies past the latest end so far
+// (an interval that ends earlier adds nothing: never more than the wall time).
+class CoveredTime {
+ public:
+  using TimePoint = std::chrono::steady_clock::time_point;
+  // Seconds [from, to) adds to what earlier intervals covered.
+  double add(TimePoint from, TimePoint to) {
+    if (to <= until_) return 0;
+    const TimePoint start = std::max(from, until_);
+    until_ = to;
+    return start < to ? std::chrono::duration<double>(to - start).count() : 0;
+  }
+
+ private:
+  TimePoint until_{};
+};
+
 inline std::string rank_list(const std::vector<int>& ranks) {
   if (ranks.empty()) return "none";
   std::string text;

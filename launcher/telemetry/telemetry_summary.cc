@@ -23,6 +23,17 @@ std::string seconds_text(double s) { return s < 10 ? fixed(s, 3) + " s" : fixed(
 
 std::string ms_text(double s) { return fixed(s * 1e3, 1) + " ms"; }
 
+// A tensor name as the summary shows it, quoted: whole up to 80 bytes, else its first 64 and
+// its length (a generated name can be megabytes, and the summary is a few lines for people).
+std::string quoted_name(const std::string& name) {
+  constexpr size_t kWhole = 80;
+  constexpr size_t kShown = 64;
+  if (name.size() <= kWhole) return "'" + name + "'";
+  size_t cut = kShown;
+  while (cut > 0 && (static_cast<unsigned char>(name[cut]) & 0xC0) == 0x80) --cut;  // UTF-8
+  return "'" + name.substr(0, cut) + "...' (" + std::to_string(name.size()) + " bytes)";
+}
+
 // The rank that arrived last in most attributed steps (nullptr without any).
 const RankTelemetry* most_often_last(const JobTelemetry& job) {
   if (job.attributed_steps == 0 || job.ranks.size() < 2) return nullptr;
@@ -181,7 +192,7 @@ std::string format_telemetry_summary(const JobTelemetry& job) {
                                   });
   if (longest != job.ranks.end() && !longest->longest_wait_tensor.empty() &&
       longest->longest_wait_seconds > 0) {
-    out << "hvrun: longest wait: tensor '" << longest->longest_wait_tensor << "', rank "
+    out << "hvrun: longest wait: tensor " << quoted_name(longest->longest_wait_tensor) << ", rank "
         << longest->rank << " waited " << seconds_text(longest->longest_wait_seconds)
         << " for the other ranks\n";
   }

@@ -236,6 +236,23 @@ TEST(HorovodVariablesTest, BadHorovodValueNamesTheVariable) {
   }
 }
 
+// A byte count is refused as a byte count, a switch as a switch.
+TEST(HorovodVariablesTest, ARefusedIntegerIsDescribedAsWhatTheVariableCounts) {
+  const HorovodVariable* threshold = find_horovod_variable("HOROVOD_FUSION_THRESHOLD");
+  ASSERT_NE(threshold, nullptr);
+  Result<std::string> bytes = horovod_value_as_setting(*threshold, "abc");
+  ASSERT_FALSE(bytes.is_ok());
+  EXPECT_NE(bytes.status().message().find("an integer count of bytes"), std::string::npos)
+      << bytes.status().message();
+  EXPECT_EQ(bytes.status().message().find("1 = on"), std::string::npos) << bytes.status().message();
+  const HorovodVariable* timeline_marks = find_horovod_variable("HOROVOD_LOG_HIDE_TIME");
+  ASSERT_NE(timeline_marks, nullptr);
+  Result<std::string> flag = horovod_value_as_setting(*timeline_marks, "abc");
+  ASSERT_FALSE(flag.is_ok());
+  EXPECT_NE(flag.status().message().find("1 = on, 0 = off"), std::string::npos)
+      << flag.status().message();
+}
+
 TEST(HorovodVariablesTest, UnknownNamesAreListed) {
   auto unknown = unknown_horovod_variables(
       {"HOROVOD_FUSION_THRESHOLD", "HOROVOD_FUSION_TRESHOLD", "PATH", "HOROVOD_WITH_MXNET"});

@@ -261,6 +261,30 @@ TEST(Departure, ATensorSubmittedByARankThatLeftBeforeTheOthersFails) {
       << sim.plans[1].responses(0).error();
 }
 
+// The rank that left is the cause of the others' failed collective, whichever came first: its
+// goodbye, or their submissions.
+TEST(Departure, EachFailureNamesTheRankThatLeftAndTheRanksLeftWaiting) {
+  Sim sim(3);
+  sim.submit(0, {allreduce("x", {4})});
+  sim.submit(2, {allreduce("x", {4})});
+  EXPECT_TRUE(sim.engine.take_departure_failures().empty());
+  sim.engine.rank_departed(1, sim.now);
+  std::vector<DepartureFailure> failures = sim.engine.take_departure_failures();
+  ASSERT_EQ(failures.size(), 1u);
+  EXPECT_EQ(failures[0].rank, 1);
+  EXPECT_TRUE(contains(failures[0].message,
+                       "rank 1 left the job (shut down) without submitting allreduce 'x', which "
+                       "ranks 0, 2 wait for"))
+      << failures[0].message;
+  EXPECT_TRUE(sim.engine.take_departure_failures().empty()) << "taken once";
+  sim.submit(2, {allreduce("later", {4})});
+  failures = sim.engine.take_departure_failures();
+  ASSERT_EQ(failures.size(), 1u);
+  EXPECT_EQ(failures[0].rank, 1);
+  EXPECT_TRUE(contains(failures[0].message, "allreduce 'later', which rank 2 waits for"))
+      << failures[0].message;
+}
+
 TEST(Stall, ReportsTensorsWaitingLongWithTheMissingRanks) {
   Sim sim(4);
   sim.submit(0, {allreduce("old", {1})});

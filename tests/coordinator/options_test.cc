@@ -64,6 +64,23 @@ TEST(CoordinatorOptions, HorovodVariablesInHorovodsUnits) {
   EXPECT_TRUE(CoordinatorOptions::from_settings(checked).timeline_horovod_names);
 }
 
+// A stalled job ends by default (with its autopsy); 0 still means never, under either name.
+TEST(CoordinatorOptions, AStalledJobIsShutDownByDefault) {
+  EXPECT_EQ(CoordinatorOptions::from_settings(Settings()).stall_shutdown, std::chrono::minutes(10));
+  EXPECT_EQ(CoordinatorOptions{}.stall_shutdown, std::chrono::minutes(10));
+  EXPECT_EQ(CoordinatorOptions::from_settings(Settings()).op_mismatch_grace,
+            std::chrono::seconds(2));
+  for (const char* variable :
+       {"HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "HVRUN_STALL_SHUTDOWN_TIME_SECONDS"}) {
+    Settings settings;
+    ASSERT_TRUE(
+        settings.apply_environment(test::environment_of({{variable, "0"}})).is_ok());
+    EXPECT_EQ(CoordinatorOptions::from_settings(settings).stall_shutdown,
+              std::chrono::milliseconds(0))
+        << variable;
+  }
+}
+
 TEST(GrpcStatus, EveryHvrunCodeMapsToTheSameGrpcCodeAndBack) {
   for (StatusCode code :
        {StatusCode::kCancelled, StatusCode::kInvalidArgument, StatusCode::kDeadlineExceeded,

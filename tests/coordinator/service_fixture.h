@@ -87,9 +87,12 @@ inline std::vector<std::unique_ptr<TestStream>> open_streams(TestClient& client,
 // A job of `n` registered ranks with a welcomed stream each.
 struct RunningJob {
   explicit RunningJob(int n, CoordinatorServer::EventCallback on_event = nullptr)
-      : server(start_server(options_for(n), std::move(on_event))), client(server->address()) {
-    register_all(client, n);
-    streams = open_streams(client, n);
+      : RunningJob(options_for(n), std::move(on_event)) {}
+  // The same with other options (options.world_size ranks).
+  explicit RunningJob(CoordinatorOptions options, CoordinatorServer::EventCallback on_event = nullptr)
+      : server(start_server(options, std::move(on_event))), client(server->address()) {
+    register_all(client, options.world_size);
+    streams = open_streams(client, options.world_size);
   }
   std::unique_ptr<CoordinatorServer> server;
   TestClient client;

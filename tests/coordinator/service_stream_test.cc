@@ -2,6 +2,7 @@
 // streams, protocol errors, stalls, and identical plans for many ranks.
 #include <atomic>
 #include <map>
+#include <regex>
 #include <thread>
 
 #include <google/protobuf/util/message_differencer.h>
@@ -229,6 +230,70 @@ TEST(CoordinatorService, StallShutdownAbortsNamingTheTensorAndTheMissingRank) {
     EXPECT_NE(message.abort().reason().find("last completed operation: none yet"), std::string::npos)
         << message.abort().reason();
     EXPECT_EQ(message.abort().rank(), 1);
+  }
+}
+
+// Rank 1 says goodbye (a clean exit) while ranks 0 and 2 wait in a collective it never
+// submitted: the job is aborted naming rank 1, the rank that left, and it is not "finished".
+TEST(CoordinatorService, CleanGoodbyeWhileOthersWaitAbortsNamingTheRankThatLeft) {
+  EventLog log;
+  RunningJob job(3, log.callback());
+  v1::RequestBatch batch;
+  *batch.add_requests() = testing::allreduce_request("x", {2});
+  ASSERT_TRUE(job.streams[0]->send(batch));
+  ASSERT_TRUE(job.streams[2]->send(batch));
+  ASSERT_TRUE(job.streams[1]->goodbye());
+  for (int r : {0, 2}) {
+    v1::CoordinatorMessage message;
+    do {
+      ASSERT_TRUE(job.streams[r]->read(&message)) << "rank " << r << " never heard the abort";
+    } while (!message.has_abort());  // the failed collective's plan may come first
+    EXPECT_EQ(message.abort().rank(), 1);
+    // The streams are apart: the goodbye may overtake one of the others' batches.
+    EXPECT_TRUE(std::regex_search(message.abort().reason(),
+                                  std::regex("^rank 1 left the job \\(shut down\\) without "
+                                             "submitting allreduce 'x', which (ranks 0, 2 wait|"
+                                             "rank [02] waits) for")))
+        << message.abort().reason();
+  }
+  auto end = job.server->wait_for_end(std::chrono::seconds(5));
+  ASSERT_TRUE(end.has_value());
+  EXPECT_EQ(end->code(), StatusCode::kAborted) << end->to_string();
+  auto cause = job.server->abort_cause();
+  ASSERT_TRUE(cause.has_value());
+  EXPECT_EQ(cause->rank, 1);
+  std::lock_guard<std::mutex> lock(log.mutex);
+  for (const CoordinatorEvent& event : log.events)
+    EXPECT_NE(event.kind, CoordinatorEvent::Kind::kJobFinished) << event.message;
+}
+
+// Ranks submitting one name as two ops (the Python bindings' "allreduce.m", "allgather.m") both
+// fail within the grace, each told both ranks and ops.
+TEST(CoordinatorService, OneNameAsTwoOpsFailsOnEveryRankAfterTheGrace) {
+  auto options = options_for(2);
+  options.op_mismatch_grace = std::chrono::milliseconds(300);
+  RunningJob job(options);
+  v1::RequestBatch reduce;
+  *reduce.add_requests() = testing::allreduce_request("allreduce.m", {2});
+  v1::RequestBatch gather;
+  *gather.add_requests() = testing::allreduce_request("allgather.m", {2});
+  gather.mutable_requests(0)->set_op(v1::COLLECTIVE_OP_ALLGATHER);
+  const auto sent = std::chrono::steady_clock::now();
+  ASSERT_TRUE(job.streams[0]->send(reduce));
+  ASSERT_TRUE(job.streams[1]->send(gather));
+  for (auto& stream : job.streams) {
+    std::vector<std::string> errors;
+    while (errors.size() < 2) {
+      v1::CoordinatorMessage message;
+      ASSERT_TRUE(stream->read(&message));
+      ASSERT_TRUE(message.has_plan()) << message.DebugString();
+      for (const auto& response : message.plan().responses()) errors.push_back(response.error());
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - sent, std::chrono::seconds(10));
+    for (const std::string& error : errors) {
+      EXPECT_NE(error.find("rank 0 submitted allreduce 'allreduce.m'"), std::string::npos) << error;
+      EXPECT_NE(error.find("rank 1 submitted allgather 'allgather.m'"), std::string::npos) << error;
+    }
   }
 }
 

@@ -322,6 +322,58 @@ TEST(CoordinatorService, CallsWithoutOrWithAWrongSecretAreRejected) {
   EXPECT_EQ(good.kv_get({"k"}, 0, &got).error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
 }
 
+// What a worker without HVRUN_SECRET sends (the metadata, empty) is a missing secret, not a
+// wrong one; a wrong one is called wrong.
+TEST(CoordinatorService, AnEmptySecretIsCalledMissingAndAnotherOneWrong) {
+  auto server = start_server(options_for(1));
+  ASSERT_TRUE(server);
+  auto stub = v1::Coordinator::NewStub(
+      grpc::CreateChannel(server->address(), grpc::InsecureChannelCredentials()));
+  for (const auto& [sent, said] : std::vector<std::pair<std::string, std::string>>{
+           {"", "carries no job secret"}, {"not-it", "carries a wrong job secret"}}) {
+    grpc::ClientContext context;
+    context.AddMetadata("x-hvrun-secret", sent);
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+    v1::KvSetRequest request;
+    request.set_key("k");
+    v1::KvSetResponse response;
+    const grpc::Status status = stub->KvSet(&context, request, &response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+    EXPECT_NE(status.error_message().find(said), std::string::npos)
+        << "'" << sent << "': " << status.error_message();
+  }
+}
+
+// A worker naming another job (its HVRUN_JOB_ID) is refused, both jobs named; its own job's
+// workers and those naming none register.
+TEST(CoordinatorService, AWorkerOfAnotherJobIsRefusedNamingBothJobs) {
+  auto options = options_for(1);
+  options.job_id = "adv-job-B";
+  auto server = start_server(options);
+  ASSERT_TRUE(server);
+  TestClient client(server->address());
+  auto register_as = [&](const std::string& job_id) {
+    v1::RegisterRequest request;
+    request.set_protocol_version(v1::PROTOCOL_VERSION_CURRENT);
+    request.mutable_worker()->set_host("h");
+    request.mutable_worker()->set_pid(4242);
+    request.mutable_worker()->set_requested_rank(0);
+    request.mutable_worker()->set_job_id(job_id);
+    v1::RegisterResponse response;
+    auto context = client.context();
+    return client.stub().Register(context.get(), request, &response);
+  };
+  const grpc::Status refused = register_as("other-job");
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(refused.error_message().find("worker on host h (pid 4242) belongs to job "
+                                         "'other-job'"),
+            std::string::npos)
+      << refused.error_message();
+  EXPECT_NE(refused.error_message().find("runs job 'adv-job-B'"), std::string::npos)
+      << refused.error_message();
+  EXPECT_TRUE(register_as("adv-job-B").ok());
+}
+
 TEST(CoordinatorService, ListensOnAUnixSocket) {
   auto options = options_for(1);
   const std::string path = ::testing::TempDir() + "hvrun-coord-test-" + std::to_string(getpid()) + ".sock";

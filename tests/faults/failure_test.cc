@@ -6,7 +6,9 @@
 //    ends hvrun non-zero within 10 s, naming that rank (through the real bin/hvrun);
 //  - a stopped rank (no heartbeat) aborts the job naming it and its host;
 //  - killing the coordinator (the standalone bin/hvrun-coordinator) fails every worker within
-//    10 s, naming the coordinator's address.
+//    10 s, naming the coordinator's address;
+//  - a worker of another job (HVRUN_JOB_ID) is refused by the standalone coordinator, both job
+//    ids named; a worker without the secret is told it is missing, not wrong.
 // Every process has a hard deadline and is killed by pid / process group.
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -242,6 +244,46 @@ TEST(Faults, KilledCoordinatorFailsEveryWorkerWithinTenSeconds) {
 // A hung coordinator keeps its connections open: the workers' keepalive pings go unanswered.
 TEST(Faults, StoppedCoordinatorFailsEveryWorkerWithinTenSeconds) {
   expect_workers_fail_when_coordinator([](ChildProcess& daemon) { kill(daemon.pid(), SIGSTOP); });
+}
+
+// One worker against `hvrun-coordinator --world-size 1 --job-id adv-job-B` (secret
+// "identity-secret"), with `env` over the identity a launcher would give it; its result.
+RunResult run_worker_against_job_b(const std::map<std::string, std::optional<std::string>>& env) {
+  ChildProcess daemon({bin_path("hvrun-coordinator"), "--world-size", "1", "--job-id", "adv-job-B",
+                       "--start-timeout", "5"},
+                      {.env = {{"HVRUN_SECRET", "identity-secret"}}, .stdin_text = ""});
+  EXPECT_TRUE(daemon.started());
+  const auto address = daemon.read_line(std::chrono::seconds(20));
+  EXPECT_TRUE(address.has_value()) << daemon.err();
+  if (!address) return {};
+  RunOptions run;
+  run.timeout = std::chrono::seconds(30);
+  run.env = {{"HVRUN_RANK", "0"}, {"HVRUN_LOCAL_RANK", "0"}, {"HVRUN_HOST", "localhost"},
+             {"HVRUN_COORDINATOR_ADDR", *address}, {"HVRUN_SECRET", "identity-secret"},
+             {"HVRUN_JOB_ID", "adv-job-B"}, {"HVRUN_DATA_ADDR", "127.0.0.1"},
+             {"HVRUN_START_TIMEOUT", "5"}};
+  for (const auto& [k, v] : env) run.env[k] = v;
+  RunResult result = run_process({bin_path("hvrun_faults_worker"), "coordinator-lost"}, run);
+  daemon.kill_now();
+  return result;
+}
+
+TEST(Faults, WorkerOfAnotherJobIsRefusedNamingBothJobs) {
+  const RunResult r = run_worker_against_job_b({{"HVRUN_JOB_ID", "other-job"}});
+  EXPECT_FALSE(r.timed_out) << r.err;
+  EXPECT_NE(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.err.find("FAILED_PRECONDITION"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("belongs to job 'other-job'"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("runs job 'adv-job-B'"), std::string::npos) << r.err;
+}
+
+TEST(Faults, MissingSecretIsCalledMissingNotWrong) {
+  const RunResult r = run_worker_against_job_b({{"HVRUN_SECRET", std::nullopt}});
+  EXPECT_FALSE(r.timed_out) << r.err;
+  EXPECT_NE(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.err.find("UNAUTHENTICATED"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("no job secret"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("wrong"), std::string::npos) << r.err;
 }
 
 }  // namespace

@@ -75,6 +75,25 @@ TEST(TelemetrySummary, NamesTheSlowestRankAndTheLongestWait) {
       << text;
 }
 
+// A megabyte of generated name is shown as its start and its length, on one short line.
+TEST(TelemetrySummary, ALongTensorNameIsShortenedWithItsLength) {
+  JobTelemetry job = plain_sample();
+  job.ranks[0].longest_wait_tensor = "grad." + std::string(1 << 20, 'x');
+  const std::string text = format_telemetry_summary(job);
+  const std::string expected =
+      "hvrun: longest wait: tensor 'grad." + std::string(59, 'x') + "...' (" +
+      std::to_string((1 << 20) + 5) + " bytes), rank 0 waited 0.750 s for the other ranks\n";
+  EXPECT_NE(text.find(expected), std::string::npos) << text.substr(0, 2000);
+  EXPECT_LT(text.size(), 2000u);
+  // Not cut inside a UTF-8 character: 'é' (2 bytes) straddles the cut.
+  job.ranks[0].longest_wait_tensor = std::string(63, 'a') + "\xc3\xa9" + std::string(100, 'b');
+  EXPECT_NE(format_telemetry_summary(job).find("tensor '" + std::string(63, 'a') + "...' (165 bytes)"),
+            std::string::npos);
+  job.ranks[0].longest_wait_tensor = std::string(80, 'c');  // up to 80 bytes: whole
+  EXPECT_NE(format_telemetry_summary(job).find("tensor '" + std::string(80, 'c') + "', rank 0"),
+            std::string::npos);
+}
+
 TEST(TelemetrySummary, SlowestRankByStallsThenByWaiting) {
   JobTelemetry job = unattributed_sample();
   job.ranks[0].stalls = 2;

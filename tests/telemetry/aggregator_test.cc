@@ -189,9 +189,33 @@ TEST(Aggregator, NextRoundRequestsSeenBeforeThePlanAreKept) {
   JobTelemetry job = agg.snapshot();
   EXPECT_EQ(job.ranks[0].tensors_negotiated, 4u);
   EXPECT_EQ(job.ranks[1].tensors_negotiated, 4u);
-  // Second round: rank 0 waited 3 ms for rank 1, for each of the two tensors.
-  EXPECT_NEAR(job.ranks[0].wait_seconds, 0.006, 1e-9);
+  // Second round: rank 0 waited 3 ms for rank 1, for both tensors at once: 3 ms of wall time.
+  EXPECT_NEAR(job.ranks[0].wait_seconds, 0.003, 1e-9);
   EXPECT_NEAR(job.ranks[0].negotiation_seconds, 0.001 * 2 + 0.004 * 2, 1e-9);
+}
+
+// Waits for tensors of one step overlap: a rank's total is the wall time it waited, never the
+// sum (which made "the others waited 35.9 s each" of a 5.4 s job).
+TEST(Aggregator, OverlappingWaitsCountOnceAndNeverExceedTheWallTime) {
+  Aggregator agg(options(2));
+  const Clock::time_point t0 = Clock::now();
+  constexpr int kTensors = 50;
+  for (int i = 0; i < kTensors; ++i)
+    agg.on_requests(0, full_request("t" + std::to_string(i)), t0 + milliseconds(i));
+  for (int i = 0; i < kTensors; ++i)
+    agg.on_requests(1, full_request("t" + std::to_string(i)), t0 + milliseconds(100));
+  std::vector<std::pair<std::string, uint32_t>> fused;
+  for (int i = 0; i < kTensors; ++i) fused.emplace_back("t" + std::to_string(i), 0);
+  agg.on_plan(plan_of(1, fused), t0 + milliseconds(101));
+  // A later step, apart from the first: adds its own wait.
+  const Clock::time_point t1 = t0 + milliseconds(500);
+  agg.on_requests(0, full_request("late"), t1);
+  agg.on_requests(1, full_request("late"), t1 + milliseconds(20));
+  agg.on_plan(plan_of(2, {{"late", 0}}), t1 + milliseconds(21));
+  const JobTelemetry job = agg.snapshot();
+  EXPECT_NEAR(job.ranks[0].wait_seconds, 0.100 + 0.020, 1e-9);
+  EXPECT_NEAR(job.ranks[0].longest_wait_seconds, 0.100, 1e-9);
+  EXPECT_NEAR(job.ranks[1].wait_seconds, 0.0, 1e-9);
 }
 
 TEST(Aggregator, FusionJoinsAndStallsAreCounted) {

@@ -297,6 +297,26 @@ static int job_checks(void) {
     EXPECT(s == HVRUN_ERR_INVALID_ARGUMENT, "removing it again: %d", s);
   }
 
+  /* One name, two ops: rank 0 allreduces "c.same", the others allgather it. The C API submits
+   * the name as given, so the ops disagree on one tensor: every rank fails at once with a
+   * message naming both ops. */
+  {
+    float same[2] = {1, 1};
+    int64_t same_shape[1] = {2};
+    h = NULL;
+    s = rank == 0 ? hvrun_allreduce_async(w, "c.same", same, same, HVRUN_FLOAT32, 1, same_shape,
+                                          HVRUN_SUM, 1.0, 1.0, &h)
+                  : hvrun_allgather_async(w, "c.same", same, HVRUN_FLOAT32, 1, same_shape, &h);
+    EXPECT(s == HVRUN_OK && h != NULL, "one name, two ops: submission: %s", hvrun_last_error());
+    if (h) {
+      s = hvrun_handle_wait(h, 10000);
+      EXPECT(s == HVRUN_ERR_INVALID_ARGUMENT && strstr(hvrun_last_error(), "rank 0 sent allreduce") &&
+                 strstr(hvrun_last_error(), "sent allgather"),
+             "one name, two ops: %s: %s", hvrun_status_name(s), hvrun_last_error());
+      hvrun_handle_free(h);
+    }
+  }
+
   /* A second init while this worker lives fails at once (ALREADY_EXISTS), not after the
    * start timeout. */
   {

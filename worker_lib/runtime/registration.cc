@@ -22,6 +22,7 @@ Result<Registration> register_worker(const Config& config, CoordinatorClient& cl
   info->set_device_kind(v1::DEVICE_KIND_CPU);
   info->set_requested_rank(config.requested_rank);
   info->set_hvrun_version(hvrun::version());
+  info->set_job_id(config.job_id);
   // An elastic job's survivor may wait for the next membership as long as the launcher may take
   // to form it.
   const std::chrono::milliseconds wait =

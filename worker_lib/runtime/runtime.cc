@@ -51,6 +51,7 @@ Result<std::unique_ptr<Runtime>> Runtime::start(const Config& given) {
                                                           config.secret, config.start_timeout));
     config.coordinator_address = own->address();
     config.secret = own->secret();
+    config.job_id.clear();  // the private coordinator names its own job
     config.requested_rank = 0;
     config.local_rank = 0;
     SPDLOG_INFO("no launcher (HVRUN_COORDINATOR_ADDR is not set): running as a single process, "

@@ -90,6 +90,9 @@ struct TelemetryConfig {
 struct Config {
   std::string coordinator_address;  // "127.0.0.1:40123" or "unix:/path"
   std::string secret;               // the job secret (never logged)
+  // The job this worker was started for (HVRUN_JOB_ID): a coordinator running another job
+  // refuses it by name. Empty: not checked (launchers that set no job id).
+  std::string job_id;
   int requested_rank = -1;          // -1: the coordinator assigns one
   int local_rank = -1;              // -1: unknown
   std::string host;                 // as the launcher named it; empty: gethostname()
