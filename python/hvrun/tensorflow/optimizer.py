@@ -82,9 +82,13 @@ def variable_key(variable):
     """A hashable key for a variable: tf.Variable's ref(); a Keras 3 variable (which has no
     ref()) is keyed by its backing tf.Variable, so the Keras variable and the tf.Variable that
     Keras hands to TensorFlow are the same source."""
-    backing = getattr(variable, "value", None) if not hasattr(variable, "ref") else variable
-    if backing is not None and hasattr(backing, "ref"):
-        return backing.ref()
+    if hasattr(variable, "ref"):
+        return variable.ref()
+    # `_value` is the tf.Variable itself; `value` may be a cast of it under mixed precision.
+    for attribute in ("_value", "value"):
+        backing = getattr(variable, attribute, None)
+        if isinstance(backing, tf.Variable):
+            return backing.ref()
     return ("id", id(variable))
 
 

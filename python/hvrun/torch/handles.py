@@ -166,6 +166,15 @@ def synchronize_all(handles):
     return results
 
 
+def settle(handles):
+    """Waits for every handle, dropping results and errors: when another error is the one to
+    raise, what was submitted still completes here rather than staying in flight."""
+    try:
+        synchronize_all(handles)
+    except Exception:  # noqa: BLE001 - the caller raises its own error
+        pass
+
+
 def run_together(submissions):
     """Calls each of `submissions` (each submits one collective and returns its handle), then
     synchronize_all() of their handles. When a submission raises, the handles already made
@@ -175,10 +184,7 @@ def run_together(submissions):
         for submit in submissions:
             handles.append(submit())
     except BaseException:
-        try:
-            synchronize_all(handles)
-        except Exception:  # noqa: BLE001 - the submission's error is the one to report
-            pass
+        settle(handles)
         raise
     return synchronize_all(handles)
 

@@ -17,7 +17,7 @@ from hvrun.elastic import is_elastic
 from hvrun.torch.compression import Compression
 from hvrun.torch.basics import size
 from hvrun.torch.functions import broadcast_object
-from hvrun.torch.handles import synchronize_all
+from hvrun.torch.handles import settle, synchronize_all
 from hvrun.torch.mpi_ops import (Adasum, Average, allreduce_async_, global_process_set,
                                  grouped_allreduce_async_, sparse_allreduce_async)
 
@@ -209,7 +209,11 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             self._synchronized = True
             return
         try:
-            self._start_missing()
+            try:
+                self._start_missing()
+            except BaseException:
+                settle([h for h, _ in self._handles.values() if h is not None])
+                raise
             self._wait_all()
         finally:
             self._handles.clear()
