@@ -3,7 +3,9 @@
 Horovod reads them at init(), so `os.environ["HOROVOD_TIMELINE"] = path` in the script works
 there. hvrun's worker library reads its own settings at init() too, from the same environment;
 but the coordinator's settings were read when hvrun started it, from the launcher's environment.
-init() therefore looks at what the trainer changed since the process started: the timeline
+(A process started without a launcher starts its coordinator at init(), from the environment
+of that moment: there everything the trainer set applies already.) Under a launcher, init()
+therefore looks at what the trainer changed since the process started: the timeline
 (HOROVOD_TIMELINE, HVRUN_TIMELINE_FILENAME) is started at run time by rank 0, as Horovod's rank 0
 writes it; any other coordinator setting changed this late is reported in a warning saying where
 to set it (the value cannot reach the running coordinator), never dropped silently.
@@ -54,7 +56,9 @@ def apply(worker):
     """init(): starts the timeline a trainer asked for (rank 0), warns about coordinator
     settings it set too late. Returns the timeline path started, or None."""
     start = _environment_at_start()
-    if start is None:
+    if start is None or "HVRUN_COORDINATOR_ADDR" not in start:
+        # No launcher: init() started the coordinator itself, from this environment, so it
+        # already has every value the trainer set.
         return None
     late = set_by_trainer(_COORDINATOR_SETTINGS, start)
     if late and worker.rank == 0:
