@@ -105,10 +105,13 @@ def mismatched_reducescatter(name):
         hvd.reducescatter(torch.ones(n, r + 1), name=name, op=hvd.Sum)
 
 
-def grouped_allreduce_one_mismatched(name):
+def grouped_allreduce_mismatched(name):
+    # Every member differs between ranks. (A group with only some members mismatched leaves
+    # the others waiting in the coordinator, which counts a failed member as never ready.)
     r, _ = ranks()
     with pytest.raises(HorovodInternalError):
-        hvd.grouped_allreduce([torch.ones(r + 1), torch.ones(3), torch.ones(4)], name=name)
+        hvd.grouped_allreduce([torch.ones(r + 1), torch.ones(r + 3), torch.ones(2 * r + 1)],
+                              name=name)
 
 
 def broadcast_parameters_one_mismatched(name):
@@ -120,22 +123,23 @@ def broadcast_parameters_one_mismatched(name):
 
 
 def optimizer_step_with_a_mismatched_gradient(name):
-    # One parameter's shape differs between ranks: that step fails on every rank, and the
-    # optimizer's next step (same shapes everywhere) runs.
+    # The ranks' scale factors differ (gradient_predivide_factor): that step fails on every
+    # rank, and the optimizer's next step, with the same factors everywhere, runs.
     r, n = ranks()
-    odd = torch.nn.Parameter(torch.ones(r + 1))
-    even = torch.nn.Parameter(torch.ones(2))
-    opt = hvd.DistributedOptimizer(torch.optim.SGD([odd, even], lr=0.1),
-                                   named_parameters=[(name + ".odd", odd), (name + ".even", even)])
-    (odd.sum() + even.sum()).backward()
+    w = torch.nn.Parameter(torch.ones(2))
+    v = torch.nn.Parameter(torch.ones(3))
+    opt = hvd.DistributedOptimizer(torch.optim.SGD([w, v], lr=0.1),
+                                   named_parameters=[(name + ".w", w), (name + ".v", v)],
+                                   gradient_predivide_factor=1.0 + r)
+    (w.sum() + v.sum()).backward()
     with pytest.raises(HorovodInternalError):
         opt.step()
-    odd.data = torch.ones(2)
+    opt.gradient_predivide_factor = 1.0
     opt.zero_grad()
-    (odd.sum() * (r + 1) + even.sum()).backward()
+    ((w * (r + 1.0)).sum() + v.sum()).backward()
     opt.step()
-    assert even.grad.tolist() == [1.0, 1.0]
-    assert odd.grad.tolist() == [(n + 1) / 2] * 2
+    assert w.grad.tolist() == [(n + 1) / 2] * 2
+    assert v.grad.tolist() == [1.0] * 3
 
 
 def duplicate_name_in_flight(name):
@@ -148,7 +152,7 @@ def duplicate_name_in_flight(name):
 CHECKS = [mismatched_allreduce_shape, mismatched_allreduce_dtype, mismatched_allreduce_op,
           mismatched_allgather, mismatched_broadcast_root, broadcast_root_out_of_range,
           alltoall_bad_splits, alltoall_refused_differently_per_rank, mismatched_alltoall_dtype,
-          reducescatter_adasum, mismatched_reducescatter, grouped_allreduce_one_mismatched,
+          reducescatter_adasum, mismatched_reducescatter, grouped_allreduce_mismatched,
           broadcast_parameters_one_mismatched, optimizer_step_with_a_mismatched_gradient,
           duplicate_name_in_flight]
 REPEATS = 4
