@@ -92,6 +92,15 @@ def variable_key(variable):
     return ("id", id(variable))
 
 
+def scale_gradient(grad, scale):
+    """grad * scale (an IndexedSlices' values); None and scale None leave it as it is."""
+    if grad is None or scale is None:
+        return grad
+    if isinstance(grad, tf.IndexedSlices):
+        return tf.IndexedSlices(grad.values * scale, grad.indices, grad.dense_shape)
+    return grad * scale
+
+
 class _DistributedGradientTape(tf.GradientTape):
     """tf.GradientTape whose gradient() returns the gradients averaged over every rank."""
 
@@ -114,9 +123,7 @@ class _DistributedGradientTape(tf.GradientTape):
         shared = [i for i, s in enumerate(source_list)
                   if variable_key(s) not in self._local_sources]
         reduced = self._allreduce_grads([grads[i] for i in shared])
-        grads = list(grads)
-        if self._local_scale is not None:
-            grads = [g * self._local_scale if g is not None else None for g in grads]
+        grads = [scale_gradient(g, self._local_scale) for g in grads]  # the shared: replaced
         for i, g in zip(shared, reduced):
             grads[i] = g
         return grads[0] if single else grads

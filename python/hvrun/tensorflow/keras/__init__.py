@@ -28,7 +28,7 @@ from hvrun.tensorflow import broadcast as _broadcast
 from hvrun.tensorflow.keras import callbacks  # noqa: F401
 from hvrun.tensorflow.keras import elastic  # noqa: F401  (KerasState, the commit callbacks)
 from hvrun.process_sets import process_set_size
-from hvrun.tensorflow.optimizer import make_allreduce_grads_fn, variable_key
+from hvrun.tensorflow.optimizer import make_allreduce_grads_fn, scale_gradient, variable_key
 
 
 class _DistributedOptimizer:
@@ -61,8 +61,7 @@ class _DistributedOptimizer:
             return self._hvrun_allreduce_grads(grads)
         local = [variable_key(v) in self._hvrun_local_keys for v in variables]
         shared = iter(self._hvrun_allreduce_grads([g for g, l in zip(grads, local) if not l]))
-        scale = self._hvrun_local_scale
-        return [(g if scale is None or g is None else g * scale) if l else next(shared)
+        return [scale_gradient(g, self._hvrun_local_scale) if l else next(shared)
                 for g, l in zip(grads, local)]
 
     def _backend_apply_gradients(self, grads, trainable_variables):
