@@ -105,10 +105,8 @@ def shutdown():
 class RefusedArgumentError(tf.errors.InvalidArgumentError, ValueError):
     """A collective's arguments refused before anything runs (a process set this rank is not
     in, or one never added): TensorFlow's InvalidArgumentError, as Horovod's ops raise it, and
-    a ValueError, as hvrun.torch raises it."""
-
-    def __init__(self, message):
-        tf.errors.InvalidArgumentError.__init__(self, None, None, message)
+    a ValueError, as hvrun.torch raises it. Its constructor is InvalidArgumentError's (node_def,
+    op, message), which tf.function's tracing uses to raise it again from the user's code."""
 
 
 def _set_id(process_set):
@@ -116,7 +114,7 @@ def _set_id(process_set):
     try:
         return process_set_id(process_set)
     except ValueError as refused:
-        raise RefusedArgumentError(str(refused)) from None
+        raise RefusedArgumentError(None, None, str(refused)) from None
 
 
 def _executing_eagerly():
