@@ -16,13 +16,16 @@ import warnings
 # Horovod's name (and hvrun's) of each setting the coordinator reads when it starts, with the
 # hvrun flag that sets it (docs/settings.md).
 _COORDINATOR_SETTINGS = {
-    "HOROVOD_FUSION_THRESHOLD": "--fusion-threshold-mb", "HVRUN_FUSION_THRESHOLD_MB": "--fusion-threshold-mb",
+    "HOROVOD_FUSION_THRESHOLD": "--fusion-threshold-mb",
+    "HVRUN_FUSION_THRESHOLD": "--fusion-threshold-mb",
     "HOROVOD_CYCLE_TIME": "--cycle-time-ms", "HVRUN_CYCLE_TIME": "--cycle-time-ms",
     "HOROVOD_CACHE_CAPACITY": "--cache-capacity", "HVRUN_CACHE_CAPACITY": "--cache-capacity",
     "HOROVOD_STALL_CHECK_DISABLE": "--stall-check", "HVRUN_STALL_CHECK": "--stall-check",
     "HOROVOD_STALL_CHECK_TIME_SECONDS": "--stall-check-warning-time-seconds",
+    "HVRUN_STALL_CHECK_TIME_SECONDS": "--stall-check-warning-time-seconds",
     "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS": "--stall-check-shutdown-time-seconds",
-    "HOROVOD_START_TIMEOUT": "--start-timeout",
+    "HVRUN_STALL_SHUTDOWN_TIME_SECONDS": "--stall-check-shutdown-time-seconds",
+    "HOROVOD_START_TIMEOUT": "--start-timeout", "HVRUN_START_TIMEOUT": "--start-timeout",
 }
 _TIMELINE_VARIABLES = ("HVRUN_TIMELINE_FILENAME", "HOROVOD_TIMELINE")
 

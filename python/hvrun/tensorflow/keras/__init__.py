@@ -236,7 +236,8 @@ def load_model(filepath, custom_optimizers=None, custom_objects=None, compressio
 
 
 __all__ = [
-    "DistributedOptimizer", "PartialDistributedOptimizer", "load_model", "allreduce", "allgather", "broadcast",
+    "DistributedOptimizer", "PartialDistributedOptimizer", "load_model", "allreduce",
+    "allgather", "broadcast",
     "broadcast_global_variables", "broadcast_variables", "broadcast_object", "allgather_object",
     "callbacks", "elastic", "init", "shutdown", "is_initialized", "size", "rank", "local_size",
     "local_rank",
