@@ -52,6 +52,8 @@ def init():
         _op_timeout_s = _core.op_timeout_s()
         _counters.clear()
     _tell_listeners(worker)
+    from hvrun import _init_environment
+    _init_environment.apply(worker)
 
 
 def shutdown():

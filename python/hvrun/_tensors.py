@@ -21,6 +21,16 @@ CORE_SUM, CORE_AVERAGE, CORE_MIN, CORE_MAX, CORE_PRODUCT = 1, 2, 3, 4, 5
 Average, Sum, Adasum, Min, Max, Product = 0, 1, 2, 3, 4, 5
 
 _TO_CORE = {Average: CORE_AVERAGE, Sum: CORE_SUM, Min: CORE_MIN, Max: CORE_MAX, Product: CORE_PRODUCT}
+OP_NAMES = {Average: "Average", Sum: "Sum", Adasum: "Adasum", Min: "Min", Max: "Max",
+            Product: "Product"}
+
+
+def op_name(op):
+    """'Adasum' for Horovod's constant 2, ...; repr() of anything else."""
+    try:
+        return OP_NAMES[op]
+    except (KeyError, TypeError):
+        return repr(op)
 
 
 def core_op(op):

@@ -56,6 +56,26 @@ absl::Status to_tf_status(const Status& status) {
   return absl::Status(static_cast<absl::StatusCode>(static_cast<int>(status.code())), status.message());
 }
 
+absl::StatusCode collective_tf_code(StatusCode code) {
+  switch (code) {
+    // The library's INVALID_ARGUMENT for a collective is a request the job refused: metadata
+    // that differ between ranks (shapes, dtypes, roots, ops, splits), or a tensor the library
+    // cannot run. Horovod reports both as a precondition error, which its TensorFlow ops raise
+    // as FailedPreconditionError; users' code catches that class.
+    case StatusCode::kInvalidArgument:
+      return absl::StatusCode::kFailedPrecondition;
+    default:
+      // hvrun's codes are gRPC's, as absl's are: the same code (ABORTED for a lost peer or an
+      // aborted job, as Horovod's AbortedError; DEADLINE_EXCEEDED for the op timeout, ...).
+      return static_cast<absl::StatusCode>(static_cast<int>(code));
+  }
+}
+
+absl::Status collective_tf_status(const Status& status) {
+  if (status.is_ok()) return absl::OkStatus();
+  return absl::Status(collective_tf_code(status.code()), status.message());
+}
+
 Result<ReduceOp> reduce_op_of_horovod_constant(int op) {
   switch (op) {
     case 0: return ReduceOp::kAverage;
@@ -114,7 +134,7 @@ std::optional<std::vector<Placement>> CollectiveKernel::input_placements(tf::OpK
 
 void CollectiveKernel::fail(tf::OpKernelContext* context, const DoneCallback& done,
                             const Status& status) {
-  context->SetStatus(to_tf_status(status));
+  context->SetStatus(collective_tf_status(status));
   done();
 }
 
@@ -221,7 +241,7 @@ void CollectiveKernel::complete_with_outputs(tf::OpKernelContext* context,
                                              DoneCallback done) {
   when_complete(context, std::move(handles), {},
                 [context, produce = std::move(produce), done = std::move(done)](const Status& s) {
-                  context->SetStatus(s.is_ok() ? produce() : to_tf_status(s));
+                  context->SetStatus(s.is_ok() ? produce() : collective_tf_status(s));
                   done();
                 });
 }
@@ -230,7 +250,7 @@ void CollectiveKernel::complete_in_place(tf::OpKernelContext* context, std::vect
                                          std::vector<tf::Tensor> written, DoneCallback done) {
   when_complete(context, std::move(handles), std::move(written),
                 [context, done = std::move(done)](const Status& s) {
-                  if (!s.is_ok()) context->SetStatus(to_tf_status(s));
+                  if (!s.is_ok()) context->SetStatus(collective_tf_status(s));
                   done();
                 });
 }

@@ -33,8 +33,15 @@ std::vector<int64_t> shape_of(const tf::Tensor& tensor);
 ConstTensorView const_view_of(const tf::Tensor& tensor, DataType dtype, const Placement& placement);
 TensorView view_of(tf::Tensor& tensor, DataType dtype, const Placement& placement);
 
-// The same code (hvrun's codes are gRPC's, as absl's are) and message.
+// The same code (hvrun's codes are gRPC's, as absl's are) and message: for what is not a
+// collective's outcome (a topology query, an attribute).
 absl::Status to_tf_status(const Status& status);
+
+// The one mapping of a collective's outcome onto TensorFlow's error codes, as Horovod's ops
+// raise them (docs/tensorflow.md, "Errors"): INVALID_ARGUMENT (refused, or metadata that differ
+// between ranks) becomes FAILED_PRECONDITION; every other code stays.
+absl::StatusCode collective_tf_code(StatusCode code);
+absl::Status collective_tf_status(const Status& status);
 
 // Horovod's op constants (Average 0, Sum 1, Adasum 2, Min 3, Max 4, Product 5), the values the
 // ops' reduce_op attribute carries.

@@ -481,3 +481,41 @@ def test_init_checks_its_process_sets_argument():
     with pytest.raises(ValueError, match="takes a list of ProcessSet"):
         hvd.init(process_sets="static")
     hvd.init(process_sets=[])  # nothing to make: accepted, as Horovod does
+
+
+# ---- summation order (docs/python.md, "Summation order")
+
+def documented_order(inputs, pre, post, n):
+    """hvrun's arithmetic on one host, in float32: every rank's tensor times the prescale
+    (float32), summed in rank order, times postscale/size (Horovod's Average) as one float32."""
+    f32 = torch.float32
+    scaled = [x * torch.tensor(pre, dtype=f32) for x in inputs]
+    total = scaled[0]
+    for s in scaled[1:]:
+        total = total + s
+    return total * torch.tensor(post / n, dtype=f32)
+
+
+def test_prescaled_average_is_the_documented_summation_order_bit_for_bit():
+    r, n = ranks()
+    rng = torch.Generator().manual_seed(7)
+    inputs = [torch.rand(4099, generator=rng, dtype=torch.float32) * 3 - 1 for _ in range(n)]
+    out = hvd.allreduce(inputs[r], name="order.prescaled", op=hvd.Average,
+                        prescale_factor=0.3, postscale_factor=1.7)
+    assert torch.equal(out, documented_order(inputs, 0.3, 1.7, n))
+
+
+def test_joined_average_is_the_documented_summation_order_bit_for_bit():
+    # The last rank joins: it contributes zeros at its place in the order (x + 0 is exact).
+    r, n = ranks()
+    rng = torch.Generator().manual_seed(11)
+    inputs = [torch.rand(257, generator=rng, dtype=torch.float32) - 0.5 for _ in range(n)]
+    if r == n - 1:
+        hvd.join()
+        return
+    out = hvd.allreduce(inputs[r], name="order.joined", op=hvd.Average, prescale_factor=0.7)
+    inputs[n - 1] = torch.zeros_like(inputs[n - 1])
+    expected = documented_order(inputs, 0.7, 1.0, n)
+    hvd.join()
+    if os.environ.get("HVRUN_JOIN_AVERAGE") != "contributing":
+        assert torch.equal(out, expected)

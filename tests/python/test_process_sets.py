@@ -174,3 +174,21 @@ def test_errors_as_horovod_raises_them():
     assert not hvd.remove_process_set(pair)  # no longer added: nothing to remove
     with pytest.raises(ValueError, match="has not been added"):
         hvd.allreduce(torch.ones(1), process_set=pair)
+
+
+def test_distributed_optimizer_outside_its_set_keeps_its_own_gradients():
+    # Horovod's rule: a rank outside the optimizer's set reduces nothing and applies its own
+    # gradient; the members average among themselves, waiting for no one else.
+    r, n = ranks()
+    pair = hvd.add_process_set([0, 1])
+    w = torch.nn.Parameter(torch.zeros(3))
+    opt = hvd.DistributedOptimizer(torch.optim.SGD([w], lr=1.0),
+                                   named_parameters=[("outside_set.w", w)], process_set=pair)
+    for _ in range(2):
+        opt.zero_grad()
+        (w * (r + 1.0)).sum().backward()
+        opt.step()
+    expected = -2 * (1.5 if r < 2 else r + 1.0)
+    assert w.tolist() == [expected] * 3
+    hvd.barrier()
+    assert hvd.remove_process_set(pair)

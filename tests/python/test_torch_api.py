@@ -12,6 +12,7 @@ import torch
 
 import hvrun.torch as hvd
 from conftest import data
+from hvrun.exceptions import HvrunError
 
 DTYPES = [torch.uint8, torch.int8, torch.int32, torch.int64, torch.float16, torch.bfloat16,
           torch.float32, torch.float64]
@@ -410,7 +411,9 @@ def test_checkpoint_saves_on_rank_0_and_restores_every_rank():
     assert ckpt.enabled
     assert ckpt.save_if_due(3) is None
     path = ckpt.save_if_due(5)
-    assert (path is not None) == (rank == 0)
+    # Every rank gets the path rank 0 wrote (a failed write would raise on every rank).
+    assert path is not None and path.endswith(".hvckpt")
+    assert hvd.broadcast_object(path, 0, name="ckpt_path") == path
     w.fill_(-1)
     b.fill_(-1)
     assert ckpt.restore() == 5
@@ -421,6 +424,18 @@ def test_checkpoint_saves_on_rank_0_and_restores_every_rank():
     hvd.barrier()
     if rank == 0:
         shutil.rmtree(directory)
+
+
+def test_checkpoint_save_that_fails_on_rank_0_raises_on_every_rank():
+    # The directory cannot be made (a path under a regular file): rank 0's write fails, and
+    # every rank hears of it instead of taking the save for a good one.
+    unwritable = os.path.join(os.devnull, "hvrun-ckpt")
+    ckpt = hvd.Checkpoint({"w": torch.ones(3)}, directory=unwritable, every=1, name="pytest")
+    with pytest.raises(HvrunError) as raised:
+        ckpt.save(1)
+    if hvd.rank() != 0:
+        assert "rank 0 could not write the checkpoint of step 1" in str(raised.value)
+    hvd.barrier()
 
 
 def test_init_shutdown_init():

@@ -30,7 +30,8 @@ from hvrun.tensorflow.mpi_ops import (Adasum, Average, Max, Min, Product, Proces
                                       local_rank_op, local_size, local_size_op, mark_phase,
                                       mark_step,
                                       mpi_built, mpi_enabled, mpi_threads_supported, nccl_built,
-                                      process_set_included_op, rank, rank_op, remove_process_set,
+                                      process_set_included_op, rank, rank_op,
+                                      RefusedArgumentError, remove_process_set,
                                       rocm_built, shutdown, size, size_op, start_timeline,
                                       stop_timeline)
 from hvrun.tensorflow.optimizer import DistributedGradientTape, DistributedOptimizer  # noqa: F401

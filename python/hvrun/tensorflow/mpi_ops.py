@@ -7,9 +7,12 @@ CUDA they have GPU kernels too: a GPU tensor goes through NCCL, ordered on Tenso
 stream, without host copies (docs/tensorflow.md, "GPU tensors"). A collective is
 named after its op, as in Horovod: in a graph, the node's name (unique in the graph, the same on
 every rank that builds the same graph); eagerly, the op's type (eager calls run one at a time).
-A failed collective raises the TensorFlow error of the worker library's status code
-(tf.errors.InvalidArgumentError for metadata that differs between ranks, AbortedError when a
-peer died or the job aborted, ...), with the library's message naming the ranks.
+A failed collective raises the TensorFlow error Horovod's ops raise, from one mapping of the
+worker library's status codes (python/tf_ops/kernel_support.h, collective_tf_code):
+tf.errors.FailedPreconditionError for metadata that differ between ranks or a collective the
+library refused, AbortedError when a peer died or the job aborted, ...; the library's message
+names the ranks. Arguments refused before anything runs (a process set this rank is not in)
+raise RefusedArgumentError, an InvalidArgumentError (docs/tensorflow.md, "Errors").
 """
 import ctypes
 import os
@@ -99,6 +102,21 @@ def shutdown():
     set_global_ranks(None)
 
 
+class RefusedArgumentError(tf.errors.InvalidArgumentError, ValueError):
+    """A collective's arguments refused before anything runs (a process set this rank is not
+    in, or one never added): TensorFlow's InvalidArgumentError, as Horovod's ops raise it, and
+    a ValueError, as hvrun.torch raises it. Its constructor is InvalidArgumentError's (node_def,
+    op, message), which tf.function's tracing uses to raise it again from the user's code."""
+
+
+def _set_id(process_set):
+    """process_set_id(process_set); its refusal raised as RefusedArgumentError."""
+    try:
+        return process_set_id(process_set)
+    except ValueError as refused:
+        raise RefusedArgumentError(None, None, str(refused)) from None
+
+
 def _executing_eagerly():
     return tf.executing_eagerly()
 
@@ -130,7 +148,7 @@ def _allreduce(tensor, name=None, op=Sum, prescale_factor=1.0, postscale_factor=
                                    reduce_op=op, prescale_factor=prescale_factor,
                                    postscale_factor=postscale_factor,
                                    ignore_name_scope=ignore_name_scope,
-                                   process_set_id=process_set_id(process_set))
+                                   process_set_id=_set_id(process_set))
 
 
 def _op_set(op):
@@ -155,7 +173,7 @@ def _grouped_allreduce(tensors, name=None, op=Sum, prescale_factor=1.0, postscal
                                            prescale_factor=prescale_factor,
                                            postscale_factor=postscale_factor,
                                            ignore_name_scope=ignore_name_scope,
-                                           process_set_id=process_set_id(process_set))
+                                           process_set_id=_set_id(process_set))
 
 
 @ops.RegisterGradient("HvrunGroupedAllreduce")
@@ -172,7 +190,7 @@ def allgather(tensor, name=None, ignore_name_scope=False, process_set=global_pro
     in rank order."""
     return MPI_LIB.hvrun_allgather(tensor, name=_node_name("HorovodAllgather", tensor, name),
                                    ignore_name_scope=ignore_name_scope,
-                                   process_set_id=process_set_id(process_set))
+                                   process_set_id=_set_id(process_set))
 
 
 def _own_rows(grad, inputs, ignore_name_scope, process_set):
@@ -202,7 +220,7 @@ def grouped_allgather(tensors, name=None, ignore_name_scope=False, process_set=g
     name = _group_name("HorovodGroupedAllgather", tensors, name)
     return MPI_LIB.hvrun_grouped_allgather(list(tensors), name=name,
                                            ignore_name_scope=ignore_name_scope,
-                                           process_set_id=process_set_id(process_set))
+                                           process_set_id=_set_id(process_set))
 
 
 @ops.RegisterGradient("HvrunGroupedAllgather")
@@ -219,7 +237,7 @@ def broadcast(tensor, root_rank, name=None, ignore_name_scope=False, process_set
     """root_rank's `tensor` on every member of `process_set` (root_rank: a job rank, a member)."""
     return MPI_LIB.hvrun_broadcast(tensor, name=_node_name("HorovodBroadcast", tensor, name),
                                    root_rank=root_rank, ignore_name_scope=ignore_name_scope,
-                                   process_set_id=process_set_id(process_set))
+                                   process_set_id=_set_id(process_set))
 
 
 @ops.RegisterGradient("HvrunBroadcast")
@@ -233,14 +251,22 @@ def _broadcast_grad(op, grad):
 
 
 def broadcast_(variables, root_rank, name=None, process_set=global_process_set):
-    """Assigns root_rank's values to `variables` in place; returns their new values."""
+    """Assigns root_rank's values to `variables` (resource or reference variables) in place;
+    returns their new values. In a graph the returned tensors depend on the assignments, so
+    running them (a v1 Session's run, or a tf.function returning them) assigns the variables;
+    a tf.function assigns them in any case (its stateful ops all run)."""
     prefix = name or "HorovodBroadcastInplace"
     values = []
     for var in variables:
         value = broadcast(var, root_rank, name=_normalize_name("%s_%s" % (prefix, var.name)),
                           ignore_name_scope=True, process_set=process_set)
-        var.assign(value)
-        values.append(value)
+        assigned = var.assign(value)
+        if _executing_eagerly():
+            values.append(value)
+            continue
+        # A graph runs only what is fetched: the value is read after its assignment.
+        with tf.control_dependencies([assigned]):
+            values.append(tf.identity(value))
     return values
 
 
@@ -253,7 +279,7 @@ def alltoall(tensor, splits=None, name=None, ignore_name_scope=False, process_se
     output, received = MPI_LIB.hvrun_alltoall(tensor, splits=splits_,
                                               name=_node_name("HorovodAlltoall", tensor, name),
                                               ignore_name_scope=ignore_name_scope,
-                                              process_set_id=process_set_id(process_set))
+                                              process_set_id=_set_id(process_set))
     return (output, received) if splits is not None else output
 
 
@@ -272,7 +298,7 @@ def _reducescatter(tensor, name=None, op=Sum, ignore_name_scope=False,
                                        reduce_op=op, ignore_name_scope=ignore_name_scope,
                                        prescale_factor=prescale_factor,
                                        postscale_factor=postscale_factor,
-                                       process_set_id=process_set_id(process_set))
+                                       process_set_id=_set_id(process_set))
 
 
 def _scattered_grad(op, grads):
@@ -300,7 +326,7 @@ def _grouped_reducescatter(tensors, name=None, op=Sum, ignore_name_scope=False,
                                                ignore_name_scope=ignore_name_scope,
                                                prescale_factor=prescale_factor,
                                                postscale_factor=postscale_factor,
-                                               process_set_id=process_set_id(process_set))
+                                               process_set_id=_set_id(process_set))
 
 
 @ops.RegisterGradient("HvrunGroupedReducescatter")
@@ -334,7 +360,7 @@ def join():
 
 def barrier(process_set=global_process_set):
     """Returns once every member of `process_set` called barrier()."""
-    return MPI_LIB.hvrun_barrier(process_set_id=process_set_id(process_set))
+    return MPI_LIB.hvrun_barrier(process_set_id=_set_id(process_set))
 
 
 def size_op(process_set_id=0, name=None):

@@ -42,6 +42,10 @@ def make_allreduce_grads_fn(name, device_dense, device_sparse, compression, spar
         # elastic job that starts alone may grow: there the allreduce stays in.
         if process_set_size(process_set) == 1 and not is_elastic():
             return list(grads)
+        # A rank outside the process set keeps its own gradients (Horovod's rule): the set's
+        # members reduce among themselves and wait for no one else.
+        if not process_set.included():
+            return list(grads)
         with tf.name_scope(name + "_Allreduce"):
             if sparse_as_dense:
                 grads = [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g
@@ -74,16 +78,41 @@ def _check_groups(groups, num_groups):
     return groups
 
 
+def variable_key(variable):
+    """A hashable key for a variable: tf.Variable's ref(); a Keras 3 variable (which has no
+    ref()) is keyed by its backing tf.Variable, so the Keras variable and the tf.Variable that
+    Keras hands to TensorFlow are the same source."""
+    if hasattr(variable, "ref"):
+        return variable.ref()
+    # `_value` is the tf.Variable itself; `value` may be a cast of it under mixed precision.
+    for attribute in ("_value", "value"):
+        backing = getattr(variable, attribute, None)
+        if isinstance(backing, tf.Variable):
+            return backing.ref()
+    return ("id", id(variable))
+
+
+def scale_gradient(grad, scale):
+    """grad * scale (an IndexedSlices' values); None and scale None leave it as it is."""
+    if grad is None or scale is None:
+        return grad
+    if isinstance(grad, tf.IndexedSlices):
+        return tf.IndexedSlices(grad.values * scale, grad.indices, grad.dense_shape)
+    return grad * scale
+
+
 class _DistributedGradientTape(tf.GradientTape):
     """tf.GradientTape whose gradient() returns the gradients averaged over every rank."""
 
-    def _hvrun_setup(self, allreduce_grads):
+    def _hvrun_setup(self, allreduce_grads, local_scale):
         self._allreduce_grads = allreduce_grads
         self._local_sources = set()
+        self._local_scale = local_scale
 
     def register_local_source(self, source):
-        """This source's gradient stays this rank's own (not reduced)."""
-        self._local_sources.add(source.ref())
+        """This source's gradient stays this rank's own (not reduced); with
+        scale_local_gradients (the default) divided by the process set's size, as Horovod's."""
+        self._local_sources.add(variable_key(source))
 
     def gradient(self, target, sources, output_gradients=None, use_generic_names=False,
                  **kwargs):
@@ -91,9 +120,10 @@ class _DistributedGradientTape(tf.GradientTape):
         single = not isinstance(sources, (list, tuple))
         source_list = [sources] if single else list(sources)
         grads = super().gradient(target, source_list, output_gradients, **kwargs)
-        shared = [i for i, s in enumerate(source_list) if s.ref() not in self._local_sources]
+        shared = [i for i, s in enumerate(source_list)
+                  if variable_key(s) not in self._local_sources]
         reduced = self._allreduce_grads([grads[i] for i in shared])
-        grads = list(grads)
+        grads = [scale_gradient(g, self._local_scale) for g in grads]  # the shared: replaced
         for i, g in zip(shared, reduced):
             grads[i] = g
         return grads[0] if single else grads
@@ -103,8 +133,9 @@ def DistributedGradientTape(gradtape, device_dense="", device_sparse="",
                             compression=Compression.none, sparse_as_dense=False, op=Average,
                             gradient_predivide_factor=1.0, num_groups=0, groups=None,
                             process_set=global_process_set, scale_local_gradients=True):
-    """Wraps `gradtape`: gradient() allreduces the gradients (Average by default)."""
-    del scale_local_gradients
+    """Wraps `gradtape`: gradient() allreduces the gradients (Average by default); those of
+    register_local_source's sources stay local (scale_local_gradients: divided by the process
+    set's size)."""
     groups = _check_groups(groups, num_groups)
     allreduce_grads = make_allreduce_grads_fn("DistributedGradientTape", device_dense,
                                               device_sparse, compression, sparse_as_dense, op,
@@ -112,7 +143,10 @@ def DistributedGradientTape(gradtape, device_dense="", device_sparse="",
     cls = type(gradtape.__class__.__name__, (_DistributedGradientTape, gradtape.__class__), {})
     tape = cls.__new__(cls)
     tape.__dict__.update(gradtape.__dict__)  # the recording already made stays the tape's
-    tape._hvrun_setup(allreduce_grads)
+    local_scale = None
+    if scale_local_gradients and process_set.included():
+        local_scale = 1.0 / process_set_size(process_set)
+    tape._hvrun_setup(allreduce_grads, local_scale)
     return tape
 
 

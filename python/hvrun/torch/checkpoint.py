@@ -4,7 +4,8 @@
     first = ckpt.restore() + 1                   # every rank calls it; -1 when there is none
     for step in range(first, steps):
         ...train...
-        ckpt.save_if_due(step)                   # rank 0 writes every --checkpoint-every steps
+        ckpt.save_if_due(step)                   # every rank calls it; rank 0 writes every
+                                                 # --checkpoint-every steps, all see how it went
 
 Rank 0 writes (data-parallel ranks hold the same state) to a temporary name, fsyncs, renames;
 restore() takes the newest complete checkpoint that matches this run (its name, world size and
@@ -41,16 +42,29 @@ class Checkpoint:
         return self._core.enabled
 
     def save(self, step):
-        """Rank 0 writes the checkpoint of `step` now; returns its path there, None elsewhere."""
+        """Every rank calls it (as restore): rank 0 writes the checkpoint of `step` now and
+        tells the others how that went. Returns the path rank 0 wrote, on every rank (None when
+        checkpoints are off); when rank 0's write failed, raises HvrunError on every rank, with
+        rank 0's message: a rank never takes a failed save for a good one."""
+        if not self.enabled:
+            return None
         for tensor, host in self._entries:
             if host is not tensor:
                 host.copy_(tensor)
         path, code, message = self._core.save(int(step), False)
+        if _state.worker().size > 1:
+            from hvrun.torch.functions import broadcast_object
+            path, code, message = broadcast_object(
+                (path, code, message), root_rank=0, name="hvrun.checkpoint.save.%d" % int(step))
+            if code != 0 and _state.worker().rank != 0:
+                message = "rank 0 could not write the checkpoint of step %d: %s" % (int(step),
+                                                                                     message)
         raise_for_status(code, message, "Checkpoint.save")
         return path or None
 
     def save_if_due(self, step):
-        """save(step) when --checkpoint-every (or `every`) divides `step`; None otherwise."""
+        """save(step) when --checkpoint-every (or `every`) divides `step`; None otherwise.
+        Every rank calls it with the same steps."""
         every = self._core.every
         if not self.enabled or every <= 0 or int(step) % every != 0:
             return None

@@ -4,13 +4,14 @@ Objects travel pickled with cloudpickle, as in Horovod: lambdas, local classes a
 defined in __main__ arrive as the sender defined them.
 """
 import collections
+import functools
 
 import cloudpickle
 import torch
 
 from hvrun.torch.basics import rank
-from hvrun.torch.mpi_ops import (allgather, broadcast_, broadcast_async_, global_process_set,
-                                 synchronize)
+from hvrun.torch.handles import run_together
+from hvrun.torch.mpi_ops import allgather, broadcast_, broadcast_async_, global_process_set
 
 
 def broadcast_parameters(params, root_rank, process_set=global_process_set):
@@ -22,15 +23,9 @@ def broadcast_parameters(params, root_rank, process_set=global_process_set):
         params = [p if isinstance(p, tuple) else (None, p) for p in params]
     else:
         raise ValueError("invalid params of type: %s" % type(params))
-    handles = []
-    for name, p in params:
-        if p is None:
-            continue
-        if isinstance(p, torch.Tensor):
-            handles.append(broadcast_async_(p.data if p.requires_grad else p, root_rank,
-                                            name, process_set=process_set))
-    for handle in handles:
-        synchronize(handle)
+    run_together(functools.partial(broadcast_async_, p.data if p.requires_grad else p, root_rank,
+                                   name, process_set=process_set)
+                 for name, p in params if isinstance(p, torch.Tensor))
 
 
 def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set):
@@ -116,10 +111,8 @@ def broadcast_optimizer_state(optimizer, root_rank, model=None, process_set=glob
     if meta["tensor_names"] != [n for n, _ in tensors]:
         raise ValueError("optimizer state differs in structure between this rank and rank %d"
                          % root_rank)
-    handles = [broadcast_async_(t, root_rank, name="optimizer_state." + n, process_set=process_set)
-               for n, t in tensors]
-    for h in handles:
-        synchronize(h)
+    run_together(functools.partial(broadcast_async_, t, root_rank, name="optimizer_state." + n,
+                                   process_set=process_set) for n, t in tensors)
     state = collections.defaultdict(dict)
     for pid in state_dict["state"]:
         state[pid] = dict(state_dict["state"][pid])

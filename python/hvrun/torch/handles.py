@@ -133,14 +133,60 @@ def synchronize(handle):
         finally:
             _in_flight.discard(name)
     try:
+        # Every handle is waited for before one's failure is raised: the others were submitted
+        # on every rank, and one left running would hold its name in the library after this
+        # rank moved on (a later call of that name would then be refused here only).
+        first_failure = None
         for h in pending.handles:
             failed = worker.wait(h, timeout)
-            if failed is not None:
-                raise_for_status(*failed)
+            if failed is not None and first_failure is None:
+                first_failure = failed
+        if first_failure is not None:
+            raise_for_status(*first_failure)
         return pending.finish(pending.handles)
     finally:
         with _lock:
             _in_flight.difference_update(pending.names)
+
+
+def synchronize_all(handles):
+    """synchronize() of every handle, in order, even after one failed; then raises the first
+    failure, or returns the results. For helpers that submit several collectives at once: a
+    handle left unsynchronized after an error keeps its name in flight on this rank only."""
+    results, first_error = [], None
+    for handle in handles:
+        try:
+            results.append(handle() if callable(handle) else synchronize(handle))
+        except Exception as error:  # noqa: BLE001 - re-raised below, after the others finished
+            results.append(None)
+            if first_error is None:
+                first_error = error
+    if first_error is not None:
+        raise first_error
+    return results
+
+
+def settle(handles):
+    """Waits for every handle, dropping results and errors: when another error is the one to
+    raise, what was submitted still completes here rather than staying in flight."""
+    try:
+        synchronize_all(handles)
+    except Exception:  # noqa: BLE001 - the caller raises its own error
+        pass
+
+
+def run_together(submissions):
+    """Calls each of `submissions` (each submits one collective and returns its handle), then
+    synchronize_all() of their handles. When a submission raises, the handles already made
+    are synchronized before the error goes up, so nothing is left in flight."""
+    handles = []
+    try:
+        for submit in submissions:
+            handles.append(submit())
+    except BaseException:
+        settle(handles)
+        raise
+    return synchronize_all(handles)
 
 
 def _raise_failure(failed):

@@ -26,7 +26,8 @@ import torch
 from hvrun import _core, _state
 from hvrun._tensors import (CORE_SUM, Adasum, Average, Max, Min, Product, Sum, core_op,
                             resolve_op)
-from hvrun.exceptions import HorovodInternalError, raise_for_status
+from hvrun._tensors import op_name as _op_name
+from hvrun.exceptions import HorovodInternalError, HvrunError, raise_for_status
 from hvrun.torch.compression import Compression
 from hvrun.torch.handles import (check_name_free, check_not_in_flight, poll, register,
                                  register_one, synchronize)
@@ -397,8 +398,7 @@ def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
                                     process_set=process_set)
 
     def handle():
-        values = synchronize(values_handle)
-        indices = synchronize(indices_handle)
+        values, indices = _handles.synchronize_all([values_handle, indices_handle])
         if op == Average:
             values = values / process_set_size(process_set)
         if indices.dim() == 0 or values.dim() == 0:
@@ -583,9 +583,11 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
     """Starts an alltoall: splits[r] rows of dimension 0 go to rank r (default: equal parts).
     synchronize returns (output, received_splits)."""
     ps = process_set_id(process_set)
+    # The name first: an unnamed call refused below still uses its number, on every rank, so
+    # a refusal on some ranks only (rows that differ) leaves the next names the same everywhere.
+    full = _state.op_name("alltoall", name, ps)
     split_rows = _split_list(tensor, splits, process_set)
     source = _contiguous(tensor)
-    full = _state.op_name("alltoall", name, ps)
     h = _submit([full], lambda: _worker().alltoall_async(full, _ref(source, moving_bytes=True),
                                                          split_rows, ps))
 
@@ -628,8 +630,10 @@ def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
 def _reducescatter_submit(tensors, names, op, process_set, prescale_factor, postscale_factor):
     """Submits one reducescatter per tensor; returns (library handles, tensors they read)."""
     if op not in (Average, Sum):
-        raise ValueError("Reducescatter currently only supports AVERAGE and SUM (got op %r)"
-                         % (op,))
+        # A RuntimeError naming the op, as Horovod's; not HorovodInternalError (nothing failed
+        # in the job, so an elastic run must not reset for it).
+        raise HvrunError("Reducescatter currently only supports Average and Sum (got op %s)"
+                         % _op_name(op), "INVALID_ARGUMENT")
     ps = process_set_id(process_set)
     sources = [_contiguous(t) for t in tensors]
     library_op, pre, post = _reduction(op, prescale_factor, postscale_factor, process_set)

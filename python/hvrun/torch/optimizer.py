@@ -17,8 +17,9 @@ from hvrun.elastic import is_elastic
 from hvrun.torch.compression import Compression
 from hvrun.torch.basics import size
 from hvrun.torch.functions import broadcast_object
+from hvrun.torch.handles import settle, synchronize_all
 from hvrun.torch.mpi_ops import (Adasum, Average, allreduce_async_, global_process_set,
-                                 grouped_allreduce_async_, sparse_allreduce_async, synchronize)
+                                 grouped_allreduce_async_, sparse_allreduce_async)
 
 
 def _split_list(items, n):
@@ -89,7 +90,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._synchronized = False
         self._should_synchronize = True
         # An elastic job that starts on one rank may grow: its hooks must be there already.
-        if size() > 1 or is_elastic():
+        # A rank outside the process set reduces nothing (Horovod's rule): no hooks, and
+        # synchronize() is a no-op, so step() applies this rank's own gradients.
+        if self.process_set.included() and (size() > 1 or is_elastic()):
             self._register_hooks()
 
     def load_state_dict(self, *args, **kwargs):
@@ -197,7 +200,30 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         return hook
 
     def synchronize(self):
-        """Waits for every gradient's allreduce (starting those not started yet)."""
+        """Waits for every gradient's allreduce (starting those not started yet). On a rank
+        outside the optimizer's process set, does nothing (Horovod's rule).
+
+        When one allreduce fails, every other one is still waited for and this step's state is
+        reset before the error is raised: the next step starts clean on every rank."""
+        if not self.process_set.included():
+            self._synchronized = True
+            return
+        try:
+            try:
+                self._start_missing()
+            except BaseException:
+                settle([h for h, _ in self._handles.values() if h is not None])
+                raise
+            self._wait_all()
+        finally:
+            self._handles.clear()
+            for p in self._allreduce_delay:
+                self._allreduce_delay[p] = self.backward_passes_per_step
+            for group in self._group_counts:
+                self._group_counts[group] = 0
+        self._synchronized = True
+
+    def _start_missing(self):
         started = set()
         for key in self._handles:
             started.update(key if isinstance(key, tuple) else (key,))
@@ -206,23 +232,18 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         for p, (handle, ctx) in list(self._handles.items()):
             if handle is None:
                 self._handles[p] = self._allreduce_grad_async(p)
-        for key, (handle, ctx) in self._handles.items():
+
+    def _wait_all(self):
+        entries = list(self._handles.items())
+        # A sparse gradient's handle is a callable returning the reduced tensor.
+        outputs = synchronize_all([handle for _, (handle, _) in entries])
+        for (key, (_, ctx)), output in zip(entries, outputs):
             if isinstance(key, tuple):
-                outputs = synchronize(handle)
-                for member, output, member_ctx in zip(key, outputs, ctx):
-                    self._allreduce_delay[member] = self.backward_passes_per_step
-                    self._write_grad(member, self._compression.decompress(output, member_ctx))
-                self._group_counts[key] = 0
-                continue
-            # A sparse gradient's handle is a callable returning the reduced tensor.
-            output = handle() if callable(handle) else synchronize(handle)
-            self._allreduce_delay[key] = self.backward_passes_per_step
-            group = self._p_to_group.get(key)
-            if group is not None:
-                self._group_counts[group] = 0
-            self._write_grad(key, self._compression.decompress(output, ctx))
-        self._handles.clear()
-        self._synchronized = True
+                for member, member_output, member_ctx in zip(key, output, ctx):
+                    self._write_grad(member, self._compression.decompress(member_output,
+                                                                          member_ctx))
+            else:
+                self._write_grad(key, self._compression.decompress(output, ctx))
 
     @staticmethod
     def _write_grad(p, reduced):

@@ -415,7 +415,7 @@ def test_real_collective_error_is_recognized():
     with pytest.raises(tf.errors.OpError) as raised:
         hvd.allreduce(tf.ones([r + 2]), name="tf_elastic_mismatch")
     translated = hvd.elastic.collective_error(raised.value)
-    assert translated is not None and translated.code == "INVALID_ARGUMENT"
+    assert translated is not None and translated.code == "FAILED_PRECONDITION"
 
     @tf.function
     def in_graph(t):
@@ -424,7 +424,7 @@ def test_real_collective_error_is_recognized():
     with pytest.raises(tf.errors.OpError) as raised:
         in_graph(tf.ones([r + 2]))
     translated = hvd.elastic.collective_error(raised.value)
-    assert translated is not None and translated.code == "INVALID_ARGUMENT"
+    assert translated is not None and translated.code == "FAILED_PRECONDITION"
 
 
 def test_run_in_elastic_job_raises_an_error_of_the_program_unchanged(monkeypatch):
@@ -440,7 +440,7 @@ def test_run_in_elastic_job_raises_an_error_of_the_program_unchanged(monkeypatch
         calls.append(1)
         return hvd.allreduce(tf.ones([r + 2]), name="tf_elastic_run_mismatch")
 
-    with pytest.raises(tf.errors.InvalidArgumentError):
+    with pytest.raises(tf.errors.FailedPreconditionError):
         train(state)
     assert calls == [1] and hvd.size() == ranks()[1]
 

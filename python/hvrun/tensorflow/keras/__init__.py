@@ -27,7 +27,8 @@ from hvrun.tensorflow import allreduce as _allreduce
 from hvrun.tensorflow import broadcast as _broadcast
 from hvrun.tensorflow.keras import callbacks  # noqa: F401
 from hvrun.tensorflow.keras import elastic  # noqa: F401  (KerasState, the commit callbacks)
-from hvrun.tensorflow.optimizer import make_allreduce_grads_fn
+from hvrun.process_sets import process_set_size
+from hvrun.tensorflow.optimizer import make_allreduce_grads_fn, scale_gradient, variable_key
 
 
 class _DistributedOptimizer:
@@ -45,14 +46,32 @@ class _DistributedOptimizer:
                                        not average_aggregated_gradients)
         self._hvrun_steps = backward_passes_per_step
 
+    _hvrun_local_keys = frozenset()  # register_local_var's variables: not reduced
+    _hvrun_local_scale = None  # what their gradients are multiplied by (None: left as they are)
+
+    def register_local_var(self, var):
+        """`var`'s gradient stays this rank's own (not reduced), as Horovod's; a Keras 3 or a
+        tf.Variable. With scale_local_gradients (the default) it is divided by the process
+        set's size, as the reduced gradients are by Average."""
+        self._hvrun_local_keys = set(self._hvrun_local_keys) | {variable_key(var)}
+
+    def _hvrun_reduce(self, grads, variables):
+        grads = list(grads)
+        if not self._hvrun_local_keys:
+            return self._hvrun_allreduce_grads(grads)
+        local = [variable_key(v) in self._hvrun_local_keys for v in variables]
+        shared = iter(self._hvrun_allreduce_grads([g for g, l in zip(grads, local) if not l]))
+        return [scale_gradient(g, self._hvrun_local_scale) if l else next(shared)
+                for g, l in zip(grads, local)]
+
     def _backend_apply_gradients(self, grads, trainable_variables):
         if not self._hvrun_accumulating:
-            grads = self._hvrun_allreduce_grads(list(grads))
+            grads = self._hvrun_reduce(grads, trainable_variables)
         return super()._backend_apply_gradients(grads, trainable_variables)
 
     def _backend_update_step(self, grads, trainable_variables, learning_rate):
         if self._hvrun_accumulating:
-            grads = self._hvrun_allreduce_grads(list(grads))
+            grads = self._hvrun_reduce(grads, trainable_variables)
             if self._hvrun_sum_accumulated:  # Keras averaged them; Horovod's default sums
                 grads = [g * float(self._hvrun_steps) for g in grads]
         return super()._backend_update_step(grads, trainable_variables, learning_rate)
@@ -67,6 +86,8 @@ class _AgreeingLossScaleOptimizer(keras.optimizers.LossScaleOptimizer):
 
     def check_finite(self, grads):
         finite = super().check_finite(grads)
+        if not self._hvrun_process_set.included():
+            return finite  # outside the set nothing is reduced: this rank's own check
         everywhere = _allreduce(tf.cast(finite, tf.int32), op=Min,
                                 name="LossScaleOptimizer_finite",
                                 process_set=self._hvrun_process_set)
@@ -135,13 +156,47 @@ def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse=""
                          process_set=global_process_set, scale_local_gradients=True):
     """A Keras 3 optimizer of `optimizer`'s class and configuration that averages gradients
     over the ranks of `process_set` (op) before applying them. A LossScaleOptimizer's inner
-    optimizer is the one wrapped."""
-    del scale_local_gradients
+    optimizer is the one wrapped. scale_local_gradients: the gradients of variables given to
+    register_local_var are divided by the set's size (else left as they are)."""
     if num_groups:
         groups = groups or num_groups
-    return _wrap(optimizer, name, device_dense, device_sparse, compression, sparse_as_dense,
-                 gradient_predivide_factor, op, backward_passes_per_step,
-                 average_aggregated_gradients, groups, process_set, in_place=False)
+    wrapped = _wrap(optimizer, name, device_dense, device_sparse, compression, sparse_as_dense,
+                    gradient_predivide_factor, op, backward_passes_per_step,
+                    average_aggregated_gradients, groups, process_set, in_place=False)
+    inner = getattr(wrapped, "inner_optimizer", wrapped)
+    if scale_local_gradients and process_set.included():
+        inner._hvrun_local_scale = 1.0 / process_set_size(process_set)
+    if isinstance(inner, _DistributedOptimizer) and inner is not wrapped:
+        wrapped.register_local_var = inner.register_local_var
+    return wrapped
+
+
+def PartialDistributedOptimizer(optimizer, name=None, device_dense="", device_sparse="",
+                                compression=Compression.none, sparse_as_dense=False,
+                                gradient_predivide_factor=1.0, op=Average,
+                                backward_passes_per_step=1, average_aggregated_gradients=False,
+                                groups=None, process_set=global_process_set,
+                                scale_local_gradients=True, local_layers=None):
+    """DistributedOptimizer whose `local_layers` (a Keras layer or a list of them) keep their
+    trainable weights' gradients to this rank (Horovod's PartialDistributedOptimizer)."""
+    if local_layers is None:
+        local_layers = []
+    elif isinstance(local_layers, keras.layers.Layer):
+        local_layers = [local_layers]
+    elif not all(isinstance(layer, keras.layers.Layer) for layer in local_layers):
+        raise ValueError("All local layers must be of type keras.layers.Layer")
+    wrapped = DistributedOptimizer(optimizer, name=name, device_dense=device_dense,
+                                   device_sparse=device_sparse, compression=compression,
+                                   sparse_as_dense=sparse_as_dense,
+                                   gradient_predivide_factor=gradient_predivide_factor, op=op,
+                                   backward_passes_per_step=backward_passes_per_step,
+                                   average_aggregated_gradients=average_aggregated_gradients,
+                                   groups=groups, process_set=process_set,
+                                   scale_local_gradients=scale_local_gradients)
+    for layer in local_layers:
+        for var in layer.trainable_weights:
+            wrapped.register_local_var(var)
+    return wrapped
 
 
 def broadcast_global_variables(root_rank):
@@ -181,7 +236,8 @@ def load_model(filepath, custom_optimizers=None, custom_objects=None, compressio
 
 
 __all__ = [
-    "DistributedOptimizer", "load_model", "allreduce", "allgather", "broadcast",
+    "DistributedOptimizer", "PartialDistributedOptimizer", "load_model", "allreduce",
+    "allgather", "broadcast",
     "broadcast_global_variables", "broadcast_variables", "broadcast_object", "allgather_object",
     "callbacks", "elastic", "init", "shutdown", "is_initialized", "size", "rank", "local_size",
     "local_rank",

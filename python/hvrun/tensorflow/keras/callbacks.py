@@ -6,6 +6,7 @@ import tensorflow as tf
 from hvrun.basics import rank, size
 from hvrun.tensorflow.collectives import allreduce
 from hvrun.tensorflow.functions import broadcast_variables
+from hvrun.tensorflow.optimizer import variable_key
 
 
 def _optimizer_variables(optimizer):
@@ -17,20 +18,21 @@ class BroadcastGlobalVariablesCallback(keras.callbacks.Callback):
     """After the first batch (when the optimizer has made its variables), every rank takes
     root_rank's model and optimizer variables: training starts from the same state."""
 
-    def __init__(self, root_rank, device=""):
+    def __init__(self, root_rank, device="", local_variables=None):
         super().__init__()
         self.root_rank = root_rank
         self.device = device
         self.broadcast_done = False
         self._local_vars = set()
+        for var in local_variables or []:
+            self.register_local_var(var)
 
     def register_local_var(self, var):
-        """This variable is not broadcast."""
-        self._local_vars.add(var.ref() if hasattr(var, "ref") else id(var))
+        """This variable (Keras 3 or tf.Variable) is not broadcast."""
+        self._local_vars.add(variable_key(var))
 
     def _shared(self, variables):
-        return [v for v in variables
-                if (v.ref() if hasattr(v, "ref") else id(v)) not in self._local_vars]
+        return [v for v in variables if variable_key(v) not in self._local_vars]
 
     def on_batch_end(self, batch, logs=None):
         if self.broadcast_done:
