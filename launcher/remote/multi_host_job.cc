@@ -341,7 +341,12 @@ bool MultiHostLaunch::choose_network() {
     else
       errors.push_back(choice.status().message());
   }
-  auto coordinator = choose_interface(HostInterfaces{"", own_}, all_hosts, probes, {});
+  // --network-interface names the network the user wants the job on: the coordinator's too,
+  // where the launch host has one of them. A job that starts on this machine alone and grows
+  // later has no other host to probe its interfaces from.
+  auto coordinator = choose_interface(HostInterfaces{"", own_}, all_hosts, probes, forced_);
+  if (!coordinator.is_ok() && !forced_.empty())
+    coordinator = choose_interface(HostInterfaces{"", own_}, all_hosts, probes, {});
   if (coordinator.is_ok())
     coordinator_ = *coordinator;
   else
