@@ -34,10 +34,13 @@ class MultiHostRunner;
 struct GrowthJob {
   std::string cwd;
   std::vector<std::string> argv;
-  std::string coordinator_address;  // "ADDR:PORT"
-  // The environment ("KEY=VALUE") of process `id` in `slot`, on a host that uses `choice`.
+  // The coordinator's "ADDR:PORT"s, the first hosts' first: a new host gets the first it reaches.
+  std::vector<std::string> coordinator_addresses;
+  // The environment ("KEY=VALUE") of process `id` in `slot`, on a host that uses `choice` and
+  // reaches the coordinator at `coordinator`.
   std::function<std::vector<std::string>(int id, const ElasticSlot& slot,
-                                         const InterfaceChoice& choice)>
+                                         const InterfaceChoice& choice,
+                                         const std::string& coordinator)>
       environment;
   std::function<Result<AgentLink>(const std::string& host)> start_agent;
   // Why a link whose agent ended before its job did (names the host and what to try).
@@ -70,6 +73,7 @@ class RemoteGrowth {
     std::vector<ProbeOutcome> probes;   // hvrun's, of its candidates
     std::vector<std::pair<int, ElasticSlot>> waiting;  // ranks for when it is ready
     InterfaceChoice choice;
+    std::string coordinator;  // the address of it that this host reached
     std::unique_ptr<boost::asio::steady_timer> deadline;
   };
 

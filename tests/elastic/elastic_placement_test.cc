@@ -59,11 +59,7 @@ class ElasticPlacementTest : public NamespaceHostsTest<ElasticPlacementTest> {
                                       const std::map<std::string, std::string>& trainer_env) {
     std::vector<std::string> argv = {
         ip_command(), "netns", "exec", env_["NS_A"], bin_path("hvrun"), "-p", env_["SSH_PORT"],
-        "-i", env_["KEY"], "--rsh", kNamespaceRsh, "--start-timeout", "30",
-        // The coordinator on the hosts' network (the launch host alone cannot tell it from the
-        // decoy interface, which hostB has no route to).
-        "--network-interface", env_["IFACE_A"] + "," + env_["IFACE_B"],
-        "-np", "2", "-H", "localhost:2", "--host-discovery-script", "cat " + hosts};
+        "-i", env_["KEY"], "--rsh", kNamespaceRsh, "--start-timeout", "30", "-np", "2", "-H", "localhost:2", "--host-discovery-script", "cat " + hosts};
     argv.insert(argv.end(), flags.begin(), flags.end());
     for (const auto& [k, v] : trainer_env) {
       argv.push_back("-x");
