@@ -357,7 +357,8 @@ bool MultiHostLaunch::choose_network() {
 
 std::string MultiHostLaunch::network_summary(const std::string& coordinator) const {
   std::string text = "hvrun: job " + job_id_ + ": " + std::to_string(plan_.size) + " ranks on " +
-                     std::to_string(agents_.size()) + " hosts; coordinator " + coordinator +
+                     std::to_string(agents_.size()) + (agents_.size() == 1 ? " host" : " hosts") +
+                     "; coordinator " + coordinator +
                      " (" + coordinator_.interface + ")";
   for (const InterfaceChoice& c : choices_)
     text += "; " + c.host + " uses " + c.interface + " " + c.address;
@@ -575,7 +576,10 @@ int MultiHostLaunch::run() {
       // Without a discovery script no host can come: short of --min-np the job fails at once.
       side.start = [this](const ElasticSlot& slot) { return growth_ ? growth_->start(slot) : -1; };
       side.hold = [&runner](bool held) { runner.links().hold(held); };
-      side.stop = [&runner](int id) { runner.links().stop_rank(id); };
+      side.stop = [this, &runner](int id) {
+        // A rank whose host's agent is still starting was never sent: its start is ended.
+        if (!(growth_ && growth_->cancel_waiting(id))) runner.links().stop_rank(id);
+      };
     }
     controller_ = std::make_unique<ElasticController>(*elastic_, std::move(hooks), std::move(side),
                                                       runner.io());

@@ -54,6 +54,18 @@ int RemoteGrowth::start(const ElasticSlot& slot) {
   return id;
 }
 
+bool RemoteGrowth::cancel_waiting(int id) {
+  for (auto& [name, host] : hosts_) {
+    if (host.ready || host.failed) continue;
+    for (const auto& waiting : host.waiting)
+      if (waiting.first == id) {
+        fail(host, "host " + name + ": no longer needed (the training is over)");
+        return true;
+      }
+  }
+  return false;
+}
+
 void RemoteGrowth::send_rank(Host& host, int id, const ElasticSlot& slot) {
   const std::vector<std::string> envp = job_.environment(id, slot, host.choice, host.coordinator);
   runner_.links().agent(host.link).send(

@@ -61,6 +61,9 @@ class RemoteGrowth {
   // ElasticRunnerSide::start: a record for a new process in `slot` and its start under way;
   // its id, or -1 (said why).
   int start(const ElasticSlot& slot);
+  // Process `id` is no longer wanted: when it still waits for its host's agent, that start ends
+  // (the agent is stopped, its waiting ranks lost) and true; false when `id` was sent already.
+  bool cancel_waiting(int id);
 
  private:
   struct Host {
