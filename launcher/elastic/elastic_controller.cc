@@ -125,6 +125,19 @@ void ElasticController::wait_for_hosts(const std::string& lost) {
   });
 }
 
+void ElasticController::exited(int id) {
+  if (training_over_ || runner_.ending()) return;
+  const std::vector<WorkerRecord>& records = runner_.records();
+  if (id < 0 || static_cast<size_t>(id) >= records.size()) return;
+  const WorkerRecord& r = records[static_cast<size_t>(id)];
+  if (!r.exited || !r.lost.empty() || is_failure(r.wait_status) || withdrawing_.count(id) > 0)
+    return;
+  const auto& members = membership_.members();
+  const bool member = std::any_of(members.begin(), members.end(),
+                                  [id](const ElasticMembership::Member& m) { return m.id == id; });
+  if (member) end_training(r);
+}
+
 void ElasticController::end_training(const WorkerRecord& finished) {
   training_over_ = true;
   stop_waiting();

@@ -63,6 +63,9 @@ class ElasticController {
   // The supervisor's FailureAbsorber: takes every exit and lost rank not yet seen into the
   // membership; true when the job goes on.
   bool absorb();
+  // Process `id`'s exit was recorded (every exit, a clean one too: absorb() hears failures
+  // only). A rank that exits 0 has finished its training.
+  void exited(int id);
   // What the discovery script printed (or why it failed).
   void on_discovered(const Result<std::vector<HostSlots>>& hosts);
   // "the worker started as rank 2 on host b (pid 7) was killed by SIGKILL".

@@ -554,8 +554,14 @@ int MultiHostLaunch::run() {
   if (auto elastic = elastic_options(settings_, plan_.size); elastic.is_ok() && elastic->enabled) {
     elastic_ = *elastic;
     // Ranks renumber at each reset: a launch-time rank's exit means nothing to a later
-    // membership, and the membership change says what was lost.
-    config.coordinator.worker_exited = nullptr;
+    // membership, and the membership change says what was lost. The controller hears every
+    // exit (a clean one ends the training).
+    config.coordinator.worker_exited = [this](int id, const std::string&) {
+      if (runner_)
+        runner_->post_task([this, id] {
+          if (controller_) controller_->exited(id);
+        });
+    };
     config.absorb_failure = [this](const JobEnd&) { return controller_ && controller_->absorb(); };
   }
   MultiHostRunner runner(std::move(config), out, err);

@@ -88,15 +88,17 @@ TEST(ElasticController, AWorkerOfASlotNoMembershipTookInIsStoppedWhenTheTraining
   EXPECT_EQ(g.runner.records[2].host, "b");
   EXPECT_EQ(g.runner.slot_additions, 1);
   g.runner.exit(1, kExitedZero);  // rank 1 finished its training before the next commit
-  EXPECT_TRUE(g.controller->absorb());
+  g.controller->exited(1);
   EXPECT_EQ(g.runner.stopped, std::vector<int>{2});
   // A slot offered now is not started.
   g.controller->on_discovered(std::vector<HostSlots>{{"a", 2}, {"b", 1}, {"c", 1}});
   EXPECT_EQ(g.runner.records.size(), 3u);
   // The stopped worker's end is no failure, and no membership follows it.
   g.runner.exit(2, kKilledByTerm);
+  g.controller->exited(2);
   EXPECT_TRUE(g.controller->absorb());
   g.runner.exit(0, kExitedZero);
+  g.controller->exited(0);
   EXPECT_TRUE(g.controller->absorb());
   EXPECT_EQ(g.runner.membership_changes, 0);
   EXPECT_TRUE(g.runner.failed.empty());
@@ -107,7 +109,7 @@ TEST(ElasticController, AWorkerThatJoinedAMembershipIsLeftToFinish) {
   Grown g;
   g.runner.formed = {{"a", 0}, {"a", 1}, {"b", 0}};  // the ranks reset with it
   g.runner.exit(0, kExitedZero);
-  EXPECT_TRUE(g.controller->absorb());
+  g.controller->exited(0);
   EXPECT_TRUE(g.runner.stopped.empty());
 }
 
@@ -115,7 +117,7 @@ TEST(ElasticController, AFailureAfterTheTrainingEndedFailsTheJob) {
   Grown g;
   g.runner.formed = {{"a", 0}, {"a", 1}, {"b", 0}};
   g.runner.exit(0, kExitedZero);
-  EXPECT_TRUE(g.controller->absorb());
+  g.controller->exited(0);
   g.runner.exit(1, (1 << 8));  // exited with code 1
   EXPECT_FALSE(g.controller->absorb());
 }
