@@ -59,7 +59,10 @@ class ElasticPlacementTest : public NamespaceHostsTest<ElasticPlacementTest> {
                                       const std::map<std::string, std::string>& trainer_env) {
     std::vector<std::string> argv = {
         ip_command(), "netns", "exec", env_["NS_A"], bin_path("hvrun"), "-p", env_["SSH_PORT"],
-        "-i", env_["KEY"], "--rsh", kNamespaceRsh, "--start-timeout", "30", "-np", "2", "-H", "localhost:2", "--host-discovery-script", "cat " + hosts};
+        "-i", env_["KEY"], "--rsh", kNamespaceRsh, "--start-timeout", "30",
+        // Started on hostA alone, hvrun has no peer to probe which of hostA's interfaces hostB
+        // will reach (each host has a decoy nobody routes to): the ranks' network is named.
+        "--network-interface", env_["IFACE_A"] + "," + env_["IFACE_B"], "-np", "2", "-H", "localhost:2", "--host-discovery-script", "cat " + hosts};
     argv.insert(argv.end(), flags.begin(), flags.end());
     for (const auto& [k, v] : trainer_env) {
       argv.push_back("-x");
