@@ -163,6 +163,10 @@ class CoordinatorServer {
     (void)added;
   }
 
+  // Elastic jobs: the slots of the latest membership whose ranks all registered (empty
+  // before the first): a worker of a slot not among them never trained in this job.
+  virtual std::vector<PlannedRank> formed_membership() const { return {}; }
+
   // Stops serving (in-flight calls are cancelled). Idempotent; also done by the destructor.
   virtual void shutdown() = 0;
 

@@ -98,6 +98,7 @@ class Server final : public CoordinatorServer {
   void add_slots(std::vector<PlannedRank> plan, int added) override {
     job_.add_slots(std::move(plan), added);
   }
+  std::vector<PlannedRank> formed_membership() const override { return job_.formed_membership(); }
 
   void shutdown() override {
     std::lock_guard<std::mutex> lock(shutdown_mutex_);

@@ -74,6 +74,18 @@ Job::~Job() {
   telemetry_.finish();
 }
 
+namespace {
+// Elastic: a worker started for a slot the launcher added is no rank of a generation whose
+// plan lacks its slot; it waits for the next membership (the ranks take it in at their next
+// commit) rather than failing in this one's rendezvous.
+bool newcomer_to(const Generation& generation, const v1::WorkerInfo& worker) {
+  if (generation.plan.empty()) return false;
+  return std::none_of(generation.plan.begin(), generation.plan.end(), [&](const PlannedRank& p) {
+    return p.host == worker.host() && p.local_rank == worker.local_rank();
+  });
+}
+}  // namespace
+
 void Job::register_on_thread(const v1::WorkerInfo& worker, Rendezvous::Done done) {
   std::vector<WaitingRegistration> finished;
   bool started = false;
@@ -106,7 +118,9 @@ void Job::register_worker_async(const v1::WorkerInfo& worker, Rendezvous::Done d
   {
     std::lock_guard<std::mutex> lock(mutex_);
     Generation* now = generations_.back().get();
-    if (!now->resetting && !now->rendezvous.complete()) generation = now;
+    if (!now->resetting && !now->rendezvous.complete() &&
+        !(options_.elastic && newcomer_to(*now, worker)))
+      generation = now;
   }
   if (generation == nullptr) return register_on_thread(worker, std::move(done));
   generation->rendezvous.register_async(
@@ -165,6 +179,19 @@ Result<Registered> Job::register_worker(const v1::WorkerInfo& worker) {
               ") registered for the job's next membership, but none was formed within the "
               "elastic timeout (--elastic-timeout " + seconds_text(limit) + " s)");
         }
+      } else if (options_.elastic && !now->rendezvous.complete() && newcomer_to(*now, worker)) {
+        // Added while this membership still registers: the next one takes it in.
+        ended_cv_.wait_for(lock, limit, [&] {
+          return (end_.has_value() && !end_->is_ok()) || generations_.back().get() != now ||
+                 now->rendezvous.complete();
+        });
+        if (end_ && !end_->is_ok()) return *end_;
+        if (generations_.back().get() == now && !now->rendezvous.complete())
+          return deadline_exceeded(
+              "worker on host " + worker.host() + " (pid " + std::to_string(worker.pid()) +
+              ") was started for an added slot, but no membership took it in within the "
+              "elastic timeout (--elastic-timeout " + seconds_text(limit) + " s)");
+        continue;  // the membership formed (its ranks take the slot in at their next commit)
       } else if (now->rendezvous.complete()) {
         // A worker registering again (init after shutdown, or a reset for added slots): the
         // next generation opens once every rank of this one said goodbye, which ends it
@@ -242,6 +269,11 @@ void Job::on_rendezvous_end(Generation& generation, const Status& status) {
   }
   const std::string ranks = "all " + std::to_string(generation.world_size) + " ranks registered";
   if (status.is_ok()) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      formed_ = generation.plan;
+    }
+    ended_cv_.notify_all();  // a worker of an added slot waits for this membership to form
     spdlog::info("{}", ranks);
     generation.loop.expect_streams_by(NegotiationEngine::Clock::now() + options_.start_timeout);
     emit({CoordinatorEvent::Kind::kRegistrationComplete, ranks});
@@ -297,8 +329,11 @@ void Job::add_slots(std::vector<PlannedRank> plan, int added) {
   Generation* now = nullptr;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (end_ || aborting_) return;
+    if ((end_ && !end_->is_ok()) || aborting_) return;
     next_plan_ = std::move(plan);
+    // Every rank said goodbye (a reset for earlier added slots, or the end of training): the
+    // membership that opens next, if any, takes the plan.
+    if (end_) return;
     now = generations_.back().get();
     if (now->resetting) return;  // a reset under way takes the plan when it opens
   }
@@ -306,6 +341,11 @@ void Job::add_slots(std::vector<PlannedRank> plan, int added) {
   v1::CoordinatorMessage message;
   message.mutable_hosts_updated()->set_added_slots(added);
   now->loop.send_to_all(message);
+}
+
+std::vector<PlannedRank> Job::formed_membership() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return formed_;
 }
 
 NegotiationLoop::Hooks Job::loop_hooks() {

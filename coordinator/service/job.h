@@ -92,6 +92,8 @@ class Job {
   void change_membership(std::vector<PlannedRank> plan, const std::string& reason, int rank,
                          const std::string& host);
   void add_slots(std::vector<PlannedRank> plan, int added);
+  // Elastic: the slots of the latest membership whose ranks all registered (empty before).
+  std::vector<PlannedRank> formed_membership() const;
   // Why the job was ended: the first abort, else the rendezvous' own failure; nullopt while
   // neither happened. Recorded before any worker hears of it.
   std::optional<AbortCause> abort_cause() const;
@@ -131,6 +133,7 @@ class Job {
   std::vector<std::unique_ptr<Generation>> generations_;  // guarded by mutex_; back() = current
   // Guarded by mutex_: elastic, the next generation's plan (add_slots), taken when it opens.
   std::optional<std::vector<PlannedRank>> next_plan_;
+  std::vector<PlannedRank> formed_;  // guarded by mutex_: formed_membership()
   std::optional<Status> end_;  // guarded by mutex_: the current generation's end
   bool aborting_ = false;      // guarded by mutex_: the first abort() won
   std::optional<AbortCause> abort_cause_;  // guarded by mutex_: that abort's cause

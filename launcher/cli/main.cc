@@ -32,6 +32,7 @@
 #include "launcher/supervisor/job_runner.h"
 #include "launcher/remote/agent.h"
 #include "launcher/remote/multi_host_job.h"
+#include "launcher/remote/placement.h"
 #include "launcher/options/options.h"
 #include "launcher/process/orphan_guard.h"
 #include "launcher/process/output_mux.h"
@@ -339,7 +340,8 @@ int run_job(const LaunchOptions& given) {
     metrics = std::move(started).value();
     std::cerr << "hvrun: metrics at " << metrics->url() << "\n";
   }
-  if (auto elastic = elastic_options(settings, plan->size); !elastic.is_ok()) {
+  auto elastic = elastic_options(settings, plan->size);
+  if (!elastic.is_ok()) {
     return fail(elastic.status().message());
   } else if (elastic->enabled && mpi) {
     return fail("elastic jobs (--min-np, --max-np, --host-discovery-script) cannot run under "
@@ -348,6 +350,9 @@ int run_job(const LaunchOptions& given) {
     return fail("--max-restarts restarts every rank; an elastic job replaces lost ranks instead: "
                 "give one or the other");
   }
+  // Where the ranks start is decided once, here (launcher/remote/placement.h).
+  const bool through_agents = starts_through_agents(*plan, *elastic, mpi.has_value());
+  if (through_agents) *plan = plan_for_agents(*plan);
   RestartPolicy restarts(static_cast<int>(settings.get(setting::kMaxRestarts)));
   for (int attempt = 0;; ++attempt) {
     // Workers (local, and remote through the forwarded environment) see which attempt this is.
@@ -355,7 +360,7 @@ int run_job(const LaunchOptions& given) {
     const auto started_at = std::chrono::steady_clock::now();
     AttemptOutcome outcome;
     outcome.exit_code =
-        plan->multi_host && !mpi  // agents on every host (launcher/remote/multi_host_job.h)
+        through_agents  // an agent on every host (launcher/remote/multi_host_job.h)
             ? run_multi_host_job(opts, *plan, &*guard, &outcome.end, &telemetry)
             : run_local_attempt(opts, *plan, *path, mpi ? &*mpi : nullptr, *guard, &outcome.end,
                                 &telemetry);

@@ -102,6 +102,9 @@ class InProcessCoordinator final : public ControlPlane {
   void add_slots(std::vector<coordinator::PlannedRank> plan, int added) override {
     server_->add_slots(std::move(plan), added);
   }
+  std::vector<coordinator::PlannedRank> formed_membership() const override {
+    return server_->formed_membership();
+  }
   void shutdown() override {
     server_->shutdown();
     const std::string address = server_->address();
@@ -182,6 +185,14 @@ ElasticHooks elastic_hooks(const std::unique_ptr<ControlPlane>* control, std::mu
   hooks.add_slots = [control, lock, to_plan](const std::vector<ElasticSlot>& slots, int added) {
     auto held = lock();
     if (*control) (*control)->add_slots(to_plan(slots), added);
+  };
+  hooks.formed = [control, lock] {
+    auto held = lock();
+    std::vector<ElasticSlot> slots;
+    if (*control)
+      for (const coordinator::PlannedRank& r : (*control)->formed_membership())
+        slots.push_back({r.host, r.local_rank});
+    return slots;
   };
   return hooks;
 }

@@ -56,6 +56,8 @@ class ControlPlane {
     (void)plan;
     (void)added;
   }
+  // coordinator/server.h formed_membership().
+  virtual std::vector<coordinator::PlannedRank> formed_membership() const { return {}; }
   virtual void shutdown() = 0;
   // What the ranks are doing (coordinator/server.h telemetry()); readable after shutdown().
   virtual coordinator::telemetry::JobTelemetry telemetry() const { return {}; }

@@ -1,5 +1,7 @@
 #include "launcher/elastic/elastic_controller.h"
 
+#include <algorithm>
+
 #include "launcher/supervisor/job_verdict.h"
 
 namespace hvrun::launcher {
@@ -47,13 +49,19 @@ bool ElasticController::absorb() {
       continue;
     }
     if (r.lost.empty() && !is_failure(r.wait_status)) {
-      membership_.remove_finished(static_cast<int>(i));
+      if (membership_.remove_finished(static_cast<int>(i)) && !training_over_) end_training(r);
       continue;
     }
+    // Once the training is over a failure is the job's: no membership is left to go on with.
+    if (training_over_) return false;
     if (!membership_.remove_failed(static_cast<int>(i), now)) continue;
     if (!lost.empty()) lost += "; ";
     lost += describe(r);
     lost_host = r.host;
+  }
+  if (lost.empty() && !withdrawn.empty() && training_over_) {
+    runner_.say("elastic: the training is over; stopped: " + withdrawn);
+    return true;
   }
   if (lost.empty() && !withdrawn.empty()) {
     // Counted when the script's change was seen (on_discovered).
@@ -117,6 +125,41 @@ void ElasticController::wait_for_hosts(const std::string& lost) {
   });
 }
 
+void ElasticController::exited(int id) {
+  if (training_over_ || runner_.ending()) return;
+  const std::vector<WorkerRecord>& records = runner_.records();
+  if (id < 0 || static_cast<size_t>(id) >= records.size()) return;
+  const WorkerRecord& r = records[static_cast<size_t>(id)];
+  if (!r.exited || !r.lost.empty() || is_failure(r.wait_status) || withdrawing_.count(id) > 0)
+    return;
+  const auto& members = membership_.members();
+  const bool member = std::any_of(members.begin(), members.end(),
+                                  [id](const ElasticMembership::Member& m) { return m.id == id; });
+  if (member) end_training(r);
+}
+
+void ElasticController::end_training(const WorkerRecord& finished) {
+  training_over_ = true;
+  stop_waiting();
+  std::vector<ElasticSlot> formed;
+  if (hooks_.formed) formed = hooks_.formed();
+  std::vector<int> idle;
+  for (const ElasticMembership::Member& m : membership_.members()) {
+    if (added_.count(m.id) == 0 || withdrawing_.count(m.id) > 0) continue;
+    if (std::find(formed.begin(), formed.end(), m.slot) == formed.end()) idle.push_back(m.id);
+  }
+  runner_.say("elastic: the worker started as rank " + std::to_string(finished.rank) +
+              " on host " + finished.host + " finished its training; the job ends with its ranks" +
+              (idle.empty() ? std::string() : ", and the " + std::to_string(idle.size()) +
+                                                  " worker(s) of slots added too late to join "
+                                                  "are stopped"));
+  if (!runner_.stop) return;
+  for (int id : idle) {
+    withdrawing_.insert(id);
+    runner_.stop(id);
+  }
+}
+
 void ElasticController::stop_waiting() {
   waiting_for_hosts_ = false;
   if (runner_.hold) runner_.hold(false);
@@ -145,7 +188,9 @@ void ElasticController::withdraw_unlisted(const std::vector<HostSlots>& hosts) {
 }
 
 void ElasticController::on_discovered(const Result<std::vector<HostSlots>>& hosts) {
-  if (runner_.ending() || !runner_.start) return;
+  // Slots offered once a rank finished its training would only wait for a membership that
+  // never comes.
+  if (runner_.ending() || !runner_.start || training_over_) return;
   if (!hosts.is_ok()) {
     if (hosts.status().message() != discovery_error_) {
       discovery_error_ = hosts.status().message();
@@ -176,6 +221,7 @@ void ElasticController::on_discovered(const Result<std::vector<HostSlots>>& host
     const int id = runner_.start(slot);
     if (id < 0) break;
     membership_.add({id, slot});
+    added_.insert(id);
     ++added;
     where += (where.empty() ? "" : ", ") + slot.host + " slot " + std::to_string(slot.local_rank);
   }

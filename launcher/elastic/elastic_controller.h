@@ -30,6 +30,9 @@ struct ElasticHooks {
                      const std::string& host)>
       change_membership;
   std::function<void(const std::vector<ElasticSlot>& plan, int added)> add_slots;
+  // The slots of the latest membership whose ranks all registered (coordinator/server.h
+  // formed_membership()).
+  std::function<std::vector<ElasticSlot>()> formed;
 };
 
 // What the controller needs of the runner.
@@ -60,6 +63,9 @@ class ElasticController {
   // The supervisor's FailureAbsorber: takes every exit and lost rank not yet seen into the
   // membership; true when the job goes on.
   bool absorb();
+  // Process `id`'s exit was recorded (every exit, a clean one too: absorb() hears failures
+  // only). A rank that exits 0 has finished its training.
+  void exited(int id);
   // What the discovery script printed (or why it failed).
   void on_discovered(const Result<std::vector<HostSlots>>& hosts);
   // "the worker started as rank 2 on host b (pid 7) was killed by SIGKILL".
@@ -70,6 +76,9 @@ class ElasticController {
   // Stops the members whose slots `hosts` no longer lists (their exits are withdrawals).
   void withdraw_unlisted(const std::vector<HostSlots>& hosts);
   void stop_waiting();
+  // A rank finished its training (exited 0): the job ends as its ranks do. Workers started
+  // for added slots that no formed membership took in never trained: they are stopped.
+  void end_training(const WorkerRecord& finished);
 
   ElasticHooks hooks_;
   ElasticRunnerSide runner_;
@@ -77,6 +86,8 @@ class ElasticController {
   boost::asio::steady_timer hosts_timer_;  // short of --min-np
   std::vector<bool> handled_;              // by record: taken into the membership
   std::set<int> withdrawing_;              // stopped because the script no longer lists them
+  std::set<int> added_;                    // started for slots the script added
+  bool training_over_ = false;             // a rank exited 0: nothing more is added
   bool waiting_for_hosts_ = false;
   std::string discovery_error_;            // the last one said (each is said once)
   bool empty_said_ = false;                // "listed no host" was said

@@ -51,6 +51,13 @@ ElasticRunner::ElasticRunner(ElasticRunnerConfig config, OutputSink& out, Output
             base.absorb_failure = [this](const JobEnd&) {
               return controller_ != nullptr && controller_->absorb();
             };
+            // Ranks renumber at each reset: the coordinator is told nothing of a launch-time
+            // rank's exit; the controller hears every one (a clean exit ends the training).
+            base.coordinator.worker_exited = [this](int id, const std::string&) {
+              post_task([this, id] {
+                if (controller_) controller_->exited(id);
+              });
+            };
             return base;
           }(),
           out, err),

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <sstream>
+#include <unordered_map>
 
 #include "launcher/process/own_children.h"
 #include "launcher/supervisor/job_summary.h"
@@ -18,6 +19,7 @@ namespace hvrun::launcher {
 Result<std::vector<HostSlots>> parse_discovered_hosts(const std::string& output,
                                                       int slots_per_host) {
   std::vector<HostSlots> hosts;
+  std::unordered_map<std::string, size_t> index;  // host -> its place in `hosts`
   std::istringstream in(output);
   std::string line;
   int number = 0;
@@ -43,13 +45,11 @@ Result<std::vector<HostSlots>> parse_discovered_hosts(const std::string& output,
                                 "' is not host:slots (slots from 0 to 4096)");
       entry = {line.substr(0, colon), static_cast<int>(slots)};
     }
-    bool replaced = false;
-    for (HostSlots& known : hosts)
-      if (known.host == entry.host) {
-        known.slots = entry.slots;
-        replaced = true;
-      }
-    if (!replaced) hosts.push_back(entry);
+    // By name, not by a scan of the hosts so far: a script may list thousands each second.
+    if (auto [at, added] = index.emplace(entry.host, hosts.size()); added)
+      hosts.push_back(entry);
+    else
+      hosts[at->second].slots = entry.slots;
   }
   return hosts;
 }

@@ -75,6 +75,8 @@ std::vector<ElasticSlot> ElasticMembership::free_slots(const std::vector<HostSlo
   std::vector<ElasticSlot> slots;
   int room = options_.max_np > 0 ? options_.max_np - size() : 1 << 30;
   for (const HostSlots& host : hosts) {
+    // A script may list far more than --max-np leaves room for: the rest is never looked at.
+    if (room <= 0) break;
     if (blacklisted(host.host, now)) continue;
     for (int k = 0; k < host.slots && room > 0; ++k) {
       const ElasticSlot slot{host.host, k};

@@ -122,7 +122,8 @@ class MultiHostLaunch final : public MultiHostRunner::Starter {
   // An elastic job's: growth across hosts, and the discovery script's thread.
   void start_growth();
   std::vector<std::string> new_rank_environment(int id, const ElasticSlot& slot,
-                                                const InterfaceChoice& choice) const;
+                                                const InterfaceChoice& choice,
+                                                const std::string& coordinator) const;
 
   // Whether every agent that has not failed says `done` of itself.
   bool all_answered(bool (*done)(const AgentLink&)) const;
@@ -168,6 +169,7 @@ class MultiHostLaunch final : public MultiHostRunner::Starter {
   std::vector<InterfaceChoice> choices_;  // per link
   InterfaceChoice coordinator_;
   std::unique_ptr<ControlPlane> control_;
+  std::string coordinator_address_;  // "ADDR:PORT", as the first hosts reach it
   std::optional<ScopedTelemetrySource> telemetry_source_;
   NcclTuning nccl_;         // every host's, before its network's variables
   Environment launch_env_;  // hvrun's environment with the -x variables
@@ -355,7 +357,8 @@ bool MultiHostLaunch::choose_network() {
 
 std::string MultiHostLaunch::network_summary(const std::string& coordinator) const {
   std::string text = "hvrun: job " + job_id_ + ": " + std::to_string(plan_.size) + " ranks on " +
-                     std::to_string(agents_.size()) + " hosts; coordinator " + coordinator +
+                     std::to_string(agents_.size()) + (agents_.size() == 1 ? " host" : " hosts") +
+                     "; coordinator " + coordinator +
                      " (" + coordinator_.interface + ")";
   for (const InterfaceChoice& c : choices_)
     text += "; " + c.host + " uses " + c.interface + " " + c.address;
@@ -389,8 +392,9 @@ NcclTuning MultiHostLaunch::host_tuning(const InterfaceChoice& choice,
 }
 
 std::vector<std::string> MultiHostLaunch::new_rank_environment(
-    int id, const ElasticSlot& slot, const InterfaceChoice& choice) const {
-  JobIdentity identity{control_->address(), secret_, job_id_, choice.address};
+    int id, const ElasticSlot& slot, const InterfaceChoice& choice,
+    const std::string& coordinator) const {
+  JobIdentity identity{coordinator, secret_, job_id_, choice.address};
   Environment env = rank_environment(plan_with_rank(plan_, id, slot.host, slot.local_rank), id,
                                      identity, settings_, host_tuning(choice, nullptr), forwarded_);
   put_elastic_environment(*elastic_, env);
@@ -457,14 +461,19 @@ void MultiHostLaunch::start_job() {
       });
     });
   };
-  const std::string listen =
-      coordinator_.address + ":" + std::to_string(settings_.get(setting::kCoordinatorPort));
+  // A job that may grow listens on every address of this host: a host it grows to may reach
+  // this one on another network than the first hosts did (each is given an address it reached).
+  const bool may_grow = elastic_ && !elastic_->discovery_script.empty();
+  const std::string listen = (may_grow ? std::string("0.0.0.0") : coordinator_.address) + ":" +
+                             std::to_string(settings_.get(setting::kCoordinatorPort));
   auto started = start_control_plane(settings_, plan_, secret_, job_id_, std::move(events), listen);
   if (!started.is_ok()) {
     err_->write_message("hvrun: " + started.status().message() + "\n");
     return give_up(started.status().message());
   }
   control_ = std::move(started).value();
+  const std::string bound = control_->address();
+  coordinator_address_ = coordinator_.address + bound.substr(bound.rfind(':'));
   telemetry_source_.emplace(telemetry_, [this] { return control_->telemetry(); });
 
   const Environment session = current_process_environment();
@@ -475,7 +484,7 @@ void MultiHostLaunch::start_job() {
   forwarded_ = forwarded_environment(launch_env_, opts_.exports, nullptr);
   // GPU pairs of other hosts cannot be asked from here: --nccl-p2p auto leaves P2P to NCCL.
   nccl_ = decide_nccl(plan_, settings_.get(setting::kNcclP2p), launch_env_, PeerAccessProbe{});
-  err_->write_message(network_summary(control_->address()));
+  err_->write_message(network_summary(coordinator_address_));
   for (const std::string& n : notes) err_->write_message("hvrun: " + n + "\n");
   if (verbose_) {
     std::string text = network_details();
@@ -485,7 +494,7 @@ void MultiHostLaunch::start_job() {
   runner_->job_starting(ranks_by_link());
   if (controller_)
     for (const RankSlot& slot : plan_.ranks) controller_->started(slot.rank, {slot.host, slot.local_rank});
-  send_job(JobIdentity{control_->address(), secret_, job_id_, ""});
+  send_job(JobIdentity{coordinator_address_, secret_, job_id_, ""});
   if (controller_ && !elastic_->discovery_script.empty()) start_growth();
 }
 
@@ -494,9 +503,14 @@ void MultiHostLaunch::start_growth() {
   GrowthJob job;
   job.cwd = std::filesystem::current_path(ec).string();
   job.argv = opts_.command;
-  job.coordinator_address = control_->address();
-  job.environment = [this](int id, const ElasticSlot& slot, const InterfaceChoice& choice) {
-    return new_rank_environment(id, slot, choice);
+  // The first hosts' address first, then this host's other candidates (with the port).
+  const std::string port = coordinator_address_.substr(coordinator_address_.rfind(':'));
+  job.coordinator_addresses.push_back(coordinator_address_);
+  for (const NetInterface& i : rank_candidates(own_, nullptr))
+    if (i.address + port != coordinator_address_) job.coordinator_addresses.push_back(i.address + port);
+  job.environment = [this](int id, const ElasticSlot& slot, const InterfaceChoice& choice,
+                           const std::string& coordinator) {
+    return new_rank_environment(id, slot, choice, coordinator);
   };
   job.start_agent = [this](const std::string& host) { return start_agent(host); };
   job.describe_exit = [this](const AgentLink& link) { return describe_exit(link); };
@@ -540,8 +554,14 @@ int MultiHostLaunch::run() {
   if (auto elastic = elastic_options(settings_, plan_.size); elastic.is_ok() && elastic->enabled) {
     elastic_ = *elastic;
     // Ranks renumber at each reset: a launch-time rank's exit means nothing to a later
-    // membership, and the membership change says what was lost.
-    config.coordinator.worker_exited = nullptr;
+    // membership, and the membership change says what was lost. The controller hears every
+    // exit (a clean one ends the training).
+    config.coordinator.worker_exited = [this](int id, const std::string&) {
+      if (runner_)
+        runner_->post_task([this, id] {
+          if (controller_) controller_->exited(id);
+        });
+    };
     config.absorb_failure = [this](const JobEnd&) { return controller_ && controller_->absorb(); };
   }
   MultiHostRunner runner(std::move(config), out, err);
@@ -562,7 +582,10 @@ int MultiHostLaunch::run() {
       // Without a discovery script no host can come: short of --min-np the job fails at once.
       side.start = [this](const ElasticSlot& slot) { return growth_ ? growth_->start(slot) : -1; };
       side.hold = [&runner](bool held) { runner.links().hold(held); };
-      side.stop = [&runner](int id) { runner.links().stop_rank(id); };
+      side.stop = [this, &runner](int id) {
+        // A rank whose host's agent is still starting was never sent: its start is ended.
+        if (!(growth_ && growth_->cancel_waiting(id))) runner.links().stop_rank(id);
+      };
     }
     controller_ = std::make_unique<ElasticController>(*elastic_, std::move(hooks), std::move(side),
                                                       runner.io());

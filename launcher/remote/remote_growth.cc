@@ -28,6 +28,7 @@ void RemoteGrowth::adopt(const std::string& host, size_t link, const InterfaceCh
   h.link = link;
   h.ready = true;
   h.choice = choice;
+  h.coordinator = job_.coordinator_addresses.front();
 }
 
 int RemoteGrowth::start(const ElasticSlot& slot) {
@@ -53,8 +54,20 @@ int RemoteGrowth::start(const ElasticSlot& slot) {
   return id;
 }
 
+bool RemoteGrowth::cancel_waiting(int id) {
+  for (auto& [name, host] : hosts_) {
+    if (host.ready || host.failed) continue;
+    for (const auto& waiting : host.waiting)
+      if (waiting.first == id) {
+        fail(host, "host " + name + ": no longer needed (the training is over)");
+        return true;
+      }
+  }
+  return false;
+}
+
 void RemoteGrowth::send_rank(Host& host, int id, const ElasticSlot& slot) {
-  const std::vector<std::string> envp = job_.environment(id, slot, host.choice);
+  const std::vector<std::string> envp = job_.environment(id, slot, host.choice, host.coordinator);
   runner_.links().agent(host.link).send(
       encode_frame("WORKER", {std::to_string(id)}, join_list(envp)));
 }
@@ -93,7 +106,7 @@ void RemoteGrowth::on_progress(const std::string& name) {
     return fail(host, problem);
   if (!host.probe_sent) {
     host.probe_sent = true;
-    link.send(encode_frame("PROBE", {}, join_list({job_.coordinator_address})));
+    link.send(encode_frame("PROBE", {}, join_list(job_.coordinator_addresses)));
     if (job_.forced_interfaces.empty())
       probe_from_here(name, host, link);
     else
@@ -124,11 +137,18 @@ void RemoteGrowth::probe_from_here(const std::string& name, const Host& host,
 
 void RemoteGrowth::join(const std::string& name, Host& host) {
   AgentLink& link = runner_.links().agent(host.link);
-  for (const ProbeOutcome& p : link.probes)
-    if (p.target == job_.coordinator_address && !p.reached)
-      return fail(host,
-                  "host " + name + " cannot reach the coordinator at " + p.target + " (" +
-                      p.error + ")");
+  std::string tried;
+  for (const std::string& address : job_.coordinator_addresses) {
+    for (const ProbeOutcome& p : link.probes) {
+      if (p.target != address) continue;
+      if (p.reached) host.coordinator = address;
+      else tried += (tried.empty() ? "" : ", ") + address + " (" + p.error + ")";
+    }
+    if (!host.coordinator.empty()) break;
+  }
+  if (host.coordinator.empty())
+    return fail(host, "host " + name + " cannot reach the coordinator at " +
+                          (tried.empty() ? job_.coordinator_addresses.front() : tried));
   auto choice = choose_interface(HostInterfaces{name, link.interfaces}, {kLaunchHost}, host.probes,
                                  job_.forced_interfaces);
   if (!choice.is_ok()) return fail(host, choice.status().message());
@@ -139,7 +159,7 @@ void RemoteGrowth::join(const std::string& name, Host& host) {
   link.send(encode_frame("ARGV", {}, join_list(job_.argv)));
   for (const auto& [id, slot] : host.waiting) send_rank(host, id, slot);
   host.waiting.clear();
-  link.send(encode_frame("START", {}, job_.coordinator_address));
+  link.send(encode_frame("START", {}, host.coordinator));
   runner_.links().link_started(host.link);
   runner_.say("elastic: " + name + " joined: its agent runs, its ranks use " +
               host.choice.interface + " " + host.choice.address);

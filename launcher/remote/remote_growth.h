@@ -34,10 +34,13 @@ class MultiHostRunner;
 struct GrowthJob {
   std::string cwd;
   std::vector<std::string> argv;
-  std::string coordinator_address;  // "ADDR:PORT"
-  // The environment ("KEY=VALUE") of process `id` in `slot`, on a host that uses `choice`.
+  // The coordinator's "ADDR:PORT"s, the first hosts' first: a new host gets the first it reaches.
+  std::vector<std::string> coordinator_addresses;
+  // The environment ("KEY=VALUE") of process `id` in `slot`, on a host that uses `choice` and
+  // reaches the coordinator at `coordinator`.
   std::function<std::vector<std::string>(int id, const ElasticSlot& slot,
-                                         const InterfaceChoice& choice)>
+                                         const InterfaceChoice& choice,
+                                         const std::string& coordinator)>
       environment;
   std::function<Result<AgentLink>(const std::string& host)> start_agent;
   // Why a link whose agent ended before its job did (names the host and what to try).
@@ -58,6 +61,9 @@ class RemoteGrowth {
   // ElasticRunnerSide::start: a record for a new process in `slot` and its start under way;
   // its id, or -1 (said why).
   int start(const ElasticSlot& slot);
+  // Process `id` is no longer wanted: when it still waits for its host's agent, that start ends
+  // (the agent is stopped, its waiting ranks lost) and true; false when `id` was sent already.
+  bool cancel_waiting(int id);
 
  private:
   struct Host {
@@ -70,6 +76,7 @@ class RemoteGrowth {
     std::vector<ProbeOutcome> probes;   // hvrun's, of its candidates
     std::vector<std::pair<int, ElasticSlot>> waiting;  // ranks for when it is ready
     InterfaceChoice choice;
+    std::string coordinator;  // the address of it that this host reached
     std::unique_ptr<boost::asio::steady_timer> deadline;
   };
 

@@ -1,0 +1,163 @@
+// ElasticController without processes: what it does when a rank finishes its training while a
+// worker of an added slot waits for a membership, and how much of a discovery script's flood it
+// looks at. The runner side records what the controller asked for.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <chrono>
+
+#include <boost/asio/io_context.hpp>
+
+#include "launcher/elastic/elastic_controller.h"
+#include "launcher/elastic/host_discovery.h"
+
+namespace hvrun::launcher {
+namespace {
+
+constexpr int kExitedZero = 0;                 // a wait status: exited with code 0
+constexpr int kKilledByTerm = SIGTERM;         // a wait status: killed by SIGTERM
+
+struct FakeRunner {
+  std::vector<WorkerRecord> records;
+  std::vector<int> stopped;
+  std::vector<std::string> said;
+  std::vector<std::string> failed;
+  int membership_changes = 0;
+  int slot_additions = 0;
+  std::vector<ElasticSlot> formed;
+
+  ElasticRunnerSide side() {
+    ElasticRunnerSide s;
+    s.records = [this]() -> std::vector<WorkerRecord>& { return records; };
+    s.ending = [] { return false; };
+    s.say = [this](const std::string& t) { said.push_back(t); };
+    s.fail = [this](const std::string& t) { failed.push_back(t); };
+    s.start = [this](const ElasticSlot& slot) {
+      WorkerRecord r;
+      r.rank = static_cast<int>(records.size());
+      r.host = slot.host;
+      r.pid = 1000 + r.rank;
+      records.push_back(r);
+      return r.rank;
+    };
+    s.stop = [this](int id) { stopped.push_back(id); };
+    return s;
+  }
+  ElasticHooks hooks() {
+    ElasticHooks h;
+    h.change_membership = [this](const std::vector<ElasticSlot>&, const std::string&,
+                                 const std::string&) { ++membership_changes; };
+    h.add_slots = [this](const std::vector<ElasticSlot>&, int) { ++slot_additions; };
+    h.formed = [this] { return formed; };
+    return h;
+  }
+  void exit(int id, int wait_status) {
+    records.at(static_cast<size_t>(id)).exited = true;
+    records.at(static_cast<size_t>(id)).wait_status = wait_status;
+  }
+};
+
+ElasticOptions options(int np, int min_np, int max_np) {
+  ElasticOptions o;
+  o.enabled = true;
+  o.start_np = np;
+  o.min_np = min_np;
+  o.max_np = max_np;
+  return o;
+}
+
+// Two ranks on host a; the script adds a slot on host b.
+struct Grown {
+  boost::asio::io_context io;
+  FakeRunner runner;
+  std::unique_ptr<ElasticController> controller;
+  Grown() {
+    controller = std::make_unique<ElasticController>(options(2, 1, 3), runner.hooks(),
+                                                     runner.side(), io);
+    for (int i = 0; i < 2; ++i) {
+      runner.side().start({"a", i});
+      controller->started(i, {"a", i});
+    }
+    runner.formed = {{"a", 0}, {"a", 1}};
+    controller->on_discovered(std::vector<HostSlots>{{"a", 2}, {"b", 1}});
+  }
+};
+
+TEST(ElasticController, AWorkerOfASlotNoMembershipTookInIsStoppedWhenTheTrainingEnds) {
+  Grown g;
+  ASSERT_EQ(g.runner.records.size(), 3u);
+  EXPECT_EQ(g.runner.records[2].host, "b");
+  EXPECT_EQ(g.runner.slot_additions, 1);
+  g.runner.exit(1, kExitedZero);  // rank 1 finished its training before the next commit
+  g.controller->exited(1);
+  EXPECT_EQ(g.runner.stopped, std::vector<int>{2});
+  // A slot offered now is not started.
+  g.controller->on_discovered(std::vector<HostSlots>{{"a", 2}, {"b", 1}, {"c", 1}});
+  EXPECT_EQ(g.runner.records.size(), 3u);
+  // The stopped worker's end is no failure, and no membership follows it.
+  g.runner.exit(2, kKilledByTerm);
+  g.controller->exited(2);
+  EXPECT_TRUE(g.controller->absorb());
+  g.runner.exit(0, kExitedZero);
+  g.controller->exited(0);
+  EXPECT_TRUE(g.controller->absorb());
+  EXPECT_EQ(g.runner.membership_changes, 0);
+  EXPECT_TRUE(g.runner.failed.empty());
+  EXPECT_EQ(g.controller->membership().size(), 0);
+}
+
+TEST(ElasticController, AWorkerThatJoinedAMembershipIsLeftToFinish) {
+  Grown g;
+  g.runner.formed = {{"a", 0}, {"a", 1}, {"b", 0}};  // the ranks reset with it
+  g.runner.exit(0, kExitedZero);
+  g.controller->exited(0);
+  EXPECT_TRUE(g.runner.stopped.empty());
+}
+
+TEST(ElasticController, AFailureAfterTheTrainingEndedFailsTheJob) {
+  Grown g;
+  g.runner.formed = {{"a", 0}, {"a", 1}, {"b", 0}};
+  g.runner.exit(0, kExitedZero);
+  g.controller->exited(0);
+  g.runner.exit(1, (1 << 8));  // exited with code 1
+  EXPECT_FALSE(g.controller->absorb());
+}
+
+TEST(ElasticController, AFloodOfHostsBeyondMaxNpStartsNothing) {
+  boost::asio::io_context io;
+  FakeRunner runner;
+  ElasticController controller(options(2, 1, 2), runner.hooks(), runner.side(), io);
+  for (int i = 0; i < 2; ++i) {
+    runner.side().start({"a", i});
+    controller.started(i, {"a", i});
+  }
+  std::string text = "a:2\n";
+  for (int i = 0; i < 10000; ++i) text += "node" + std::to_string(i) + ":8\n";
+  auto hosts = parse_discovered_hosts(text, 0);
+  ASSERT_TRUE(hosts.is_ok());
+  ASSERT_EQ(hosts->size(), 10001u);
+  controller.on_discovered(*hosts);
+  EXPECT_EQ(runner.records.size(), 2u);
+  EXPECT_EQ(runner.slot_additions, 0);
+  EXPECT_TRUE(controller.membership().free_slots(*hosts, ElasticMembership::Clock::now()).empty());
+}
+
+// The script runs every second: reading 40,000 names must cost next to nothing (a scan of the
+// hosts read so far for each line took about 2 s here).
+TEST(ElasticDiscovery, ReadingAFloodOfHostsIsCheap) {
+  std::string text;
+  for (int i = 0; i < 40000; ++i) text += "node" + std::to_string(i) + ":8\n";
+  text += "node7:2\n";  // named twice: the last line counts
+  const auto started = std::chrono::steady_clock::now();
+  auto hosts = parse_discovered_hosts(text, 0);
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  ASSERT_TRUE(hosts.is_ok());
+  ASSERT_EQ(hosts->size(), 40000u);
+  EXPECT_EQ((*hosts)[7].slots, 2);
+  EXPECT_LT(took, 0.5);
+}
+
+}  // namespace
+}  // namespace hvrun::launcher
