@@ -103,6 +103,10 @@ struct AbortCause {
   int rank = -1;  // the rank it names, -1 for none
   std::string host;
   bool at_registration = false;  // the rendezvous failed (timed out, a rank exited before it)
+  // A rank said goodbye while others waited for a collective it never submitted: the job was
+  // not ended for it (the waiting ranks' collectives failed, naming it; they may go on, or
+  // init again), but if the job fails after it, that departure is the first cause.
+  bool departure = false;
 };
 
 class CoordinatorServer {
@@ -123,9 +127,10 @@ class CoordinatorServer {
   // workers connecting later are refused with it. Idempotent; the first reason wins.
   virtual void abort(const std::string& reason, int rank = -1, const std::string& host = "") = 0;
 
-  // Why the coordinator ended the job, or nullopt while it did not. It is recorded before any
-  // worker hears of it, so a worker's exit that followed the abort always finds it: the
-  // launcher tells a consequence from the cause with it.
+  // Why the coordinator ended the job, or nullopt while it did not; or a rank's departure that
+  // failed its peers' collectives (AbortCause::departure), which came before anything it
+  // caused. It is recorded before any worker hears of it, so a worker's exit that followed
+  // always finds it: the launcher tells a consequence from the cause with it.
   virtual std::optional<AbortCause> abort_cause() const { return std::nullopt; }
 
   // The launcher saw rank `rank`'s process end (`how`: "exited with code 0", ...). A rank that

@@ -248,6 +248,7 @@ Generation& Job::open_next_locked(Generation& now) {
   end_.reset();
   aborting_ = false;
   abort_cause_.reset();
+  departure_.reset();  // the rank that left came back (init after shutdown)
   if (options_.elastic)
     spdlog::info("membership {}: {} ranks register", next.number, next.world_size);
   else
@@ -373,13 +374,19 @@ NegotiationLoop::Hooks Job::loop_hooks() {
               },
           .everyone_left =
               [this] {
+                std::optional<AbortCause> departure;
                 {
                   std::lock_guard<std::mutex> lock(mutex_);
-                  // Ended already (a rank left while others waited for it): not finished.
                   if (end_ || aborting_) return;
+                  departure = departure_;
                 }
-                spdlog::info("every rank said goodbye; the job is finished");
-                emit({CoordinatorEvent::Kind::kJobFinished, "every rank finished cleanly"});
+                if (departure) {
+                  // Not a clean finish: some rank's collective failed for want of that one.
+                  spdlog::warn("every rank said goodbye, after {}", departure->reason);
+                } else {
+                  spdlog::info("every rank said goodbye; the job is finished");
+                  emit({CoordinatorEvent::Kind::kJobFinished, "every rank finished cleanly"});
+                }
                 end(Status::ok());
               },
           .departed_rank_failed =
@@ -388,7 +395,12 @@ NegotiationLoop::Hooks Job::loop_hooks() {
                 if (options_.elastic) return;
                 std::string host;
                 if (auto info = rank_info(rank)) host = info->host();
-                abort(message, rank, host);
+                // Recorded, not aborted: the waiting ranks may handle the failed collective
+                // and go on, or every rank may init again. If the job fails, this is why.
+                std::lock_guard<std::mutex> lock(mutex_);
+                if (end_ || aborting_ || departure_) return;
+                departure_ = AbortCause{message, rank, host, false, true};
+                spdlog::error("{}", message);
               },
           .stalled =
               [this](const std::string& message, int rank) {
@@ -572,6 +584,9 @@ void Job::worker_lost(Generation& generation, int rank) {
 
 std::optional<AbortCause> Job::abort_cause() const {
   std::lock_guard<std::mutex> lock(mutex_);
+  // Recorded before the plan that failed the waiting ranks' collectives: whatever abort
+  // followed (a waiting rank's failure report) is its consequence.
+  if (departure_) return departure_;
   if (abort_cause_) return abort_cause_;
   // The rendezvous records its own failure before it wakes the registering workers.
   if (auto failed = generations_.back()->rendezvous.failure()) {

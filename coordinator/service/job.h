@@ -137,6 +137,8 @@ class Job {
   std::optional<Status> end_;  // guarded by mutex_: the current generation's end
   bool aborting_ = false;      // guarded by mutex_: the first abort() won
   std::optional<AbortCause> abort_cause_;  // guarded by mutex_: that abort's cause
+  // Guarded by mutex_: the first rank of this generation that left while others waited for it.
+  std::optional<AbortCause> departure_;
   // Guarded by mutex_: ranks whose process ended, and how; every generation's rendezvous hears.
   std::vector<std::pair<int, std::string>> exited_;
   // Guarded by mutex_: when a stall warning last asked for an autopsy (one per interval).

@@ -50,7 +50,7 @@ class NegotiationLoop {
     // A collective failed because `rank` left cleanly (Goodbye) without taking part, while
     // other ranks waited for it: that rank is the cause of their failure. Called once per
     // failed collective, on the thread that submitted or said goodbye, before the plan that
-    // fails it is sent (an abort from here reaches the ranks instead of that plan).
+    // fails it is sent, so a cause recorded here precedes anything the failure leads to.
     std::function<void(int rank, const std::string& message)> departed_rank_failed;
     // A tensor waited past the stall shutdown threshold: `message` names the missing ranks,
     // the tensors and each rank's last completed operation; `rank` is the first missing rank.

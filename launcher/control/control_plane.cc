@@ -87,7 +87,8 @@ class InProcessCoordinator final : public ControlPlane {
   std::optional<CoordinatorVerdict> verdict() const override {
     auto cause = server_->abort_cause();
     if (!cause) return std::nullopt;
-    return CoordinatorVerdict{cause->reason, cause->rank, cause->host, cause->at_registration};
+    return CoordinatorVerdict{cause->reason, cause->rank, cause->host, cause->at_registration,
+                              cause->departure};
   }
   void worker_exited(int rank, const std::string& how) override {
     server_->worker_exited(rank, how);

@@ -39,9 +39,10 @@ JobEnd first_cause(const JobEnd& seen, const std::optional<CoordinatorVerdict>& 
       return end;
     }
   }
-  return JobEnd{JobEndKind::kControlPlane, r, 1, 0,
-                (verdict->at_registration ? "registration failed: " : "job aborted: ") +
-                    verdict->reason};
+  const char* what = verdict->at_registration ? "registration failed: "
+                     : verdict->departure     ? ""
+                                              : "job aborted: ";
+  return JobEnd{JobEndKind::kControlPlane, r, 1, 0, what + verdict->reason};
 }
 
 bool awaits_named_rank(const JobEnd& end, const std::vector<WorkerRecord>& workers) {

@@ -26,6 +26,7 @@ struct CoordinatorVerdict {
   int rank = -1;  // the rank it names, -1 for none
   std::string host;
   bool at_registration = false;  // the rendezvous failed, rather than a running job aborted
+  bool departure = false;  // a rank left while others waited for it; the job was not aborted
 };
 
 // What a runner asks of the job's coordinator. Each member may be empty (no coordinator yet).
