@@ -6,7 +6,8 @@ and finish when the collective completes, without holding TensorFlow's threads. 
 CUDA they have GPU kernels too: a GPU tensor goes through NCCL, ordered on TensorFlow's compute
 stream, without host copies (docs/tensorflow.md, "GPU tensors"). A collective is
 named after its op, as in Horovod: in a graph, the node's name (unique in the graph, the same on
-every rank that builds the same graph); eagerly, the op's type (eager calls run one at a time).
+every rank that builds the same graph); eagerly, '<op>.<name>' when given a name, as hvrun.torch
+spells it (_eager_name), else the op's type (eager calls run one at a time).
 A failed collective raises the TensorFlow error Horovod's ops raise, from one mapping of the
 worker library's status codes (python/tf_ops/kernel_support.h, collective_tf_code):
 tf.errors.FailedPreconditionError for metadata that differ between ranks or a collective the
