@@ -363,7 +363,7 @@ std::optional<TimePoint> NegotiationEngine::next_deadline() const {
   if (!s.immediate.empty() || s.join_done) return TimePoint::min();
   std::optional<TimePoint> earliest;
   for (const PendingTensor* tensor : s.ready) {
-    if (tensor->grouped() && !tensor->failed()) continue;  // waits for its group, not the clock
+    if (tensor->grouped()) continue;  // waits for its group, not the clock
     const TimePoint due = tensor->ready_time + s.options.cycle_time;
     if (!earliest || due < *earliest) earliest = due;
   }

@@ -99,10 +99,12 @@ std::optional<v1::Plan> NegotiationEngine::State::build_plan(TimePoint now) {
   std::vector<uint8_t> key_due(fusion_keys.size(), 0);
   std::vector<int64_t> key_bytes(fusion_keys.size(), 0);
   std::vector<TimePoint> key_oldest(fusion_keys.size(), TimePoint::max());
-  std::map<uint64_t, uint32_t> group_ready;  // group id -> ready members
+  // Group id -> ready members, failed ones included: a member that failed is as finished as one
+  // that can run, and the group must not wait for it forever.
+  std::map<uint64_t, uint32_t> group_ready;
   for (const PendingTensor* tensor : ready) {
-    if (tensor->failed()) continue;
     if (tensor->grouped()) ++group_ready[tensor->reference->group_id];
+    if (tensor->failed()) continue;
     if (tensor->fusion_key < 0) continue;
     key_bytes[tensor->fusion_key] += response_bytes(*tensor);
     key_oldest[tensor->fusion_key] = std::min(key_oldest[tensor->fusion_key], tensor->ready_time);
@@ -111,9 +113,11 @@ std::optional<v1::Plan> NegotiationEngine::State::build_plan(TimePoint now) {
     key_due[k] = threshold == 0 || not_ready_by_key[k] == 0 || key_bytes[k] >= threshold ||
                  (key_oldest[k] != TimePoint::max() && now >= key_oldest[k] + options.cycle_time);
   }
+  // A failed member goes with the rest of its group, as Horovod does it: the others run and it
+  // fails alone. Were it to go first, the group would count one member fewer ever after.
   auto due = [&](const PendingTensor& tensor) {
-    if (tensor.failed()) return true;
     if (tensor.grouped()) return group_ready[tensor.reference->group_id] >= tensor.reference->group_size;
+    if (tensor.failed()) return true;
     if (tensor.fusion_key < 0) return true;
     return key_due[tensor.fusion_key] != 0;
   };

@@ -103,6 +103,11 @@ CollectiveKernel::CollectiveKernel(tf::OpKernelConstruction* context)
     if (auto slash = tensor_name_.find_last_of('/'); slash != std::string::npos)
       tensor_name_ = tensor_name_.substr(slash + 1);
   }
+  // Eagerly, TensorFlow names every kernel after its op type, whatever name the call gave; the
+  // Python side passes a named eager call's name here instead (mpi_ops.py, _eager_name).
+  std::string given;
+  if (context->HasAttr("tensor_name")) OP_REQUIRES_OK(context, context->GetAttr("tensor_name", &given));
+  if (!given.empty()) tensor_name_ = std::move(given);
 }
 
 bool CollectiveKernel::submit(tf::OpKernelContext* context, const DoneCallback& done,

@@ -53,9 +53,10 @@ class CollectiveKernel : public tf::AsyncOpKernel {
   explicit CollectiveKernel(tf::OpKernelConstruction* context);
 
  protected:
-  // The collective's name: the node's name (Horovod's rule), without its name scope when the
-  // op's ignore_name_scope attribute says so. Every rank builds the same graph, so every rank
-  // has the same names.
+  // The collective's name: the op's tensor_name attribute when set (a named eager call), else
+  // the node's name (Horovod's rule), without its name scope when the op's ignore_name_scope
+  // attribute says so. Every rank builds the same graph (or makes the same named eager calls),
+  // so every rank has the same names.
   const std::string& tensor_name() const { return tensor_name_; }
   // The set the collective runs on: the op's process_set_id attribute (0, the global set, for
   // ops without one). Graphs fix it when they are built, so one kernel always uses one set.

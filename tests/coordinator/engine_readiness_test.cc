@@ -252,6 +252,39 @@ TEST(Ops, GroupedAllreduceWaitsForTheWholeGroupAndRunsAsOneResponse) {
   EXPECT_EQ(sim.plans[0].responses(0).tensors_size(), 2);
 }
 
+TEST(Ops, AGroupWithOneMismatchedMemberCompletesAtOnceAndItsNamesCanBeUsedAgain) {
+  Sim sim(2);
+  auto member = [](const std::string& name, int64_t length) {
+    auto r = allreduce(name, {length});
+    r.set_group_id(11);
+    r.set_group_size(3);
+    return r;
+  };
+  sim.submit(0, {member("g.a", 4), member("g.b", 4), member("g.c", 4)});
+  sim.submit(1, {member("g.a", 4), member("g.b", 5), member("g.c", 4)});
+  sim.advance(std::chrono::milliseconds(5));  // a few cycles, far less than any op timeout
+  std::map<std::string, std::string> error_by_name;
+  for (const v1::Response& response : sim.responses())
+    for (const auto& t : response.tensors()) error_by_name[t.name()] = response.error();
+  ASSERT_EQ(error_by_name.size(), 3u) << "every member must be answered";
+  EXPECT_EQ(error_by_name["g.a"], "");
+  EXPECT_EQ(error_by_name["g.c"], "");
+  EXPECT_NE(error_by_name["g.b"].find("'g.b'"), std::string::npos) << error_by_name["g.b"];
+  EXPECT_NE(error_by_name["g.b"].find("[5]"), std::string::npos) << error_by_name["g.b"];
+
+  // Nothing stays in flight: the same names, now equal on both ranks, run as a group again.
+  const size_t before = sim.plans.size();
+  for (int rank : {0, 1}) sim.submit(rank, {member("g.a", 4), member("g.b", 4), member("g.c", 4)});
+  sim.advance(std::chrono::milliseconds(5));
+  int answered = 0;
+  for (size_t p = before; p < sim.plans.size(); ++p)
+    for (const v1::Response& response : sim.plans[p].responses()) {
+      EXPECT_EQ(response.error(), "");
+      answered += response.tensors_size();
+    }
+  EXPECT_EQ(answered, 3);
+}
+
 TEST(Ops, GroupMembersOfDifferentDtypesGetOneResponseEachInTheSamePlan) {
   Sim sim(2);
   auto member = [](const std::string& name, v1::DataType dtype) {

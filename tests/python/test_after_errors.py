@@ -106,12 +106,23 @@ def mismatched_reducescatter(name):
 
 
 def grouped_allreduce_mismatched(name):
-    # Every member differs between ranks. (A group with only some members mismatched leaves
-    # the others waiting in the coordinator, which counts a failed member as never ready.)
+    # Every member differs between ranks.
     r, _ = ranks()
     with pytest.raises(HorovodInternalError):
         hvd.grouped_allreduce([torch.ones(r + 1), torch.ones(r + 3), torch.ones(2 * r + 1)],
                               name=name)
+
+
+def grouped_allreduce_partly_mismatched(name):
+    # Only the middle member differs: the group completes at once on every rank (the others
+    # run, as in Horovod), the error names that member, and the same names work again at once.
+    r, n = ranks()
+    with pytest.raises(HorovodInternalError, match=r"'grouped_allreduce\.%s\.1'" % name):
+        hvd.grouped_allreduce([torch.ones(2), torch.ones(r + 1), torch.ones(3)], name=name,
+                              op=hvd.Sum)
+    again = hvd.grouped_allreduce([torch.ones(2), torch.ones(1), torch.ones(3)], name=name,
+                                  op=hvd.Sum)
+    assert [t.tolist() for t in again] == [[n] * 2, [n], [n] * 3]
 
 
 def broadcast_parameters_one_mismatched(name):
@@ -153,6 +164,7 @@ CHECKS = [mismatched_allreduce_shape, mismatched_allreduce_dtype, mismatched_all
           mismatched_allgather, mismatched_broadcast_root, broadcast_root_out_of_range,
           alltoall_bad_splits, alltoall_refused_differently_per_rank, mismatched_alltoall_dtype,
           reducescatter_adasum, mismatched_reducescatter, grouped_allreduce_mismatched,
+          grouped_allreduce_partly_mismatched,
           broadcast_parameters_one_mismatched, optimizer_step_with_a_mismatched_gradient,
           duplicate_name_in_flight]
 REPEATS = 4

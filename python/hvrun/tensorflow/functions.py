@@ -35,20 +35,33 @@ def _to_numpy(value, session):
     return (session or tf.compat.v1.get_default_session()).run(value)
 
 
+def _object_name(obj, name):
+    """Horovod's default name, the object's type, in a graph; eagerly an unnamed call stays
+    unnamed: named eager calls reach the coordinator under their name, and the type may differ
+    between ranks (None on the ranks that receive a broadcast)."""
+    if name is not None or _executing_eagerly():
+        return name
+    return type(obj).__name__
+
+
+def _part(name, suffix):
+    return None if name is None else name + suffix
+
+
 def broadcast_object(obj, root_rank=0, session=None, name=None, process_set=global_process_set):
     """root_rank's `obj` (pickled there) on every member of `process_set`."""
-    name = name if name is not None else type(obj).__name__
+    name = _object_name(obj, name)
     if rank() == root_rank:
         payload = np.frombuffer(pickle.dumps(obj), dtype=np.uint8)
         length = tf.constant([payload.size], dtype=tf.int32)
-        _to_numpy(broadcast(length, root_rank, name=name + ".sz", process_set=process_set), session)
-        _to_numpy(broadcast(tf.constant(payload), root_rank, name=name + ".t",
+        _to_numpy(broadcast(length, root_rank, name=_part(name, ".sz"), process_set=process_set), session)
+        _to_numpy(broadcast(tf.constant(payload), root_rank, name=_part(name, ".t"),
                             process_set=process_set), session)
         return obj
-    length = _to_numpy(broadcast(tf.constant([0], dtype=tf.int32), root_rank, name=name + ".sz",
+    length = _to_numpy(broadcast(tf.constant([0], dtype=tf.int32), root_rank, name=_part(name, ".sz"),
                                  process_set=process_set), session)
     data = _to_numpy(broadcast(tf.zeros([int(length[0])], dtype=tf.uint8), root_rank,
-                               name=name + ".t", process_set=process_set), session)
+                               name=_part(name, ".t"), process_set=process_set), session)
     return pickle.loads(data.tobytes())
 
 
@@ -61,11 +74,11 @@ def broadcast_object_fn(root_rank=0, session=None, name=None, process_set=global
 
 def allgather_object(obj, session=None, name=None, process_set=global_process_set):
     """The list of every member's `obj`, in rank order."""
-    name = name if name is not None else type(obj).__name__
+    name = _object_name(obj, name)
     payload = np.frombuffer(pickle.dumps(obj), dtype=np.uint8)
-    lengths = _to_numpy(allgather(tf.constant([payload.size], dtype=tf.int32), name=name + ".sz",
+    lengths = _to_numpy(allgather(tf.constant([payload.size], dtype=tf.int32), name=_part(name, ".sz"),
                                   process_set=process_set), session)
-    gathered = _to_numpy(allgather(tf.constant(payload), name=name + ".t",
+    gathered = _to_numpy(allgather(tf.constant(payload), name=_part(name, ".t"),
                                    process_set=process_set), session).tobytes()
     objects, offset = [], 0
     for n in lengths.tolist():

@@ -6,7 +6,8 @@ and finish when the collective completes, without holding TensorFlow's threads. 
 CUDA they have GPU kernels too: a GPU tensor goes through NCCL, ordered on TensorFlow's compute
 stream, without host copies (docs/tensorflow.md, "GPU tensors"). A collective is
 named after its op, as in Horovod: in a graph, the node's name (unique in the graph, the same on
-every rank that builds the same graph); eagerly, the op's type (eager calls run one at a time).
+every rank that builds the same graph); eagerly, '<op>.<name>' when given a name, as hvrun.torch
+spells it (_eager_name), else the op's type (eager calls run one at a time).
 A failed collective raises the TensorFlow error Horovod's ops raise, from one mapping of the
 worker library's status codes (python/tf_ops/kernel_support.h, collective_tf_code):
 tf.errors.FailedPreconditionError for metadata that differ between ranks or a collective the
@@ -140,11 +141,25 @@ def _group_name(prefix, tensors, name):
     return name
 
 
+def _eager_name(kind, name, process_set):
+    """The tensor_name attribute of a collective: for a named eager call, the name prefixed with
+    its op as hvrun.torch and Horovod's PyTorch binding spell it ('allreduce.m'), since eagerly
+    TensorFlow names each kernel after its op type ('HvrunAllreduce') whatever `name` says;
+    the coordinator can then tell one name used for two ops on different ranks. Empty (the
+    node's name) in a graph, and for unnamed eager calls: their op type is the same on every
+    rank (eager calls run one at a time), never looks like '<op>.<name>', and, being constant,
+    keeps TensorFlow's eager kernel cache from growing with each call."""
+    if name is None or not _executing_eagerly():
+        return ""
+    return _state.op_name(kind, name, _set_id(process_set))
+
+
 def _allreduce(tensor, name=None, op=Sum, prescale_factor=1.0, postscale_factor=1.0,
                ignore_name_scope=False, process_set=global_process_set):
     """Reduces `tensor` over the ranks of `process_set` (the raw op; see allreduce for Horovod's
     wrapper). Average divides by the set's size (the kernel does)."""
     return MPI_LIB.hvrun_allreduce(tensor, name=_node_name("HorovodAllreduce", tensor, name),
+                                   tensor_name=_eager_name("allreduce", name, process_set),
                                    reduce_op=op, prescale_factor=prescale_factor,
                                    postscale_factor=postscale_factor,
                                    ignore_name_scope=ignore_name_scope,
@@ -168,8 +183,11 @@ def _allreduce_grad(op, grad):
 def _grouped_allreduce(tensors, name=None, op=Sum, prescale_factor=1.0, postscale_factor=1.0,
                        ignore_name_scope=False, process_set=global_process_set):
     """Reduces every tensor of `tensors` (one dtype) in one negotiation."""
-    name = _group_name("HorovodGroupedAllreduce", tensors, name)
-    return MPI_LIB.hvrun_grouped_allreduce(list(tensors), name=name, reduce_op=op,
+    return MPI_LIB.hvrun_grouped_allreduce(list(tensors),
+                                           name=_group_name("HorovodGroupedAllreduce", tensors, name),
+                                           tensor_name=_eager_name("grouped_allreduce", name,
+                                                                   process_set),
+                                           reduce_op=op,
                                            prescale_factor=prescale_factor,
                                            postscale_factor=postscale_factor,
                                            ignore_name_scope=ignore_name_scope,
@@ -189,6 +207,7 @@ def allgather(tensor, name=None, ignore_name_scope=False, process_set=global_pro
     """Concatenates every member's `tensor` along dimension 0 (which may differ between ranks),
     in rank order."""
     return MPI_LIB.hvrun_allgather(tensor, name=_node_name("HorovodAllgather", tensor, name),
+                                   tensor_name=_eager_name("allgather", name, process_set),
                                    ignore_name_scope=ignore_name_scope,
                                    process_set_id=_set_id(process_set))
 
@@ -217,8 +236,10 @@ def _allgather_grad(op, grad):
 
 def grouped_allgather(tensors, name=None, ignore_name_scope=False, process_set=global_process_set):
     """allgather of every tensor of `tensors` (one dtype) in one op."""
-    name = _group_name("HorovodGroupedAllgather", tensors, name)
-    return MPI_LIB.hvrun_grouped_allgather(list(tensors), name=name,
+    return MPI_LIB.hvrun_grouped_allgather(list(tensors),
+                                           name=_group_name("HorovodGroupedAllgather", tensors, name),
+                                           tensor_name=_eager_name("grouped_allgather", name,
+                                                                   process_set),
                                            ignore_name_scope=ignore_name_scope,
                                            process_set_id=_set_id(process_set))
 
@@ -236,6 +257,7 @@ def _grouped_allgather_grad(op, *grads):
 def broadcast(tensor, root_rank, name=None, ignore_name_scope=False, process_set=global_process_set):
     """root_rank's `tensor` on every member of `process_set` (root_rank: a job rank, a member)."""
     return MPI_LIB.hvrun_broadcast(tensor, name=_node_name("HorovodBroadcast", tensor, name),
+                                   tensor_name=_eager_name("broadcast", name, process_set),
                                    root_rank=root_rank, ignore_name_scope=ignore_name_scope,
                                    process_set_id=_set_id(process_set))
 
@@ -258,8 +280,11 @@ def broadcast_(variables, root_rank, name=None, process_set=global_process_set):
     prefix = name or "HorovodBroadcastInplace"
     values = []
     for var in variables:
-        value = broadcast(var, root_rank, name=_normalize_name("%s_%s" % (prefix, var.name)),
-                          ignore_name_scope=True, process_set=process_set)
+        # Eagerly an unnamed call stays unnamed: variables' names may differ between ranks.
+        node = (None if name is None and _executing_eagerly()
+                else _normalize_name("%s_%s" % (prefix, var.name)))
+        value = broadcast(var, root_rank, name=node, ignore_name_scope=True,
+                          process_set=process_set)
         assigned = var.assign(value)
         if _executing_eagerly():
             values.append(value)
@@ -278,6 +303,7 @@ def alltoall(tensor, splits=None, name=None, ignore_name_scope=False, process_se
                else tf.constant([], dtype=tf.int32))
     output, received = MPI_LIB.hvrun_alltoall(tensor, splits=splits_,
                                               name=_node_name("HorovodAlltoall", tensor, name),
+                                              tensor_name=_eager_name("alltoall", name, process_set),
                                               ignore_name_scope=ignore_name_scope,
                                               process_set_id=_set_id(process_set))
     return (output, received) if splits is not None else output
@@ -295,6 +321,7 @@ def _reducescatter(tensor, name=None, op=Sum, ignore_name_scope=False,
                    process_set=global_process_set, prescale_factor=1.0, postscale_factor=1.0):
     """Reduces `tensor` over the set's ranks and keeps this rank's share of dimension 0."""
     return MPI_LIB.hvrun_reducescatter(tensor, name=_node_name("HorovodReducescatter", tensor, name),
+                                       tensor_name=_eager_name("reducescatter", name, process_set),
                                        reduce_op=op, ignore_name_scope=ignore_name_scope,
                                        prescale_factor=prescale_factor,
                                        postscale_factor=postscale_factor,
@@ -321,8 +348,12 @@ def _reducescatter_grad(op, grad):
 def _grouped_reducescatter(tensors, name=None, op=Sum, ignore_name_scope=False,
                            process_set=global_process_set, prescale_factor=1.0,
                            postscale_factor=1.0):
-    name = _group_name("HorovodGroupedReducescatter", tensors, name)
-    return MPI_LIB.hvrun_grouped_reducescatter(list(tensors), name=name, reduce_op=op,
+    return MPI_LIB.hvrun_grouped_reducescatter(list(tensors),
+                                               name=_group_name("HorovodGroupedReducescatter",
+                                                                tensors, name),
+                                               tensor_name=_eager_name("grouped_reducescatter",
+                                                                       name, process_set),
+                                               reduce_op=op,
                                                ignore_name_scope=ignore_name_scope,
                                                prescale_factor=prescale_factor,
                                                postscale_factor=postscale_factor,

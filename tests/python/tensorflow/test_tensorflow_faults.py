@@ -41,3 +41,22 @@ def test_collective_a_peer_never_submits_fails_after_the_op_timeout():
     assert 2.5 < seconds < 20.0, out
     assert "rank 0" in message and "after_skipped" in message, out
     assert time.monotonic() - start < 100, out
+
+
+def test_one_name_with_two_ops_raises_on_both_ranks_within_seconds():
+    # Eager calls: TensorFlow names each kernel after its op type, so the binding must pass the
+    # user's name for the coordinator to see one name used for two ops. --op-timeout is long:
+    # the mismatch (after its 2 s grace), not a timeout, must end the wait.
+    code, out = run_job(["-np", "2", "--op-timeout", "120", sys.executable,
+                         os.path.join(HERE, "name_two_ops_worker.py")], timeout=90)
+    for rank in (0, 1):
+        found = re.search(r"\[%d\]<stdout>:RAISED after ([0-9.]+) s: (\w+): (.*)" % rank, out)
+        assert found, out
+        assert float(found.group(1)) < 10.0, out
+        assert found.group(2) == "FailedPreconditionError", out
+        for piece in ("the name 'm' was used for different collectives",
+                      "rank 0 submitted allreduce 'allreduce.m'",
+                      "rank 1 submitted allgather 'allgather.m'"):
+            assert piece in found.group(3), out
+    assert out.count("NEXT STEP OK") == 2, out
+    assert code == 0, out
