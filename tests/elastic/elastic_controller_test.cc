@@ -58,23 +58,15 @@ struct FakeRunner {
   }
 };
 
-ElasticOptions options(int np, int min_np, int max_np) {
-  ElasticOptions o;
-  o.enabled = true;
-  o.start_np = np;
-  o.min_np = min_np;
-  o.max_np = max_np;
-  return o;
-}
-
 // Two ranks on host a; the script adds a slot on host b.
 struct Grown {
   boost::asio::io_context io;
   FakeRunner runner;
   std::unique_ptr<ElasticController> controller;
   Grown() {
-    controller = std::make_unique<ElasticController>(options(2, 1, 3), runner.hooks(),
-                                                     runner.side(), io);
+    controller = std::make_unique<ElasticController>(
+        ElasticOptions{.enabled = true, .start_np = 2, .min_np = 1, .max_np = 3}, runner.hooks(),
+        runner.side(), io);
     for (int i = 0; i < 2; ++i) {
       runner.side().start({"a", i});
       controller->started(i, {"a", i});
@@ -127,7 +119,9 @@ TEST(ElasticController, AFailureAfterTheTrainingEndedFailsTheJob) {
 TEST(ElasticController, AFloodOfHostsBeyondMaxNpStartsNothing) {
   boost::asio::io_context io;
   FakeRunner runner;
-  ElasticController controller(options(2, 1, 2), runner.hooks(), runner.side(), io);
+  ElasticController controller(
+      ElasticOptions{.enabled = true, .start_np = 2, .min_np = 1, .max_np = 2}, runner.hooks(),
+      runner.side(), io);
   for (int i = 0; i < 2; ++i) {
     runner.side().start({"a", i});
     controller.started(i, {"a", i});
