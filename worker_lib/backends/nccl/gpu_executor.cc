@@ -199,8 +199,8 @@ Status GpuExecutor::set_up(int ordinal) {
     id = answer.substr(std::string(kIdPrefix).size());
   }
   HVRUN_RETURN_IF_ERROR(plane_->init_communicator(id));
-  SPDLOG_INFO("NCCL {} communicator ready on {} ({} ranks)", plane_->nccl_version(),
-              plane_->device_description(), job_.size);
+  SPDLOG_INFO("NCCL {} communicator ready on {} ({} ranks); {}", plane_->nccl_version(),
+              plane_->device_description(), job_.size, plane_->features());
   return Status::ok();
 }
 

@@ -41,6 +41,9 @@ class HostDevicePlane final : public DevicePlane {
   Status set_current_device(int ordinal) override;
   std::string device_description() const override { return who_.gpu; }
   std::string nccl_version() const override { return "host plane"; }
+  std::string features() const override {
+    return "no NCCL: buffers are host memory; an elastic reset makes a new communicator";
+  }
 
   Result<void*> fusion_buffer(size_t bytes) override;
   Result<void*> scratch_buffer(size_t bytes) override;
