@@ -69,6 +69,7 @@ inline constexpr SettingKey<int64_t> kCheckpointEvery{"checkpoint_every"};
 inline constexpr SettingKey<int64_t> kCheckpointKeep{"checkpoint_keep"};
 inline constexpr SettingKey<std::string> kCheckpointName{"checkpoint_name"};
 inline constexpr SettingKey<std::string> kCpuBackend{"cpu_backend"};
+inline constexpr SettingKey<std::string> kDevicePlane{"device_plane"};
 inline constexpr SettingKey<std::string> kHierarchicalAllreduce{"hierarchical_allreduce"};
 inline constexpr SettingKey<int64_t> kShmChunkKb{"shm_chunk_kb"};
 inline constexpr SettingKey<bool> kFastPath{"fast_path"};

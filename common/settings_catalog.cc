@@ -196,6 +196,13 @@ constexpr std::array kCatalog = {
                 .description = "Data plane for CPU tensors. auto/shm: shared memory among the "
                                "ranks of a host (hierarchical with Gloo across hosts, see "
                                "--hierarchical-allreduce); gloo: Gloo over TCP for everything."},
+    SettingSpec{.name = "device_plane", .flag = "--device-plane", .env = "HVRUN_DEVICE_PLANE",
+                .kind = SettingKind::kChoice, .default_value = "cuda", .choices = "cuda|host",
+                .scope = "worker",
+                .description = "Data plane for CUDA tensors. cuda: NCCL on the GPUs (the "
+                               "plugin libhvrun_cuda.so); host: for tests and CPU proofs only, "
+                               "the same GPU executor over host memory shared between the ranks "
+                               "(a CUDA tensor's data is then a host pointer; no GPU is used)."},
     SettingSpec{.name = "hierarchical_allreduce", .flag = "--hierarchical-allreduce",
                 .env = "HVRUN_HIERARCHICAL_ALLREDUCE", .kind = SettingKind::kChoice,
                 .default_value = "auto", .choices = "auto|on|off", .bare_value = "on",

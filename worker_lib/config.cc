@@ -51,6 +51,7 @@ void apply_tuning(const Settings& settings, Config& config) {
   config.cpu_backend.hierarchical = settings.get(setting::kHierarchicalAllreduce);
   config.cpu_backend.shm_chunk_bytes = static_cast<size_t>(settings.get(setting::kShmChunkKb))
                                        << 10;
+  config.device_plane = settings.get(setting::kDevicePlane);
   config.fast_path.enabled = settings.get(setting::kFastPath);
   config.fast_path.wait =
       std::chrono::duration<double, std::milli>(settings.get(setting::kFastPathWaitMs));

@@ -102,8 +102,10 @@ void PrintTo(const Case& c, std::ostream* out) { *out << dtype_name(c.dtype) << 
 
 class FusionKernels : public ::testing::TestWithParam<Case> {};
 
-// Several segments of odd sizes (one spanning many chunks), each starting one element past an
-// aligned address on one side, copied from `src` into `dst` and compared with the reference.
+// Several segments of odd sizes (one spanning many chunks), copied from `src` into `dst` and
+// compared with the reference, bit for bit. Their addresses take the kernels' three paths in
+// turn: one element past a 16-byte boundary on one side only (scalar), both on a boundary (16-byte
+// vectors), both one element past it (a scalar head, then vectors).
 TEST_P(FusionKernels, MatchTheCpuReference) {
   HVRUN_SKIP_WITHOUT_GPU();
   const Case& c = GetParam();
@@ -112,8 +114,9 @@ TEST_P(FusionKernels, MatchTheCpuReference) {
   const size_t esize = dtype_size(c.dtype);
   std::mt19937_64 rng(std::random_device{}());
   std::vector<uint64_t> counts{1, 3, 17, 1001, 70001, 262147 + rng() % 1000};
+  constexpr uint64_t kSpacing = 64;  // bytes: every segment's base is 64-byte aligned
   uint64_t total = 0;
-  for (auto n : counts) total += n + 2;
+  for (auto n : counts) total += n + 2 + kSpacing / esize;
   std::vector<std::byte> host_in(total * esize), host_out(total * esize);
   fill_random(c.dtype, host_in, rng);
   std::memset(host_out.data(), 0x5a, host_out.size());
@@ -123,11 +126,13 @@ TEST_P(FusionKernels, MatchTheCpuReference) {
   CUDA_OK(cudaMemcpy(dev_in, host_in.data(), host_in.size(), cudaMemcpyHostToDevice));
   CUDA_OK(cudaMemcpy(dev_out, host_out.data(), host_out.size(), cudaMemcpyHostToDevice));
   std::vector<Segment> segments;
-  uint64_t at = 0;
+  uint64_t at = 0;  // bytes, a multiple of kSpacing (cudaMalloc's memory is 256-byte aligned)
   for (size_t i = 0; i < counts.size(); ++i) {
-    const uint64_t src_at = at + (i % 2), dst_at = at + ((i + 1) % 2);  // misaligned on one side
-    segments.push_back({dev_in + src_at * esize, dev_out + dst_at * esize, counts[i]});
-    at += counts[i] + 2;
+    const int mode = static_cast<int>(i % 3);  // 0: one side off, 1: aligned, 2: both one element off
+    const uint64_t src_at = at + (mode == 0 || mode == 2 ? esize : 0);
+    const uint64_t dst_at = at + (mode == 2 ? esize : 0);
+    segments.push_back({dev_in + src_at, dev_out + dst_at, counts[i]});
+    at += ((counts[i] + 2) * esize + kSpacing - 1) / kSpacing * kSpacing;
   }
   if (tr.neutral_op != ReduceOp::kSum) segments[2].src = nullptr;  // a joined rank's share
   std::vector<Segment> chunks = split_segments(segments, kChunkBytes / esize, esize);
@@ -185,6 +190,8 @@ std::vector<Case> all_cases() {
     cases.push_back({t, {.scale = 1.0}, "copy"});
     cases.push_back({t, {.scale = 0.5}, "prescale"});
     cases.push_back({t, {.scale = 2.0, .divisor = 3}, "average_postscale"});
+    // A scale float cannot hold: the kernels apply it in double.
+    cases.push_back({t, {.scale = 1.0 / 3.0, .divisor = 7}, "average_inexact_scale"});
     cases.push_back({t, {.neutral_op = ReduceOp::kMin}, "neutral_min"});
     cases.push_back({t, {.scale = 0.25, .neutral_op = ReduceOp::kProduct}, "neutral_product"});
     cases.push_back({t, {.neutral_op = ReduceOp::kMax}, "neutral_max"});

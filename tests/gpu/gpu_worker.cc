@@ -8,7 +8,8 @@
 //   hvrun -np 1 hvrun_gpu_worker no-gpu        (machines without a GPU) the error a CUDA tensor gets
 //   hvrun -np 1 hvrun_gpu_worker bench         per-step time of N fused allreduces through hvrun
 //                                              beside one raw ncclAllReduce of the same bytes
-//   hvrun_gpu_worker kernels-bench             pack/unpack kernels against cudaMemcpy D2D
+//   hvrun_gpu_worker kernels-bench             the pack kernel, every transform and dtype, against
+//                                              cudaMemcpy D2D of the same bytes
 //
 // Prints "PASS ..." / "FAIL ..." lines and tables; exits non-zero on any failure.
 #include <cuda_runtime.h>  // the typed cudaMalloc overloads
@@ -399,52 +400,76 @@ int bench(hvrun::Worker& w, int steps) {
   return failures == 0 ? 0 : 1;
 }
 
+// The pack kernel with every transform, per dtype, against one cudaMemcpy D2D of the same bytes:
+// the "% of D2D" column is what the kernels must keep at >= 90 from 1 MB up.
 int kernels_bench() {
   using namespace hvrun::detail::cuda;
   if (!cuda_ok(cudaSetDevice(0), "cudaSetDevice")) return 1;
-  std::printf("\n%-28s %12s %10s %10s\n", "copy", "bytes", "us", "GB/s");
+  struct Transform {
+    const char* name;
+    SegmentTransform t;
+    bool joined;  // every source null: the neutral fill
+  };
+  const Transform transforms[] = {
+      {"copy", {}, false},
+      {"prescale 0.5", {.scale = 0.5}, false},
+      {"average/3 postscale 2", {.scale = 2.0, .divisor = 3}, false},
+      {"scale 1/3 (double)", {.scale = 1.0 / 3.0}, false},
+      {"neutral min (joined)", {.neutral_op = hvrun::ReduceOp::kMin}, true},
+  };
+  const DataType types[] = {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16,
+                            DataType::kFloat64, DataType::kInt32, DataType::kInt64};
+  std::printf("\n%-9s %-22s %12s %10s %10s %9s\n", "dtype", "pack (161 tensors)", "bytes", "us", "GB/s",
+              "% of D2D");
   for (size_t total : {size_t{1} << 20, size_t{25} << 20, size_t{128} << 20}) {
-    // ResNet-50-like: 161 tensors of uneven sizes, odd element counts.
-    std::vector<uint64_t> counts;
-    for (int t = 0; t < 161; ++t) counts.push_back((total / 4) * (t % 9 + 1) / (161 * 5) + 1 + t % 3);
-    FusedLayout layout = fused_layout(counts, 4);
-    float *src = nullptr, *fusion = nullptr;
-    cuda_ok(cudaMalloc(&src, layout.total * 4 + 64), "cudaMalloc");
-    cuda_ok(cudaMalloc(&fusion, layout.total * 4 + 64), "cudaMalloc");
-    std::vector<const void*> sources;
-    for (size_t i = 0; i < counts.size(); ++i) sources.push_back(src + layout.offsets[i]);
-    auto segments = pack_segments(sources, counts, fusion, layout, 4);
-    auto chunks = split_segments(segments, kChunkBytes / 4, 4);
-    Segment* table = nullptr;
-    cuda_ok(cudaMalloc(&table, chunks.size() * sizeof(Segment)), "cudaMalloc");
-    cuda_ok(cudaMemcpy(table, chunks.data(), chunks.size() * sizeof(Segment), cudaMemcpyHostToDevice), "table");
-    const uint64_t bytes = std::accumulate(counts.begin(), counts.end(), uint64_t{0}) * 4;
-    cudaEvent_t a, b;
-    cudaEventCreate(&a);
-    cudaEventCreate(&b);
-    auto time = [&](auto&& op) {
-      for (int i = 0; i < 3; ++i) op();
-      cudaEventRecord(a);
-      for (int i = 0; i < 20; ++i) op();
-      cudaEventRecord(b);
-      cudaEventSynchronize(b);
-      float ms = 0;
-      cudaEventElapsedTime(&ms, a, b);
-      return ms * 1000.0 / 20;
-    };
-    double pack = time([&] { launch_copy_segments(table, chunks.size(), {.dtype = DataType::kFloat32}, nullptr); });
-    double scaled = time([&] { launch_copy_segments(table, chunks.size(), {.dtype = DataType::kFloat32, .scale = 0.5}, nullptr); });
-    double memcpy_us = time([&] { cudaMemcpyAsync(fusion, src, bytes, cudaMemcpyDeviceToDevice, nullptr); });
-    auto row = [&](const char* what, double us) {
-      std::printf("%-28s %12llu %10.1f %10.1f\n", what, static_cast<unsigned long long>(bytes), us, bytes / us / 1e3);
-    };
-    row("pack 161 tensors (1 launch)", pack);
-    row("pack with prescale", scaled);
-    row("cudaMemcpy D2D (1 buffer)", memcpy_us);
-    cuda_ok(cudaGetLastError(), "kernels");
-    cudaFree(table);
-    cudaFree(src);
-    cudaFree(fusion);
+    for (DataType dtype : types) {
+      const size_t esize = hvrun::dtype_size(dtype);
+      // ResNet-50-like: 161 tensors of uneven sizes, odd element counts.
+      std::vector<uint64_t> counts;
+      for (int t = 0; t < 161; ++t) counts.push_back((total / esize) * (t % 9 + 1) / (161 * 5) + 1 + t % 3);
+      FusedLayout layout = fused_layout(counts, esize);
+      unsigned char *src = nullptr, *fusion = nullptr;
+      cuda_ok(cudaMalloc(&src, layout.total * esize + 64), "cudaMalloc");
+      cuda_ok(cudaMalloc(&fusion, layout.total * esize + 64), "cudaMalloc");
+      cuda_ok(cudaMemset(src, 0, layout.total * esize + 64), "cudaMemset");
+      const uint64_t bytes = std::accumulate(counts.begin(), counts.end(), uint64_t{0}) * esize;
+      cudaEvent_t a, b;
+      cudaEventCreate(&a);
+      cudaEventCreate(&b);
+      auto time = [&](auto&& op) {
+        for (int i = 0; i < 3; ++i) op();
+        cudaEventRecord(a);
+        for (int i = 0; i < 20; ++i) op();
+        cudaEventRecord(b);
+        cudaEventSynchronize(b);
+        float ms = 0;
+        cudaEventElapsedTime(&ms, a, b);
+        return ms * 1000.0 / 20;
+      };
+      const double memcpy_us = time([&] { cudaMemcpyAsync(fusion, src, bytes, cudaMemcpyDeviceToDevice, nullptr); });
+      for (const Transform& tr : transforms) {
+        std::vector<const void*> sources;
+        for (size_t i = 0; i < counts.size(); ++i)
+          sources.push_back(tr.joined ? nullptr : src + layout.offsets[i] * esize);
+        auto chunks = split_segments(pack_segments(sources, counts, fusion, layout, esize), kChunkBytes / esize, esize);
+        Segment* table = nullptr;
+        cuda_ok(cudaMalloc(&table, chunks.size() * sizeof(Segment)), "cudaMalloc");
+        cuda_ok(cudaMemcpy(table, chunks.data(), chunks.size() * sizeof(Segment), cudaMemcpyHostToDevice), "table");
+        SegmentTransform t = tr.t;
+        t.dtype = dtype;
+        const double us = time([&] { launch_copy_segments(table, chunks.size(), t, nullptr); });
+        std::printf("%-9s %-22s %12llu %10.1f %10.1f %9.0f\n", std::string(hvrun::dtype_name(dtype)).c_str(), tr.name,
+                    static_cast<unsigned long long>(bytes), us, bytes / us / 1e3, 100.0 * memcpy_us / us);
+        cudaFree(table);
+      }
+      std::printf("%-9s %-22s %12llu %10.1f %10.1f %9s\n", std::string(hvrun::dtype_name(dtype)).c_str(),
+                  "cudaMemcpy D2D", static_cast<unsigned long long>(bytes), memcpy_us, bytes / memcpy_us / 1e3, "100");
+      cuda_ok(cudaGetLastError(), "kernels");
+      cudaEventDestroy(a);
+      cudaEventDestroy(b);
+      cudaFree(src);
+      cudaFree(fusion);
+    }
   }
   return failures == 0 ? 0 : 1;
 }

@@ -53,6 +53,7 @@ class HostPlane final : public cuda::DevicePlane {
   Status set_current_device(int) override { return Status::ok(); }
   std::string device_description() const override { return "host plane"; }
   std::string nccl_version() const override { return "0.0.0"; }
+  std::string features() const override { return "recording plane"; }
   Result<void*> fusion_buffer(size_t bytes) override {
     if (fusion_.size() < bytes) fusion_.resize(bytes);
     return static_cast<void*>(fusion_.data());

@@ -128,5 +128,22 @@ TEST(PluginLoader, TheBuiltPluginLoadsAndReportsTheMachinesGpus) {
   }
 }
 
+// NCCL's newer functions are found at run time in the loaded libnccl (never linked: the plugin
+// must load beside an older NCCL): what the plane says it uses follows the running version.
+TEST(PluginLoader, TheBuiltPluginFindsTheRunningNcclsOptionalFunctions) {
+  if (!build_info().have_cuda) GTEST_SKIP() << "this build has no CUDA data plane";
+  auto plane = load_device_plane({.rank = 0, .size = 1, .host = "test"}, default_plugin_candidates());
+  ASSERT_TRUE(plane.is_ok()) << plane.status().to_string();
+  int major = 0, minor = 0;
+  ASSERT_EQ(std::sscanf((*plane)->nccl_version().c_str(), "%d.%d", &major, &minor), 2)
+      << (*plane)->nccl_version();
+  const int version = major * 100 + minor;
+  const std::string features = (*plane)->features();
+  std::printf("NCCL %s: %s\n", (*plane)->nccl_version().c_str(), features.c_str());
+  EXPECT_EQ(contains(features, "registered with NCCL once made (ncclCommRegister)"), version >= 219) << features;
+  EXPECT_EQ(contains(features, "has ncclCommRevoke/ncclCommShrink"), version >= 228) << features;
+  EXPECT_TRUE(contains(features, "elastic reset: abort and init")) << features;
+}
+
 }  // namespace
 }  // namespace hvrun::detail::cuda

@@ -3,7 +3,9 @@
 //
 // The table lives in device memory and is already split into chunks of at most
 // kChunkBytes (segment_table.h: split_segments) so every block gets a similar share of work;
-// block b handles chunk b. Unscaled copies move 16-byte vectors where src and dst allow.
+// block b handles chunk b. Every kernel moves 16-byte vectors where src and dst allow (a scalar
+// head and tail around them), and computes in float where that gives the double result's bits
+// (fusion_kernels.cu says where it does not).
 #pragma once
 
 #include <cstddef>

@@ -82,7 +82,8 @@ Result<std::unique_ptr<ProcessSetPlanes::Set>> ProcessSetPlanes::connect(uint32_
                                                   .op_timeout = config.op_timeout,
                                                   .setup_timeout = config.start_timeout,
                                                   .store = set->store.get(),
-                                                  .allocator = config.device_allocator});
+                                                  .allocator = config.device_allocator,
+                                                  .host_plane = config.device_plane == "host"});
   set->gpu = gpu.get();
   set->executor->set_gpu_executor(std::move(gpu));
   if (job_.observer) {

@@ -90,7 +90,8 @@ Status Runtime::connect() {
                                                   .op_timeout = config_.op_timeout,
                                                   .setup_timeout = config_.start_timeout,
                                                   .store = client_.get(),
-                                                  .allocator = config_.device_allocator});
+                                                  .allocator = config_.device_allocator,
+                                                  .host_plane = config_.device_plane == "host"});
   gpu_ = gpu.get();
   executor_->set_gpu_executor(std::move(gpu));
   ProcessSetPlanes::Job set_job{.rank = topology_.rank,

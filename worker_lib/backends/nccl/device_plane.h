@@ -28,7 +28,7 @@
 
 namespace hvrun::detail::cuda {
 
-inline constexpr int kPluginAbiVersion = 1;
+inline constexpr int kPluginAbiVersion = 2;
 inline constexpr const char* kPluginFileName = "libhvrun_cuda.so";
 inline constexpr const char* kPluginCreateSymbol = "hvrun_cuda_plugin_create";
 inline constexpr const char* kPluginAbiSymbol = "hvrun_cuda_plugin_abi_version";
@@ -77,6 +77,9 @@ class DevicePlane {
   virtual std::string device_description() const = 0;
   // "2.28.9" of the libnccl.so.2 actually loaded.
   virtual std::string nccl_version() const = 0;
+  // What of the optional NCCL features this plane uses, and how an elastic reset rebuilds the
+  // communicator, for the log line that says the communicator is ready.
+  virtual std::string features() const = 0;
 
   // ---- Memory (device memory of the device in use)
   // The persistent fusion and scratch buffers: grown when too small, never shrunk. Growing

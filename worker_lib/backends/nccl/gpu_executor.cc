@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "common/logging.h"
+#include "worker_lib/backends/nccl/host_plane/host_device_plane.h"
 #include "worker_lib/backends/nccl/nccl_errors.h"
 #include "worker_lib/backends/nccl/plugin_loader.h"
 #include "worker_lib/backends/nccl/segment_table.h"
@@ -126,9 +127,13 @@ Status GpuExecutor::set_up(int ordinal) {
                               .local_rank = job_.local_rank,
                               .host = job_.host,
                               .op_timeout = job_.op_timeout};
-  HVRUN_ASSIGN_OR_RETURN(auto plane, job_.plane_factory
-                                          ? job_.plane_factory(context)
-                                          : cuda::load_device_plane(context, job_.plugin_candidates));
+  // The host plane is picked where the plugin would be loaded: everything after this line is
+  // the same code for both.
+  Result<std::unique_ptr<cuda::DevicePlane>> made =
+      job_.plane_factory ? job_.plane_factory(context)
+      : job_.host_plane  ? Result<std::unique_ptr<cuda::DevicePlane>>(cuda::make_host_device_plane(context))
+                         : cuda::load_device_plane(context, job_.plugin_candidates);
+  HVRUN_ASSIGN_OR_RETURN(auto plane, std::move(made));
   {
     std::lock_guard<std::mutex> lock(mutex_);
     plane_ = std::move(plane);
@@ -194,8 +199,8 @@ Status GpuExecutor::set_up(int ordinal) {
     id = answer.substr(std::string(kIdPrefix).size());
   }
   HVRUN_RETURN_IF_ERROR(plane_->init_communicator(id));
-  SPDLOG_INFO("NCCL {} communicator ready on {} ({} ranks)", plane_->nccl_version(),
-              plane_->device_description(), job_.size);
+  SPDLOG_INFO("NCCL {} communicator ready on {} ({} ranks); {}", plane_->nccl_version(),
+              plane_->device_description(), job_.size, plane_->features());
   return Status::ok();
 }
 

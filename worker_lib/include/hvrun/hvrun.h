@@ -109,6 +109,11 @@ struct Config {
   // CUDA tensors: allocates library-allocated outputs (see DeviceAllocator in types.h); empty =
   // cudaMallocAsync on the input's stream, freed with cudaFreeAsync when the last owner goes.
   DeviceAllocator device_allocator;
+  // What runs CUDA tensors' collectives: "cuda" (the GPU plugin, NCCL) or "host", a plane over
+  // host memory shared between the ranks that runs the same GPU executor without a GPU: CUDA
+  // tensors' data pointers are host pointers then. For tests and CPU proofs only
+  // (HVRUN_DEVICE_PLANE, --device-plane).
+  std::string device_plane = "cuda";
   CpuBackendConfig cpu_backend;
   FastPathConfig fast_path;
   TelemetryConfig telemetry;

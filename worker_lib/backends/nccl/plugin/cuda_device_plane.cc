@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "worker_lib/backends/nccl/nccl_types.h"
+#include "worker_lib/backends/nccl/plugin/nccl_optional.h"
 #include "worker_lib/backends/nccl/segment_table.h"
 #include "worker_lib/cuda/fusion_kernels.h"
 
@@ -47,6 +48,7 @@ CudaDevicePlane::~CudaDevicePlane() {
     (void)cudaSetDevice(ordinal_);
   }
   // Abort rather than destroy: ncclCommDestroy could wait for peers that are gone already.
+  deregister_fusion();
   if (comm_) (void)ncclCommAbort(comm_);
   if (abort_thread_.joinable()) abort_thread_.join();  // a failure's abort, before the buffers go
   if (ordinal_ >= 0) {
@@ -185,7 +187,58 @@ Result<void*> CudaDevicePlane::grow(void*& buffer, size_t& capacity, size_t byte
 
 Result<void*> CudaDevicePlane::fusion_buffer(size_t bytes) {
   HVRUN_RETURN_IF_ERROR(usable("the fusion buffer"));
-  return grow(fusion_, fusion_capacity_, bytes, "fusion buffer");
+  if (bytes <= fusion_capacity_) return fusion_;
+  // The registration goes before the memory, once no queued work uses it.
+  HVRUN_RETURN_IF_ERROR(synchronize("growing the fusion buffer"));
+  deregister_fusion();
+  HVRUN_ASSIGN_OR_RETURN(void* buffer, grow(fusion_, fusion_capacity_, bytes, "fusion buffer"));
+  register_fusion();
+  return buffer;
+}
+
+void CudaDevicePlane::register_fusion() {
+  const NcclOptional& nccl = NcclOptional::get();
+  if (comm_ == nullptr || fusion_ == nullptr || fusion_registration_ != nullptr) return;
+  if (nccl.comm_register == nullptr) {
+    registration_note_ = "this NCCL has no ncclCommRegister";
+    return;
+  }
+  void* handle = nullptr;
+  ncclResult_t r = nccl.comm_register(comm_, fusion_, fusion_capacity_, &handle);
+  // A non-blocking communicator may finish the registration later: polled, briefly.
+  const auto deadline = Clock::now() + std::min<std::chrono::milliseconds>(op_timeout_, std::chrono::seconds(10));
+  Backoff backoff;
+  while (r == ncclInProgress && Clock::now() < deadline) {
+    backoff.pause();
+    if (ncclCommGetAsyncError(comm_, &r) != ncclSuccess) r = ncclInternalError;
+  }
+  if (r == ncclSuccess && handle != nullptr) {
+    fusion_registration_ = handle;
+    registration_note_.clear();
+  } else {
+    registration_note_ = std::string("ncclCommRegister refused it: ") + ncclGetErrorString(r);
+  }
+}
+
+void CudaDevicePlane::deregister_fusion() {
+  if (fusion_registration_ == nullptr) return;
+  if (comm_ != nullptr) (void)NcclOptional::get().comm_deregister(comm_, fusion_registration_);
+  fusion_registration_ = nullptr;  // an aborted communicator released it with itself
+}
+
+std::string CudaDevicePlane::features() const {
+  const NcclOptional& nccl = NcclOptional::get();
+  std::string s = "fusion buffer ";
+  if (fusion_registration_ != nullptr) s += "registered (ncclCommRegister)";
+  else if (nccl.comm_register != nullptr && registration_note_.empty()) s += "registered with NCCL once made (ncclCommRegister)";
+  else s += "unregistered (" + (registration_note_.empty() ? std::string("this NCCL has no ncclCommRegister") : registration_note_) + ")";
+  // hvrun's elastic reset replaces the worker, and this plane with it: the new membership gets
+  // a new communicator. Shrinking the old one would need it to outlive its worker.
+  s += "; elastic reset: abort and init";
+  s += nccl.comm_shrink != nullptr ? " (this NCCL has ncclCommRevoke/ncclCommShrink; not used: the reset replaces "
+                                     "the worker and its communicator)"
+                                   : " (this NCCL has no ncclCommShrink)";
+  return s;
 }
 
 Result<void*> CudaDevicePlane::scratch_buffer(size_t bytes) {
@@ -311,7 +364,9 @@ Status CudaDevicePlane::init_communicator(const std::string& unique_id) {
   config.blocking = 0;  // every step polled: abortable on job abort and the op timeout
   HVRUN_RETURN_IF_ERROR(set_current_device(ordinal_));
   ncclResult_t r = ncclCommInitRankConfig(&comm_, who_.size, id, who_.rank, &config);
-  return nccl_call(r, "communicator init (ncclCommInitRankConfig, " + std::to_string(who_.size) + " ranks)");
+  HVRUN_RETURN_IF_ERROR(nccl_call(r, "communicator init (ncclCommInitRankConfig, " + std::to_string(who_.size) + " ranks)"));
+  register_fusion();
+  return Status::ok();
 }
 
 Status CudaDevicePlane::allreduce(const void* send, void* recv, size_t count, DataType dtype,

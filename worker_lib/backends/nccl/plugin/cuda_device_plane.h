@@ -27,6 +27,7 @@ class CudaDevicePlane final : public DevicePlane {
   Status set_current_device(int ordinal) override;
   std::string device_description() const override { return who_.gpu; }
   std::string nccl_version() const override;
+  std::string features() const override;
 
   Result<void*> fusion_buffer(size_t bytes) override;
   Result<void*> scratch_buffer(size_t bytes) override;
@@ -69,6 +70,10 @@ class CudaDevicePlane final : public DevicePlane {
   // Copies a chunked table to the device (pinned staging, queued) and returns its device address.
   Result<const Segment*> stage_table(std::span<const Segment> chunks);
   std::optional<std::string> abort_reason() const;
+  // The fusion buffer registered with the communicator (ncclCommRegister) where this NCCL has
+  // it; a registration NCCL refuses only leaves the buffer unregistered.
+  void register_fusion();
+  void deregister_fusion();
 
   RankIdentity who_;
   std::chrono::milliseconds op_timeout_;
@@ -82,6 +87,8 @@ class CudaDevicePlane final : public DevicePlane {
 
   void* fusion_ = nullptr;
   size_t fusion_capacity_ = 0;
+  void* fusion_registration_ = nullptr;  // ncclCommRegister's handle, while registered
+  std::string registration_note_;        // why the fusion buffer is not registered, if it is not
   void* scratch_ = nullptr;
   size_t scratch_capacity_ = 0;
   Segment* host_table_ = nullptr;    // pinned

@@ -1,0 +1,84 @@
+// The GPU executor's multi-rank logic on CPUs: real `hvrun -np N --device-plane host` jobs whose
+// CUDA tensors are host memory, so the GPU executor (backends/nccl/gpu_executor.cc) runs with
+// the host plane (backends/nccl/host_plane/) where CUDA and NCCL would be. The rank program is
+// host_plane_worker.cc. Every job is bounded by run_process's timeout, which kills its process
+// group. These tests need no GPU and never skip.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "tests/support/subprocess.h"
+
+namespace hvrun::test {
+namespace {
+
+RunResult host_plane_job(int np, std::vector<std::string> flags, const std::string& mode,
+                         std::chrono::seconds timeout, std::map<std::string, std::optional<std::string>> env = {}) {
+  std::vector<std::string> argv{bin_path("hvrun"), "-np", std::to_string(np), "--device", "cpu",
+                                "--device-plane", "host"};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  argv.push_back(bin_path("hvrun_host_plane_worker"));
+  argv.push_back(mode);
+  RunOptions run;
+  run.timeout = timeout;
+  run.env = std::move(env);
+  return run_process(argv, run);
+}
+
+int count(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+class HostPlaneCollectives : public ::testing::TestWithParam<int> {};
+
+TEST_P(HostPlaneCollectives, EveryCollectiveAndDtypeMatchesTheCpuPath) {
+  const int np = GetParam();
+  RunResult r = host_plane_job(np, {}, "collectives", std::chrono::seconds(240));
+  ASSERT_FALSE(r.timed_out) << r.out << r.err;
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(count(r.out, "host plane collectives: OK"), np) << r.out << r.err;
+  EXPECT_EQ(r.out.find("FAIL"), std::string::npos) << r.out;
+  // The GPU executor set up its communicator through the host plane, once per rank.
+  EXPECT_EQ(count(r.err, "communicator ready on host plane device"), np) << r.err;
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, HostPlaneCollectives, ::testing::Values(2, 3, 4));
+
+TEST(HostPlaneJobs, AJoinedRankContributesNeutralValues) {
+  RunResult r = host_plane_job(3, {}, "join", std::chrono::seconds(120));
+  ASSERT_FALSE(r.timed_out) << r.out << r.err;
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(count(r.out, "host plane join: OK"), 3) << r.out << r.err;
+}
+
+TEST(HostPlaneJobs, AbortFailsAHeldCollectiveOnEveryRankPromptly) {
+  RunResult r = host_plane_job(2, {}, "abort", std::chrono::seconds(90));
+  ASSERT_FALSE(r.timed_out) << r.out << r.err;
+  EXPECT_EQ(count(r.out, "abort path: OK"), 2) << r.out << r.err;
+  EXPECT_EQ(r.out.find("FAIL"), std::string::npos) << r.out;
+}
+
+TEST(HostPlaneJobs, OpTimeoutFailsAHeldCollectiveOnEveryRank) {
+  RunResult r = host_plane_job(2, {"--op-timeout", "3"}, "timeout", std::chrono::seconds(90));
+  ASSERT_FALSE(r.timed_out) << r.out << r.err;
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(count(r.out, "timeout path: OK"), 2) << r.out << r.err;
+  EXPECT_GE(count(r.out, "op timeout named"), 1) << r.out << r.err;
+}
+
+TEST(HostPlaneJobs, AnElasticResetRebuildsTheCommunicator) {
+  RunResult r = host_plane_job(3, {"--min-np", "2"}, "elastic", std::chrono::seconds(120),
+                               {{"ELASTIC_KILL_RANK", "2"}, {"ELASTIC_KILL_AT", "5"}});
+  ASSERT_FALSE(r.timed_out) << r.out << r.err;
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  // Steps 1-4 on 3 ranks (committed at step 4), then 5-10 on 2: 3 * 4 + 2 * 6.
+  EXPECT_NE(r.out.find("TOTAL 24 SIZE 2 RESETS 1"), std::string::npos) << r.out << r.err;
+  // A communicator of 3 ranks, then one of the 2 survivors each.
+  EXPECT_EQ(count(r.err, "communicator ready on host plane device"), 3 + 2) << r.err;
+  EXPECT_EQ(count(r.err, "(2 ranks)"), 2) << r.err;
+}
+
+}  // namespace
+}  // namespace hvrun::test
