@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # hvrun's wheel as a user gets it: scripts/build-wheel (`pip wheel`, then `auditwheel repair`:
-# the libraries that are not part of the manylinux platform bundled, tag manylinux_2_36), then
+# the libraries that are not part of the manylinux platform bundled, tag manylinux_2_35), then
 # installed into a new virtual environment and run from there (outside the source tree): the
 # launcher, a PyTorch trainer, and a C++ and a C trainer built with find_package(hvrun) against
 # the wheel's CMake package.
@@ -32,8 +32,8 @@ rm -rf "$wheelhouse"
 wheel="$(HVRUN_PYTHON="$dev_python" "$src/scripts/build-wheel" "$wheelhouse" "$@")"
 echo "built and repaired in $(( $(date +%s) - start )) s: $(basename "$wheel"), $(du -k "$wheel" | cut -f1) KiB"
 case "$(basename "$wheel")" in
-  hvrun-0.1.0-cp3*-cp3*-manylinux_2_36_x86_64.whl) ;;
-  *) fail "not a manylinux_2_36_x86_64 wheel: $(basename "$wheel")";;
+  hvrun-0.1.0-cp3*-cp3*-manylinux_2_35_x86_64.whl) ;;
+  *) fail "not a manylinux_2_35_x86_64 wheel: $(basename "$wheel")";;
 esac
 contents="$(unzip -Z1 "$wheel")"
 for want in hvrun/__init__.py hvrun/torch/__init__.py hvrun/lib/libhvrun.so.0 \
