@@ -60,8 +60,10 @@ if TF_CPP_MIN_LOG_LEVEL=3 "$dev_python" -c "import tensorflow" 2>/dev/null; then
 fi
 "$venv/bin/python" -m pip install -q --no-index --no-deps "$wheel"
 # Every shared library the installed programs need is found, and hvrun's dependencies in the
-# wheel, not on this machine.
-for elf in "$venv/bin/hvrun" "$venv/bin/hvrun-coordinator"; do
+# wheel, not on this machine. (auditwheel moves the programs into hvrun.scripts/ and leaves in
+# bin/ a Python script that execs them.)
+for elf in "$site/hvrun.scripts/hvrun" "$site/hvrun.scripts/hvrun-coordinator" \
+           "$site/hvrun/examples/train"; do
   needs="$(ldd "$elf")"
   ! grep -q "not found" <<<"$needs" || fail "$elf: $needs"
   grep -q "libgrpc++.*=> $venv/.*/hvrun.libs/" <<<"$needs" \
