@@ -3,7 +3,7 @@
 #
 #   prefix layout (cmake --install)         wheel layout (site-packages = the install prefix)
 #   bin/hvrun, bin/hvrun-coordinator        <scripts>/hvrun, <scripts>/hvrun-coordinator
-#   libexec/hvrun/train (the example)       (not in the wheel)
+#   libexec/hvrun/train (the example)       hvrun/examples/train
 #   bin/horovodrun (runs hvrun beside it)   <scripts>/horovodrun
 #   lib/libhvrun.so*, lib/libhvrun_cuda.so  hvrun/lib/libhvrun.so*, hvrun/lib/libhvrun_cuda.so
 #   include/hvrun/...                       hvrun/include/hvrun/...
@@ -27,10 +27,17 @@ endif()
 set(_cmakedir "${HVRUN_INSTALL_LIBDIR}/cmake/hvrun")
 
 install(TARGETS hvrun hvrun-coordinator RUNTIME DESTINATION ${HVRUN_INSTALL_BINDIR} COMPONENT runtime)
-# The example trainer (the README's main job), for images and installs that want a job to run.
-if(TARGET train AND NOT SKBUILD)
-  set_target_properties(train PROPERTIES INSTALL_RPATH "$ORIGIN/../../${HVRUN_INSTALL_LIBDIR}")
-  install(TARGETS train RUNTIME DESTINATION libexec/hvrun COMPONENT examples)
+# The example trainer (the README's main job), for images, installs and wheels that want a job
+# to run without a compiler.
+if(TARGET train)
+  if(SKBUILD)
+    set(_train_dir hvrun/examples)
+  else()
+    set(_train_dir libexec/hvrun)
+  endif()
+  file(RELATIVE_PATH _train_to_lib "/prefix/${_train_dir}" "/prefix/${HVRUN_INSTALL_LIBDIR}")
+  set_target_properties(train PROPERTIES INSTALL_RPATH "$ORIGIN/${_train_to_lib}")
+  install(TARGETS train RUNTIME DESTINATION ${_train_dir} COMPONENT examples)
 endif()
 install(PROGRAMS ${PROJECT_SOURCE_DIR}/launcher/cli/horovodrun DESTINATION ${HVRUN_INSTALL_BINDIR}
         COMPONENT runtime)
@@ -72,10 +79,14 @@ if(TARGET hvrun_python_core)
     set_target_properties(hvrun_tensorflow_ops PROPERTIES INSTALL_RPATH "$ORIGIN/../${_to_lib}")
     install(TARGETS hvrun_tensorflow_ops LIBRARY DESTINATION ${HVRUN_PYTHON_INSTALL_DIR}/hvrun/tensorflow
             COMPONENT python)
+    install(FILES ${PROJECT_BINARY_DIR}/python/hvrun/tensorflow/_ops_build.py
+            DESTINATION ${HVRUN_PYTHON_INSTALL_DIR}/hvrun/tensorflow COMPONENT python)
   endif()
   if(TARGET hvrun_torch_tensor_api)  # hvrun/torch/; it needs only torch's libraries, loaded by then
     install(TARGETS hvrun_torch_tensor_api LIBRARY DESTINATION ${HVRUN_PYTHON_INSTALL_DIR}/hvrun/torch
             COMPONENT python)
+    install(FILES ${PROJECT_BINARY_DIR}/python/hvrun/torch/_tensor_api_build.py
+            DESTINATION ${HVRUN_PYTHON_INSTALL_DIR}/hvrun/torch COMPONENT python)
   endif()
   # hvrun.cmake_prefix_path: the prefix find_package(hvrun) searches, as torch.utils has one.
   get_filename_component(_prefix_of_lib "/prefix/${HVRUN_INSTALL_LIBDIR}" DIRECTORY)

@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
-# `pip install .` as a user does it: build hvrun's wheel, install it into a new virtual
-# environment, and run from there (outside the source tree) the launcher, a PyTorch trainer and a
-# C++ and a C trainer built with find_package(hvrun) against the wheel's CMake package.
-#   check_wheel.sh SOURCE_DIR DEV_PYTHON [CMAKE_DEFINE=VALUE...]
+# hvrun's wheel as a user gets it: scripts/build-wheel (`pip wheel`, then `auditwheel repair`:
+# the libraries that are not part of the manylinux platform bundled, tag manylinux_2_35), then
+# installed into a new virtual environment and run from there (outside the source tree): the
+# launcher, a PyTorch trainer, and a C++ and a C trainer built with find_package(hvrun) against
+# the wheel's CMake package.
+#   check_wheel.sh SOURCE_DIR DEV_PYTHON WHEELHOUSE [CMAKE_DEFINE=VALUE...]
 # DEV_PYTHON is the project's environment (.venv). The new environment sees its packages through
 # a .pth file (PyTorch, NumPy and the build backend, instead of downloading gigabytes again) but
-# not hvrun, which it gets only from the wheel; that is checked below. The CMAKE_DEFINE=VALUE
-# arguments go to the wheel's CMake (the test passes the build's compiler, launcher and warning
-# flags, so that ccache can reuse the build's objects).
+# not hvrun, which it gets only from the wheel; that is checked below. The repaired wheel is left
+# in WHEELHOUSE (emptied first) for the container test. The CMAKE_DEFINE=VALUE arguments go to
+# the wheel's CMake (the test passes the build's compiler, launcher and warning flags, so that
+# ccache can reuse the build's objects).
 set -euo pipefail
-src="$1" dev_python="$2"
-shift 2
-config=()
-for define in "$@"; do config+=("--config-settings=cmake.define.$define"); done
+src="$1" dev_python="$2" wheelhouse="$3"
+shift 3
 work="$(mktemp -d /tmp/hvrun-wheel.XXXXXX)"
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
@@ -26,12 +27,14 @@ venv="$work/venv"
 site="$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')"
 "$dev_python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))' > "$site/hvrun-test-deps.pth"
 
-echo "==> pip wheel $src"
 start=$(date +%s)
-"$venv/bin/python" -m pip wheel -q --no-build-isolation --no-deps --no-index "${config[@]}" \
-  -w "$work/dist" "$src"
-echo "built in $(( $(date +%s) - start )) s: $(cd "$work/dist" && ls)"
-wheel="$(ls "$work"/dist/hvrun-*.whl)"
+rm -rf "$wheelhouse"
+wheel="$(HVRUN_PYTHON="$dev_python" "$src/scripts/build-wheel" "$wheelhouse" "$@")"
+echo "built and repaired in $(( $(date +%s) - start )) s: $(basename "$wheel"), $(du -k "$wheel" | cut -f1) KiB"
+case "$(basename "$wheel")" in
+  hvrun-0.1.0-cp3*-cp3*-manylinux_2_35_x86_64.whl) ;;
+  *) fail "not a manylinux_2_35_x86_64 wheel: $(basename "$wheel")";;
+esac
 contents="$(unzip -Z1 "$wheel")"
 for want in hvrun/__init__.py hvrun/torch/__init__.py hvrun/lib/libhvrun.so.0 \
             hvrun/include/hvrun/hvrun.h hvrun/include/hvrun/common/status.h \
@@ -40,6 +43,15 @@ for want in hvrun/__init__.py hvrun/torch/__init__.py hvrun/lib/libhvrun.so.0 \
   grep -qx "$want" <<<"$contents" || fail "the wheel lacks $want"
 done
 grep -q '^hvrun/_core\..*\.so$' <<<"$contents" || fail "the wheel lacks the extension hvrun/_core"
+grep -qx hvrun/examples/train <<<"$contents" || fail "the wheel lacks the example trainer"
+# The libraries that Debian 12 has and another Linux may not are in the wheel; the frameworks'
+# and NVIDIA's are not (they come with PyTorch, TensorFlow or the system).
+for bundled in libgrpc++ libprotobuf libgloo libspdlog libfmt; do
+  grep -q "^hvrun.libs/$bundled" <<<"$contents" || fail "the wheel does not bundle $bundled"
+done
+if grep -E '^hvrun.libs/lib(torch|c10|tensorflow|nccl|cudart|cuda)[._-]' <<<"$contents"; then
+  fail "the wheel bundles a framework's or NVIDIA's library (above)"
+fi
 with_tensorflow=no
 if TF_CPP_MIN_LOG_LEVEL=3 "$dev_python" -c "import tensorflow" 2>/dev/null; then
   with_tensorflow=yes  # HVRUN_WITH_TENSORFLOW=AUTO found it: the op library is in the wheel
@@ -47,6 +59,20 @@ if TF_CPP_MIN_LOG_LEVEL=3 "$dev_python" -c "import tensorflow" 2>/dev/null; then
     || fail "the wheel lacks hvrun.tensorflow's op library hvrun/tensorflow/_hvrun_tf_ops.so"
 fi
 "$venv/bin/python" -m pip install -q --no-index --no-deps "$wheel"
+# Every shared library the installed programs need is found, and hvrun's dependencies in the
+# wheel, not on this machine. (auditwheel moves the programs into hvrun.scripts/ and leaves in
+# bin/ a Python script that execs them.)
+for elf in "$site/hvrun.scripts/hvrun" "$site/hvrun.scripts/hvrun-coordinator" \
+           "$site/hvrun/examples/train"; do
+  needs="$(ldd "$elf")"
+  ! grep -q "not found" <<<"$needs" || fail "$elf: $needs"
+  outside="$(awk '/=>/ {print $3}' <<<"$needs" | grep -v "^$venv/" \
+             | grep -vE '/(libc|libm|libstdc\+\+|libgcc_s|libpthread|libdl|librt|libz|libresolv|libutil|libcrypt)\.so' \
+             || true)"  # the manylinux platform's libraries (auditwheel's policy) may come from the system
+  [ -z "$outside" ] || fail "$elf loads from this machine, not from the wheel: $outside"
+done
+ldd "$site/hvrun.scripts/hvrun-coordinator" | grep -q "libgrpc++.*=> $site/.*hvrun.libs/" \
+  || fail "hvrun-coordinator does not load gRPC from the wheel"
 
 cd "$work"  # nothing of the source tree on sys.path
 export PATH="$venv/bin:$PATH" HVRUN_DEVICE=cpu

@@ -41,12 +41,26 @@ from hvrun.process_sets import (ProcessSet, add_initial_process_sets,  # noqa: F
 _LIBRARY_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_hvrun_tf_ops.so")
 
 
+def _check_tensorflow_version(built, running):
+    """ImportError naming both versions when the op library was built against another TensorFlow
+    than the one imported: its kernels use TensorFlow's C++ ABI, which changes between releases,
+    so loading it would fail on a missing symbol, or worse, load and misread tensors."""
+    if built != running:
+        raise ImportError(
+            "hvrun.tensorflow: this hvrun's op library (%s) is built against TensorFlow %s, but "
+            "TensorFlow %s is installed; install tensorflow==%s (or tensorflow-cpu==%s), or "
+            "build hvrun from source against TensorFlow %s (README.md, 'Building from source')"
+            % (_LIBRARY_PATH, built, running, built, built, running))
+
+
 def _load_library():
     if not os.path.exists(_LIBRARY_PATH):
         raise ImportError(
             "hvrun.tensorflow: the op library %s was not built; configure hvrun with the Python "
             "environment that has TensorFlow (HVRUN_WITH_TENSORFLOW=ON says why it is not found)"
             % _LIBRARY_PATH)
+    from hvrun.tensorflow._ops_build import TENSORFLOW_VERSION
+    _check_tensorflow_version(TENSORFLOW_VERSION, tf.__version__)
     library = tf.load_op_library(_LIBRARY_PATH)
     native = ctypes.CDLL(_LIBRARY_PATH)  # the same loaded library: its attach function
     native.hvrun_tensorflow_attach_worker.argtypes = [ctypes.c_ulonglong]

@@ -40,12 +40,18 @@ _new_id = _table.next_id
 
 def _tensor_api(running_version):
     """hvrun.torch._tensor_api's table when it was built against `running_version` of torch
-    (its C++ ABI is that version's only), else None: the calls then read tensors through Python."""
+    (its C++ ABI is that version's only), else None: the calls then read tensors through Python.
+    The version it was built against is read from a Python file first, so that a module built
+    for another torch (a wheel on a machine with any PyTorch 2.x) is never even loaded: loading
+    it would resolve its symbols against a libtorch whose layout it does not know."""
     try:
-        from hvrun.torch import _tensor_api
-    except ImportError:  # not built (no torch C++ headers at build time), or it cannot load
+        from hvrun.torch._tensor_api_build import TORCH_VERSION
+    except ImportError:  # not built (no torch C++ headers at build time)
         return None
-    return _tensor_api.api if _tensor_api.TORCH_VERSION == running_version else None
+    if TORCH_VERSION != running_version:
+        return None
+    from hvrun.torch import _tensor_api
+    return _tensor_api.api
 
 
 _api = _tensor_api(torch.__version__)
