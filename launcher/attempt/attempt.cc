@@ -34,8 +34,13 @@ int Attempt::run(Placement& placement, JobEnd* end) {
                       placement.peer_access_probe());
 
   const bool one_file = same_file(1, 2);
-  out_.emplace(one_file ? OutputSink(1, terminal_line_) : OutputSink(1));
-  err_.emplace(one_file ? OutputSink(2, terminal_line_) : OutputSink(2));
+  if (one_file) {
+    out_.emplace(1, terminal_line_);
+    err_.emplace(2, terminal_line_);
+  } else {
+    out_.emplace(1);
+    err_.emplace(2);
+  }
   auto secret = random_hex(32);
   auto job_suffix = random_hex(4);
   if (!secret.is_ok() || !job_suffix.is_ok()) {
