@@ -1,6 +1,5 @@
 #include "launcher/elastic/elastic_runner.h"
 
-#include <signal.h>
 #include <spdlog/spdlog.h>
 
 #include <chrono>

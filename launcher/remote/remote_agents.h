@@ -29,7 +29,8 @@ class RemoteAgents final : public Placement {
   ~RemoteAgents() override;
 
   bool ranks_are_local() const override { return false; }
-  // GPU pairs of other hosts cannot be asked from here: --nccl-p2p auto leaves P2P to NCCL.
+  // peer_access_probe(): none, GPU pairs of other hosts cannot be asked from here (--nccl-p2p
+  // auto leaves P2P to NCCL).
   int run(Attempt& attempt) override;
   void complete_autopsy(const v1::AutopsyJobReport& collected, AutopsyReport report) override;
 
