@@ -17,31 +17,26 @@
 #include "common/setting_keys.h"
 #include "coordinator/metrics/metrics_server.h"
 #include "coordinator/telemetry/timeline_reader.h"
-#include "launcher/autopsy/autopsy_reporter.h"
+#include "launcher/attempt/attempt.h"
+#include "launcher/attempt/local_processes.h"
+#include "launcher/attempt/placement_choice.h"
 #include "launcher/autopsy/dump_command.h"
 #include "launcher/autopsy/report_directory_card.h"
 #include "launcher/autopsy/report_files.h"
-#include "launcher/control/control_plane.h"
+#include "launcher/cli/restart_policy.h"
 #include "launcher/doctor/doctor_command.h"
 #include "launcher/elastic/elastic_options.h"
-#include "launcher/elastic/elastic_runner.h"
-#include "launcher/plan/env_forwarding.h"
 #include "launcher/estimate/estimate_command.h"
+#include "launcher/mpi/mpi_handoff.h"
+#include "launcher/mpi/mpirun_processes.h"
+#include "launcher/options/options.h"
+#include "launcher/plan/env_forwarding.h"
 #include "launcher/plan/gpu_probe.h"
 #include "launcher/plan/job_plan.h"
-#include "launcher/supervisor/job_runner.h"
-#include "launcher/remote/agent.h"
-#include "launcher/remote/multi_host_job.h"
-#include "launcher/remote/placement.h"
-#include "launcher/options/options.h"
-#include "launcher/process/orphan_guard.h"
-#include "launcher/process/output_mux.h"
-#include "launcher/plan/rank_environment.h"
-#include "launcher/cli/restart_policy.h"
-#include "launcher/plan/secret.h"
 #include "launcher/plan/slurm_allocation.h"
-#include "launcher/mpi/mpi_handoff.h"
-#include "launcher/process/shm_cleanup.h"
+#include "launcher/process/orphan_guard.h"
+#include "launcher/remote/agent.h"
+#include "launcher/remote/remote_agents.h"
 #include "launcher/telemetry/telemetry_hub.h"
 #include "launcher/telemetry/telemetry_summary.h"
 #include "launcher/process/worker_process.h"
@@ -54,218 +49,6 @@ constexpr int kUsageError = 2;
 int fail(const std::string& message) {
   std::cerr << "hvrun: " << message << "\n";
   return kUsageError;
-}
-
-void print_verbose_plan(OutputSink& err, const JobPlan& plan, const NcclTuning& nccl,
-                        const std::string& coordinator_address, const std::string& job_id,
-                        const std::vector<Environment>& envs, const Environment& inherited) {
-  std::string text = "hvrun: job " + job_id + ": " + std::to_string(plan.size) + " rank" +
-                     (plan.size == 1 ? "" : "s") + " on " + plan.ranks.at(0).host + ", " +
-                     (plan.gpu_job ? "GPU job (" + plan.gpus.source + ")" : "CPU job") +
-                     ", coordinator " +
-                     (coordinator_address.empty() ? "not available" : coordinator_address) + "\n";
-  for (const std::string& reason : nccl.reasons) text += "hvrun: NCCL: " + reason + "\n";
-  for (size_t r = 0; r < envs.size(); ++r) {
-    text += "hvrun: rank " + std::to_string(r) + " environment:";
-    for (const auto& [key, value] : describe_additions(envs[r], inherited))
-      text += " " + key + "=" + value;
-    text += "\n";
-  }
-  err.write_message(text);
-}
-
-// One attempt of a job whose children run on this host: a fresh coordinator, secret and job id,
-// then the workers (or, with `mpi`, the one mpirun that starts them), their end. How it ended
-// goes to `end` when it failed.
-int run_local_attempt(const LaunchOptions& opts, const JobPlan& plan,
-                      const std::string& command_path, const MpiHandoff* mpi, OrphanGuard& guard,
-                      JobEnd* end, TelemetryHub* telemetry) {
-  const Settings& settings = opts.settings;
-  const Environment session = current_process_environment();
-  std::vector<std::string> export_notes;
-  // What every rank starts from: hvrun's environment with the -x variables applied.
-  const Environment inherited = with_exports(session, session, opts.exports, &export_notes);
-  NcclTuning nccl = decide_nccl(plan, settings.get(setting::kNcclP2p), inherited,
-                                driver_peer_access_probe());
-
-  auto secret = random_hex(32);
-  if (!secret.is_ok()) return fail(secret.status().message());
-  auto job_suffix = random_hex(4);
-  if (!job_suffix.is_ok()) return fail(job_suffix.status().message());
-  const std::string job_id = "hvrun-" + *job_suffix;
-  guard.sweep_on_exit(kShmDirectory, shm_segment_prefix(job_id));  // shared-memory data plane
-
-  spdlog::debug("job planned");
-
-  OpenLine terminal_line;  // one cursor when stdout and stderr are the same terminal or file
-  const bool one_file = same_file(1, 2);
-  OutputSink out = one_file ? OutputSink(1, terminal_line) : OutputSink(1);
-  OutputSink err = one_file ? OutputSink(2, terminal_line) : OutputSink(2);
-  for (const std::string& note : export_notes) err.write_message("hvrun: " + note + "\n");
-  // The coordinator; set by whichever thread starts it, read by the runner's abort hook.
-  std::mutex control_mutex;
-  std::unique_ptr<ControlPlane> control;
-  JobRunnerConfig config;
-  config.command_path = mpi ? mpi->mpirun_path : command_path;
-  config.argv = mpi ? mpi->argv : opts.command;
-  config.grace_period = std::chrono::milliseconds(
-      static_cast<int64_t>(settings.get(setting::kGracePeriodSeconds) * 1000.0));
-  config.output_dir = settings.get(setting::kOutputFilename);
-  config.verbose = settings.get(setting::kVerbose);
-  // mpirun tags its ranks' lines itself (--tag-output).
-  config.tag_output = mpi == nullptr && settings.get(setting::kTagOutput);
-  config.output_timestamps = settings.get(setting::kOutputTimestamps);
-  EarlyExits early_exits;  // guarded by control_mutex
-  config.coordinator = coordinator_hooks(&control, &control_mutex, &early_exits);
-  // mpirun's exit is not any rank's: the coordinator learns of the ranks' ends from their streams.
-  if (mpi) config.coordinator.worker_exited = nullptr;
-  auto elastic = elastic_options(settings, plan.size);
-  if (!elastic.is_ok()) return fail(elastic.status().message());
-  JobIdentity identity;  // filled once the coordinator's address is known
-  std::vector<Environment> envs;
-  // Elastic jobs: a lost rank ends only the membership (launcher/elastic/).
-  std::unique_ptr<JobRunner> plain;
-  std::unique_ptr<ElasticRunner> elastic_runner;
-  if (elastic->enabled && !mpi) {
-    ElasticRunnerConfig ec;
-    static_cast<SupervisedJobConfig&>(ec) = config;
-    ec.command_path = config.command_path;
-    ec.argv = config.argv;
-    ec.elastic = *elastic;
-    // Membership ranks renumber at each reset: the launch-time rank of an exit means nothing to
-    // a later membership, and the membership change says what was lost.
-    ec.coordinator.worker_exited = nullptr;
-    ec.environment = [&](int id, const ElasticSlot& slot) {
-      Environment env = rank_environment(plan_with_rank(plan, id, slot.host, slot.local_rank), id,
-                                         identity, settings, nccl, inherited);
-      put_elastic_environment(*elastic, env);
-      return to_envp(env);
-    };
-    ec.hooks = elastic_hooks(&control, &control_mutex);
-    elastic_runner = std::make_unique<ElasticRunner>(std::move(ec), out, err, &guard);
-  } else {
-    plain = std::make_unique<JobRunner>(std::move(config), out, err, &guard);
-  }
-  SupervisedJob& runner = plain ? static_cast<SupervisedJob&>(*plain) : *elastic_runner;
-  // /metrics and the end-of-job summary read this attempt's coordinator (null until it started).
-  ScopedTelemetrySource telemetry_source(telemetry, [&control, &control_mutex] {
-    std::lock_guard<std::mutex> lock(control_mutex);
-    return control ? control->telemetry() : JobTelemetry{};
-  });
-
-  ControlPlaneEvents events;
-  events.on_failure = [&runner](const std::string& message, int rank) {
-    runner.post_control_plane_failure(message, rank);
-  };
-  events.on_note = [&runner](const std::string& message) { runner.post_note(message); };
-  const AutopsyReporting autopsy_reporting{
-      autopsy_directory(settings.get(setting::kAutopsyDir), settings.get(setting::kOutputFilename)),
-      mpi == nullptr};  // mpirun's ranks may run on other hosts
-  events.on_autopsy = [&runner, &err, autopsy_reporting](
-                          std::shared_ptr<const v1::AutopsyJobReport> report) {
-    runner.post_task([&err, autopsy_reporting, report] {
-      report_autopsy(*report, autopsy_reporting, err);
-    });
-  };
-
-  // With a unix socket its address is known now: the coordinator starts on a thread of its own
-  // while the workers start (about a tenth of a short job's launch time); otherwise first.
-  // Ranks on other hosts (mpirun's) reach the coordinator over TCP on the interface named.
-  const std::string listen_on = mpi ? mpi->listen_on : "";
-  std::string address = listen_on.empty() ? predictable_unix_address(settings, job_id) : "";
-  std::thread starter;
-  auto start = [&, events = std::move(events)]() mutable -> Status {
-    auto started = start_control_plane(settings, plan, *secret, job_id, std::move(events),
-                                       address.empty() ? listen_on : address);
-    if (started.is_ok() && !address.empty() && (*started)->address() != address)
-      started = internal_error("the coordinator listens on " + (*started)->address() +
-                               ", not on " + address + " where the workers were sent");
-    if (!started.is_ok()) return started.status();
-    spdlog::debug("coordinator started on {}", (*started)->address());
-    std::lock_guard<std::mutex> lock(control_mutex);
-    control = std::move(started).value();
-    replay_early_exits(*control, early_exits);
-    return Status::ok();
-  };
-  if (address.empty()) {
-    if (Status s = start(); !s.is_ok()) {
-      std::cerr << "hvrun: " << s.message() << "\n";
-      *end = JobEnd{JobEndKind::kControlPlane, -1, 1, 0, s.message()};
-      return 1;
-    }
-    address = control->address();
-  } else {
-    starter = std::thread([&runner, start = std::move(start)]() mutable {
-      if (Status s = start(); !s.is_ok())
-        runner.post_control_plane_failure("the coordinator did not start: " + s.message(), -1);
-    });
-  }
-  if (address.rfind("unix:", 0) == 0) {  // the socket, then its private directory
-    const std::filesystem::path socket = address.substr(5);
-    guard.remove_on_exit(socket.string());
-    guard.remove_on_exit(socket.parent_path().string());
-  }
-
-  identity.coordinator_address = address;
-  identity.secret = *secret;
-  identity.job_id = job_id;
-  std::vector<WorkerLaunch> launches;
-  if (mpi) {
-    // mpirun exports these to every rank by name (MpiHandoff::argv).
-    Environment env = inherited;
-    for (const auto& [key, value] : settings.non_default_environment()) env[key] = value;
-    for (const auto& [key, value] : mpi->network) env[key] = value;
-    env["HVRUN_COORDINATOR_ADDR"] = identity.coordinator_address;
-    env["HVRUN_SECRET"] = identity.secret;
-    env["HVRUN_JOB_ID"] = identity.job_id;
-    launches.push_back(WorkerLaunch{0, "localhost", to_envp(env), "mpirun"});
-    if (settings.get(setting::kVerbose)) {
-      std::string line = "hvrun: --mpi:";
-      for (const std::string& word : mpi->argv) line += " " + word;
-      err.write_message(line + "\n");
-    }
-  }
-  for (const RankSlot& slot : mpi ? std::vector<RankSlot>{} : plan.ranks) {
-    envs.push_back(rank_environment(plan, slot.rank, identity, settings, nccl, inherited));
-    launches.push_back(WorkerLaunch{slot.rank, slot.host, to_envp(envs.back())});
-  }
-  if (settings.get(setting::kVerbose) && !mpi)
-    print_verbose_plan(err, plan, nccl, identity.coordinator_address, job_id, envs, session);
-
-  int code = 0;
-  if (elastic_runner) {
-    std::vector<ElasticSlot> first;
-    for (const RankSlot& slot : plan.ranks) first.push_back({slot.host, slot.local_rank});
-    code = elastic_runner->run(first);
-  } else {
-    code = plain->run(launches);
-  }
-  if (starter.joinable()) starter.join();
-  spdlog::debug("job over (exit code {}); stopping the coordinator", code);
-  std::optional<Status> final_status;
-  std::optional<CoordinatorVerdict> cause;
-  {
-    std::lock_guard<std::mutex> lock(control_mutex);
-    if (control) {
-      final_status = control->final_status();
-      cause = control->verdict();
-      control->shutdown();
-    }
-  }
-  if (auto e = runner.end()) *end = *e;
-  // The runner's loop ends with the last rank's exit: when every rank exits 0 right after the
-  // coordinator aborted the job, its report may not have reached the loop. The coordinator's
-  // word stands.
-  if (code == 0 && final_status && !final_status->is_ok() &&
-      final_status->code() != StatusCode::kCancelled) {
-    const std::string message =
-        (final_status->code() == StatusCode::kAborted ? "job aborted: " : "coordinator: ") +
-        final_status->message();
-    err.write_message("hvrun: job failed: " + message + "\n");
-    *end = JobEnd{JobEndKind::kControlPlane, cause ? cause->rank : -1, 1, 0, message};
-    code = 1;
-  }
-  return code;
 }
 
 // Inside a Slurm allocation, a job given no -H or --hostfile runs on the allocation's nodes.
@@ -350,20 +133,24 @@ int run_job(const LaunchOptions& given) {
     return fail("--max-restarts restarts every rank; an elastic job replaces lost ranks instead: "
                 "give one or the other");
   }
-  // Where the ranks start is decided once, here (launcher/remote/placement.h).
-  const bool through_agents = starts_through_agents(*plan, *elastic, mpi.has_value());
-  if (through_agents) *plan = plan_for_agents(*plan);
+  // Where the ranks start is decided once, here (launcher/attempt/placement_choice.h).
+  const PlacementKind where = choose_placement(*plan, *elastic, mpi.has_value());
+  if (where == PlacementKind::kRemoteAgents) *plan = plan_for_agents(*plan);
   RestartPolicy restarts(static_cast<int>(settings.get(setting::kMaxRestarts)));
   for (int attempt = 0;; ++attempt) {
     // Workers (local, and remote through the forwarded environment) see which attempt this is.
     ::setenv("HVRUN_RESTART_COUNT", std::to_string(attempt).c_str(), 1);
     const auto started_at = std::chrono::steady_clock::now();
+    Attempt this_attempt(opts, *plan, *elastic, *guard, &telemetry);  // outlives its placement
+    std::unique_ptr<Placement> placement;
+    if (where == PlacementKind::kRemoteAgents)  // an agent on every host
+      placement = std::make_unique<RemoteAgents>();
+    else if (where == PlacementKind::kMpirun)
+      placement = std::make_unique<MpirunProcesses>(*mpi);
+    else
+      placement = std::make_unique<LocalProcesses>(*path);
     AttemptOutcome outcome;
-    outcome.exit_code =
-        through_agents  // an agent on every host (launcher/remote/multi_host_job.h)
-            ? run_multi_host_job(opts, *plan, &*guard, &outcome.end, &telemetry)
-            : run_local_attempt(opts, *plan, *path, mpi ? &*mpi : nullptr, *guard, &outcome.end,
-                                &telemetry);
+    outcome.exit_code = this_attempt.run(*placement, &outcome.end);
     outcome.ran_for = std::chrono::duration_cast<std::chrono::milliseconds>(
         std::chrono::steady_clock::now() - started_at);
     RestartPolicy::Decision decision = restarts.after_attempt(outcome);

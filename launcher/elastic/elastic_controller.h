@@ -1,6 +1,6 @@
 // What an elastic job's launcher decides when ranks are lost or slots appear, on the
 // supervisor's loop, whatever runs the ranks (this host's workers: elastic_runner.h; other
-// hosts' agents: remote/multi_host_job.cc). It keeps the membership (membership.h), tells the
+// hosts' agents: remote/remote_agents.cc). It keeps the membership (membership.h), tells the
 // coordinator the next one, waits for hosts when short of --min-np (up to --elastic-timeout,
 // then fails naming what was lost) and starts workers on discovered slots where the runner can.
 //

@@ -1,6 +1,5 @@
 #include "launcher/elastic/elastic_runner.h"
 
-#include <signal.h>
 #include <spdlog/spdlog.h>
 
 #include <chrono>
@@ -81,13 +80,10 @@ int ElasticRunner::run(const std::vector<ElasticSlot>& first) {
   side.say = [this](const std::string& text) { supervisor().say(text); };
   side.fail = [this](const std::string& text) { supervisor().post_control_plane_failure(text, -1); };
   side.hold = [this](bool held) { children_->held = held; };
+  // No slot is discovered here, so the controller never calls it; that it is set keeps a job
+  // short of --min-np waiting --elastic-timeout before it fails, as single-host elastic jobs
+  // always have (docs/elastic.md).
   side.start = [this](const ElasticSlot& slot) { return start_member(slot); };
-  side.stop = [this](int id) {
-    WorkerRecord& w = supervisor().workers().at(static_cast<size_t>(id));
-    if (w.pid <= 0 || w.exited) return;
-    w.signalled_by_hvrun = true;
-    ::kill(-w.pid, SIGTERM);  // its process group: the worker and what it started
-  };
   controller_ = std::make_unique<ElasticController>(config_.elastic, config_.hooks, std::move(side),
                                                     supervisor().io());
   const int code = supervisor().run(children, [&] {
@@ -101,16 +97,7 @@ int ElasticRunner::run(const std::vector<ElasticSlot>& first) {
                      (config_.elastic.max_np > 0 ? std::to_string(config_.elastic.max_np)
                                                  : std::string("unlimited")) +
                      ")");
-    if (!config_.elastic.discovery_script.empty())
-      discovery_ = std::make_unique<DiscoveryThread>(
-          config_.elastic.discovery_script, config_.elastic.slots_per_host,
-          [this](Result<std::vector<HostSlots>> hosts) {
-            post_task([this, hosts = std::move(hosts)] {
-              if (controller_) controller_->on_discovered(hosts);
-            });
-          });
   });
-  discovery_.reset();
   const int resets = controller_->membership().resets();
   const int size = controller_->membership().size();
   controller_.reset();

@@ -1,12 +1,13 @@
 // Runs an elastic job's workers on this host (docs/elastic.md) under hvrun's supervisor: the
 // same processes, output and teardown as a single-host job (supervisor/job_runner.h), except
 // that a rank's failure ends only the membership (membership.h decides the next one, the
-// coordinator is told through `hooks`), and --host-discovery-script's slots get new workers
-// that join at the trainer's next commit. Short of --min-np slots the job waits for hosts up
-// to --elastic-timeout, then fails naming what was lost.
+// coordinator is told through `hooks`). Short of --min-np ranks the job waits up to
+// --elastic-timeout, then fails naming what was lost. New slots never come here: a job with a
+// --host-discovery-script starts its ranks through agents (attempt/placement_choice.h), so that
+// a discovered host's ranks start on that host.
 //
-// Threads: run() on the thread that lives as long as the job; the discovery thread only runs
-// the script and posts what it printed to the supervisor's loop, where everything else runs.
+// Threads: run() on the thread that lives as long as the job; everything else on the
+// supervisor's loop.
 #pragma once
 
 #include <functional>
@@ -15,7 +16,6 @@
 #include <vector>
 
 #include "launcher/elastic/elastic_controller.h"
-#include "launcher/elastic/host_discovery.h"
 #include "launcher/process/orphan_guard.h"
 #include "launcher/supervisor/supervised_job.h"
 
@@ -38,7 +38,7 @@ class ElasticRunner : public SupervisedJob {
   ~ElasticRunner();
 
   // Starts the first membership (`first`: -np slots, ids 0..n-1) and runs until the job is
-  // over; returns hvrun's exit code.
+  // over; returns hvrun's exit code. `config.elastic` has no discovery script.
   int run(const std::vector<ElasticSlot>& first);
 
  private:
@@ -52,7 +52,6 @@ class ElasticRunner : public SupervisedJob {
   LocalWorkers* local_ = nullptr;
   HeldChildren* children_ = nullptr;
   std::unique_ptr<ElasticController> controller_;  // while run() runs
-  std::unique_ptr<DiscoveryThread> discovery_;      // while run() runs
 };
 
 }  // namespace hvrun::launcher

@@ -2,7 +2,7 @@
 // one slot per rank, or a one-line error a user can act on.
 //
 // Ranks fill the hosts in the order given (host 0's slots first). A job whose hosts are all this
-// machine runs single-host; otherwise every host gets an agent (multi_host_job.h).
+// machine runs single-host; otherwise every host gets an agent (remote/remote_agents.h).
 #pragma once
 
 #include <string>

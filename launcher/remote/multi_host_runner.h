@@ -1,7 +1,7 @@
 // Runs a multi-host job on the launcher's event loop from the moment its agents are started:
 // their links (agent_links.h) under hvrun's supervisor (supervisor/job_supervisor.h), with the
 // same rules and summary as a single-host job; the summary names the host. Until every agent
-// has its job, a Starter (multi_host_job.cc) drives the start on the same loop; a signal to
+// has its job, a Starter (remote_agents.cc) drives the start on the same loop; a signal to
 // hvrun then ends the agents like a running job. The ranks' output arrives in the agents'
 // frames and is rank-tagged onto hvrun's stdout and stderr like a single host's.
 //

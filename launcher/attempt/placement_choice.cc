@@ -1,10 +1,12 @@
-#include "launcher/remote/placement.h"
+#include "launcher/attempt/placement_choice.h"
 
 namespace hvrun::launcher {
 
-bool starts_through_agents(const JobPlan& plan, const ElasticOptions& elastic, bool mpi) {
-  if (mpi) return false;
-  return plan.multi_host || (elastic.enabled && !elastic.discovery_script.empty());
+PlacementKind choose_placement(const JobPlan& plan, const ElasticOptions& elastic, bool mpi) {
+  if (mpi) return PlacementKind::kMpirun;
+  if (plan.multi_host || (elastic.enabled && !elastic.discovery_script.empty()))
+    return PlacementKind::kRemoteAgents;
+  return PlacementKind::kLocalProcesses;
 }
 
 JobPlan plan_for_agents(JobPlan plan) {

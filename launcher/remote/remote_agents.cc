@@ -1,4 +1,4 @@
-#include "launcher/remote/multi_host_job.h"
+#include "launcher/remote/remote_agents.h"
 
 #include <signal.h>
 #include <spdlog/spdlog.h>
@@ -16,16 +16,13 @@
 
 #include "common/build_info.h"
 #include "common/setting_keys.h"
-#include "launcher/remote/agent_process_views.h"
-#include "launcher/autopsy/autopsy_reporter.h"
-#include "launcher/autopsy/report_files.h"
-#include "launcher/control/control_plane.h"
+#include "launcher/attempt/attempt.h"
 #include "launcher/elastic/elastic_controller.h"
 #include "launcher/elastic/host_discovery.h"
 #include "launcher/plan/env_forwarding.h"
 #include "launcher/plan/network_choice.h"
 #include "launcher/plan/rank_environment.h"
-#include "launcher/plan/secret.h"
+#include "launcher/remote/agent_process_views.h"
 #include "launcher/remote/agent_link.h"
 #include "launcher/remote/agent_links.h"
 #include "launcher/remote/multi_host_runner.h"
@@ -70,28 +67,30 @@ std::string exit_code_of(int wait_status) {
                                                : 128 + WTERMSIG(wait_status));
 }
 
-// The launch: the agents are started here, then everything else happens on the launcher's event
+}  // namespace
+
+// The start: the agents are started here, then everything else happens on the launcher's event
 // loop (multi_host_runner.h) as the agents answer: pre-flight, probes, the network choice, the
-// coordinator, the job to every agent. A phase that fails tells the user and ends the agents.
-class MultiHostLaunch final : public MultiHostRunner::Starter {
+// attempt's coordinator, the job to every agent. A phase that fails tells the user and ends the
+// agents.
+class AgentStart final : public MultiHostRunner::Starter {
  public:
-  MultiHostLaunch(const LaunchOptions& opts, const JobPlan& plan, OrphanGuard* guard,
-                  TelemetryHub* telemetry)
-      : opts_(opts),
-        settings_(opts.settings),
-        plan_(plan),
-        guard_(guard),
-        telemetry_(telemetry),
-        verbose_(settings_.get(setting::kVerbose)),
+  explicit AgentStart(Attempt& attempt)
+      : attempt_(attempt),
+        settings_(attempt.settings()),
+        plan_(attempt.plan()),
+        elastic_(attempt.elastic()),
+        verbose_(attempt.verbose()),
         hvrun_path_(this_executable()),
         forced_(split_names(settings_.get(setting::kNetworkInterface))) {}
-  ~MultiHostLaunch() override {
+  ~AgentStart() override {
     close_listeners(own_listeners_);
     stop_links(links_);  // nothing left once run() handed them over
   }
 
   int run();
-  const std::optional<JobEnd>& end() const { return end_; }
+  // An autopsy's report with the silent ranks' process states their agents read.
+  void complete_autopsy(const v1::AutopsyJobReport& collected, Placement::AutopsyReport report);
 
   void begin() override;
   void progress() override;
@@ -116,11 +115,12 @@ class MultiHostLaunch final : public MultiHostRunner::Starter {
   std::string network_details() const;
   std::vector<RemoteRank> ranks_by_link() const;
   // CWD, ARGV, a WORKER per rank (the secret inside its environment) and START to every agent.
-  void send_job(const JobIdentity& job);
+  void send_job();
   // The NCCL and network variables of a host's ranks; `reasons` gets one line per variable.
   NcclTuning host_tuning(const InterfaceChoice& choice, std::vector<std::string>* reasons) const;
   // An elastic job's: growth across hosts, and the discovery script's thread.
   void start_growth();
+  void start_elastic_controller();
   std::vector<std::string> new_rank_environment(int id, const ElasticSlot& slot,
                                                 const InterfaceChoice& choice,
                                                 const std::string& coordinator) const;
@@ -146,45 +146,35 @@ class MultiHostLaunch final : public MultiHostRunner::Starter {
   static bool answered_hello(const AgentLink& l) { return l.hello && l.interfaces_done; }
   static bool answered_probes(const AgentLink& l) { return l.probes_done; }
 
-  const LaunchOptions& opts_;
+  Attempt& attempt_;
   const Settings& settings_;
   const JobPlan& plan_;
-  OrphanGuard* guard_;
-  TelemetryHub* telemetry_;
+  const ElasticOptions& elastic_;  // enabled: lost ranks and hosts end only the membership
   const bool verbose_;
   const std::string hvrun_path_;
   const std::vector<std::string> forced_;  // --network-interface
   std::vector<AgentLink> links_;           // one per host, in plan_.hosts order, until run()
   std::vector<NetInterface> own_;          // the launch host's interfaces (the coordinator's)
   std::vector<int> own_listeners_;
-  std::string secret_, job_id_;
 
+  std::unique_ptr<MultiHostRunner> runner_;  // kept after run(): the attempt reads its end
   // While run() runs:
-  MultiHostRunner* runner_ = nullptr;
   std::vector<AgentLink*> agents_;  // the links, read by the runner
-  OutputSink* err_ = nullptr;
   Phase phase_ = Phase::kHello;
   std::chrono::steady_clock::time_point deadline_;  // --start-timeout from begin()
   std::optional<boost::asio::steady_timer> deadline_timer_;
   std::vector<InterfaceChoice> choices_;  // per link
   InterfaceChoice coordinator_;
-  std::unique_ptr<ControlPlane> control_;
   std::string coordinator_address_;  // "ADDR:PORT", as the first hosts reach it
-  std::optional<ScopedTelemetrySource> telemetry_source_;
-  NcclTuning nccl_;         // every host's, before its network's variables
-  Environment launch_env_;  // hvrun's environment with the -x variables
-  Environment forwarded_;   // what of it the ranks get
+  Environment forwarded_;            // what of the launch environment the ranks get
 
-  std::optional<JobEnd> end_;  // how the job ended, when it failed
-  // Elastic jobs (--min-np / --max-np): lost ranks and hosts end only the membership.
-  std::optional<ElasticOptions> elastic_;
   std::unique_ptr<ElasticController> controller_;
   std::unique_ptr<RemoteGrowth> growth_;  // with --host-discovery-script
   std::unique_ptr<DiscoveryThread> discovery_;
   std::unique_ptr<AgentProcessViews> process_views_;  // once the job started
 };
 
-Result<AgentLink> MultiHostLaunch::start_agent(const std::string& host) const {
+Result<AgentLink> AgentStart::start_agent(const std::string& host) const {
   const RemoteShellOptions rsh =
       RemoteShellOptions::from_settings(settings_, std::getenv("SLURM_JOB_ID") != nullptr);
   // Under srun every host's agent is a step of the allocation, this one's too.
@@ -196,10 +186,10 @@ Result<AgentLink> MultiHostLaunch::start_agent(const std::string& host) const {
     for (const std::string& a : argv) line += " " + a;
     std::cerr << "hvrun: " << host << ":" << line << "\n";
   }
-  return start_agent_link(host, argv, guard_, rsh.srun ? shapes_srun_tasks : nullptr);
+  return start_agent_link(host, argv, &attempt_.guard(), rsh.srun ? shapes_srun_tasks : nullptr);
 }
 
-bool MultiHostLaunch::start_agents() {
+bool AgentStart::start_agents() {
   for (const HostSlots& h : plan_.hosts) {
     auto link = start_agent(h.host);
     if (!link.is_ok()) {
@@ -214,7 +204,7 @@ bool MultiHostLaunch::start_agents() {
   return true;
 }
 
-void MultiHostLaunch::begin() {
+void AgentStart::begin() {
   agents_ = runner_->agents();
   deadline_ = std::chrono::steady_clock::now() +
               std::chrono::milliseconds(
@@ -223,7 +213,7 @@ void MultiHostLaunch::begin() {
   progress();
 }
 
-void MultiHostLaunch::progress() {
+void AgentStart::progress() {
   if (phase_ == Phase::kRunning || phase_ == Phase::kOver) return;
   if (runner_->ending()) {  // a signal to hvrun: the supervisor ends the agents
     phase_ = Phase::kOver;
@@ -248,19 +238,19 @@ void MultiHostLaunch::progress() {
   start_job();
 }
 
-bool MultiHostLaunch::all_answered(bool (*done)(const AgentLink&)) const {
+bool AgentStart::all_answered(bool (*done)(const AgentLink&)) const {
   for (const AgentLink* link : agents_)
     if (link->failure.empty() && !done(*link)) return false;
   return true;
 }
 
-bool MultiHostLaunch::any_failed() const {
+bool AgentStart::any_failed() const {
   for (const AgentLink* link : agents_)
     if (!link->failure.empty()) return true;
   return false;
 }
 
-void MultiHostLaunch::arm_deadline(std::chrono::steady_clock::time_point deadline) {
+void AgentStart::arm_deadline(std::chrono::steady_clock::time_point deadline) {
   deadline_timer_->expires_at(deadline);
   deadline_timer_->async_wait([this](boost::system::error_code ec) {
     // A wait that had already completed when the deadline moved on is not this deadline's.
@@ -268,7 +258,7 @@ void MultiHostLaunch::arm_deadline(std::chrono::steady_clock::time_point deadlin
   });
 }
 
-void MultiHostLaunch::on_deadline() {
+void AgentStart::on_deadline() {
   if (phase_ != Phase::kHello && phase_ != Phase::kProbes) return;
   if (runner_->ending()) return progress();  // a signal is ending the job: nothing to report
   const bool hello = phase_ == Phase::kHello;
@@ -278,34 +268,34 @@ void MultiHostLaunch::on_deadline() {
   fail(hello ? "pre-flight check of the hosts failed" : "probing the network failed");
 }
 
-void MultiHostLaunch::fail(const std::string& what) {
+void AgentStart::fail(const std::string& what) {
   std::string text = "hvrun: " + what + ":\n";
   for (const AgentLink* link : agents_)
     if (!link->failure.empty()) text += "hvrun:   " + link->failure + "\n";
-  err_->write_message(text);
+  attempt_.err().write_message(text);
   give_up(what);
 }
 
-void MultiHostLaunch::give_up(const std::string& why) {
+void AgentStart::give_up(const std::string& why) {
   phase_ = Phase::kOver;
   deadline_timer_->cancel();
   close_listeners(own_listeners_);
   runner_->end_before_start(1, why);
 }
 
-std::string MultiHostLaunch::version_problem(const AgentLink& link) const {
+std::string AgentStart::version_problem(const AgentLink& link) const {
   const std::string version(build_info().version);
   if (!link.hello || link.version == version) return "";
   return "host " + link.host + " runs hvrun " + link.version + " at " + hvrun_path_ +
          ", this is hvrun " + version + ": install the same version on every host";
 }
 
-void MultiHostLaunch::check_versions() {
+void AgentStart::check_versions() {
   for (AgentLink* link : agents_)
     if (link->failure.empty()) link->failure = version_problem(*link);
 }
 
-void MultiHostLaunch::send_probes() {
+void AgentStart::send_probes() {
   // Each agent tries the other hosts' candidates (unless --network-interface decided them) and
   // the launch host's (for the coordinator).
   auto targets_of = [](const std::vector<NetInterface>& ifaces) {
@@ -324,7 +314,7 @@ void MultiHostLaunch::send_probes() {
   }
 }
 
-bool MultiHostLaunch::choose_network() {
+bool AgentStart::choose_network() {
   std::vector<ProbeOutcome> probes;
   std::vector<std::string> all_hosts;
   for (const AgentLink* link : agents_) {
@@ -351,12 +341,12 @@ bool MultiHostLaunch::choose_network() {
   if (errors.empty()) return true;
   std::string text = "hvrun: no usable network between the hosts:\n";
   for (const std::string& e : errors) text += "hvrun:   " + e + "\n";
-  err_->write_message(text);
+  attempt_.err().write_message(text);
   return false;
 }
 
-std::string MultiHostLaunch::network_summary(const std::string& coordinator) const {
-  std::string text = "hvrun: job " + job_id_ + ": " + std::to_string(plan_.size) + " ranks on " +
+std::string AgentStart::network_summary(const std::string& coordinator) const {
+  std::string text = "hvrun: job " + attempt_.job_id() + ": " + std::to_string(plan_.size) + " ranks on " +
                      std::to_string(agents_.size()) + (agents_.size() == 1 ? " host" : " hosts") +
                      "; coordinator " + coordinator +
                      " (" + coordinator_.interface + ")";
@@ -365,7 +355,7 @@ std::string MultiHostLaunch::network_summary(const std::string& coordinator) con
   return text + "\n";
 }
 
-std::string MultiHostLaunch::network_details() const {
+std::string AgentStart::network_details() const {
   std::string text;
   for (const std::string& r : coordinator_.reasons)
     text += "hvrun: network: launch host: " + r + "\n";
@@ -374,7 +364,7 @@ std::string MultiHostLaunch::network_details() const {
   return text;
 }
 
-std::vector<RemoteRank> MultiHostLaunch::ranks_by_link() const {
+std::vector<RemoteRank> AgentStart::ranks_by_link() const {
   std::vector<RemoteRank> ranks;
   for (size_t i = 0; i < agents_.size(); ++i)
     for (const RankSlot& slot : plan_.ranks)
@@ -382,26 +372,23 @@ std::vector<RemoteRank> MultiHostLaunch::ranks_by_link() const {
   return ranks;
 }
 
-NcclTuning MultiHostLaunch::host_tuning(const InterfaceChoice& choice,
-                                        std::vector<std::string>* reasons) const {
-  NcclTuning tuning = nccl_;
-  for (const auto& [k, v] :
-       host_network_environment(choice, settings_.get(setting::kNetwork), launch_env_, reasons))
+NcclTuning AgentStart::host_tuning(const InterfaceChoice& choice,
+                                   std::vector<std::string>* reasons) const {
+  NcclTuning tuning = attempt_.nccl();
+  for (const auto& [k, v] : host_network_environment(choice, settings_.get(setting::kNetwork),
+                                                     attempt_.launch_environment(), reasons))
     tuning.set[k] = v;
   return tuning;
 }
 
-std::vector<std::string> MultiHostLaunch::new_rank_environment(
-    int id, const ElasticSlot& slot, const InterfaceChoice& choice,
-    const std::string& coordinator) const {
-  JobIdentity identity{coordinator, secret_, job_id_, choice.address};
-  Environment env = rank_environment(plan_with_rank(plan_, id, slot.host, slot.local_rank), id,
-                                     identity, settings_, host_tuning(choice, nullptr), forwarded_);
-  put_elastic_environment(*elastic_, env);
-  return to_envp(env);
+std::vector<std::string> AgentStart::new_rank_environment(int id, const ElasticSlot& slot,
+                                                          const InterfaceChoice& choice,
+                                                          const std::string& coordinator) const {
+  return to_envp(attempt_.member_environment(id, slot, attempt_.identity(coordinator, choice.address),
+                                             host_tuning(choice, nullptr), forwarded_));
 }
 
-void MultiHostLaunch::send_job(const JobIdentity& job) {
+void AgentStart::send_job() {
   std::error_code ec;
   const std::string cwd = std::filesystem::current_path(ec).string();
   for (size_t i = 0; i < agents_.size(); ++i) {
@@ -411,35 +398,32 @@ void MultiHostLaunch::send_job(const JobIdentity& job) {
     const NcclTuning tuning = host_tuning(choice, &reasons);
     if (verbose_)
       for (const std::string& r : reasons)
-        err_->write_message("hvrun: NCCL: " + choice.host + ": " + r + "\n");
-    JobIdentity identity = job;
-    identity.data_address = choice.address;
+        attempt_.err().write_message("hvrun: NCCL: " + choice.host + ": " + r + "\n");
+    const JobIdentity identity = attempt_.identity(coordinator_address_, choice.address);
     link.send(encode_frame("CWD", {}, cwd));
-    link.send(encode_frame("ARGV", {}, join_list(opts_.command)));
+    link.send(encode_frame("ARGV", {}, join_list(attempt_.options().command)));
     for (const RankSlot& slot : plan_.ranks) {
       if (slot.host != link.host) continue;
-      Environment env = rank_environment(plan_, slot.rank, identity, settings_, tuning, forwarded_);
-      if (elastic_) put_elastic_environment(*elastic_, env);
-      if (verbose_) {
-        std::string line = "hvrun: rank " + std::to_string(slot.rank) + " environment:";
-        for (const auto& [k, v] : describe_additions(env, forwarded_)) line += " " + k + "=" + v;
-        err_->write_message(line + "\n");
-      }
+      const Environment env = attempt_.rank_environment(slot.rank, identity, tuning, forwarded_);
+      if (verbose_) attempt_.err().write_message(Attempt::environment_line(slot.rank, env, forwarded_));
       link.send(encode_frame("WORKER", {std::to_string(slot.rank)}, join_list(to_envp(env))));
     }
-    link.send(encode_frame("START", {}, job.coordinator_address));
+    link.send(encode_frame("START", {}, coordinator_address_));
   }
 }
 
-void MultiHostLaunch::start_job() {
+void AgentStart::complete_autopsy(const v1::AutopsyJobReport& collected,
+                                  Placement::AutopsyReport report) {
+  // The ranks that did not answer: their hosts' agents read their /proc.
+  if (process_views_)
+    process_views_->fill(collected, std::move(report));
+  else
+    report(collected);
+}
+
+void AgentStart::start_job() {
   if (!choose_network()) return give_up("no usable network between the hosts");
-  ControlPlaneEvents events;
-  MultiHostRunner* runner = runner_;
-  events.on_failure = [runner](const std::string& m, int rank) {
-    runner->post_control_plane_failure(m, rank);
-  };
-  events.on_note = [runner](const std::string& m) { runner->post_note(m); };
-  // The ranks that did not answer an autopsy: their hosts' agents read their /proc.
+  MultiHostRunner* runner = runner_.get();
   process_views_ = std::make_unique<AgentProcessViews>(
       runner->io(),
       [runner](const std::string& host, const std::string& frame) {
@@ -449,60 +433,37 @@ void MultiHostLaunch::start_job() {
   runner->links().on_replies([this](const std::string& host, const Frame& f) {
     process_views_->on_reply(host, f);
   });
-  const AutopsyReporting autopsy_reporting{
-      autopsy_directory(settings_.get(setting::kAutopsyDir),
-                        settings_.get(setting::kOutputFilename)),
-      false};
-  events.on_autopsy = [this, runner, autopsy_reporting](
-                          std::shared_ptr<const v1::AutopsyJobReport> report) {
-    runner->post_task([this, autopsy_reporting, report] {
-      process_views_->fill(*report, [this, autopsy_reporting](const v1::AutopsyJobReport& r) {
-        report_autopsy(r, autopsy_reporting, *err_);
-      });
-    });
-  };
   // A job that may grow listens on every address of this host: a host it grows to may reach
   // this one on another network than the first hosts did (each is given an address it reached).
-  const bool may_grow = elastic_ && !elastic_->discovery_script.empty();
+  const bool may_grow = elastic_.enabled && !elastic_.discovery_script.empty();
   const std::string listen = (may_grow ? std::string("0.0.0.0") : coordinator_.address) + ":" +
                              std::to_string(settings_.get(setting::kCoordinatorPort));
-  auto started = start_control_plane(settings_, plan_, secret_, job_id_, std::move(events), listen);
-  if (!started.is_ok()) {
-    err_->write_message("hvrun: " + started.status().message() + "\n");
-    return give_up(started.status().message());
+  auto bound = attempt_.start_coordinator(listen);
+  if (!bound.is_ok()) {
+    attempt_.err().write_message("hvrun: " + bound.status().message() + "\n");
+    return give_up(bound.status().message());
   }
-  control_ = std::move(started).value();
-  const std::string bound = control_->address();
-  coordinator_address_ = coordinator_.address + bound.substr(bound.rfind(':'));
-  telemetry_source_.emplace(telemetry_, [this] { return control_->telemetry(); });
-
-  const Environment session = current_process_environment();
-  std::vector<std::string> notes;
-  // As on a single host: the -x variables are part of what the ranks start from, so they also
-  // win over hvrun's NCCL choices.
-  launch_env_ = with_exports(session, session, opts_.exports, &notes);
-  forwarded_ = forwarded_environment(launch_env_, opts_.exports, nullptr);
-  // GPU pairs of other hosts cannot be asked from here: --nccl-p2p auto leaves P2P to NCCL.
-  nccl_ = decide_nccl(plan_, settings_.get(setting::kNcclP2p), launch_env_, PeerAccessProbe{});
-  err_->write_message(network_summary(coordinator_address_));
-  for (const std::string& n : notes) err_->write_message("hvrun: " + n + "\n");
+  coordinator_address_ = coordinator_.address + bound->substr(bound->rfind(':'));
+  forwarded_ =
+      forwarded_environment(attempt_.launch_environment(), attempt_.options().exports, nullptr);
+  attempt_.err().write_message(network_summary(coordinator_address_));
   if (verbose_) {
     std::string text = network_details();
-    for (const std::string& r : nccl_.reasons) text += "hvrun: NCCL: " + r + "\n";
-    err_->write_message(text);
+    for (const std::string& r : attempt_.nccl().reasons) text += "hvrun: NCCL: " + r + "\n";
+    attempt_.err().write_message(text);
   }
   runner_->job_starting(ranks_by_link());
   if (controller_)
     for (const RankSlot& slot : plan_.ranks) controller_->started(slot.rank, {slot.host, slot.local_rank});
-  send_job(JobIdentity{coordinator_address_, secret_, job_id_, ""});
-  if (controller_ && !elastic_->discovery_script.empty()) start_growth();
+  send_job();
+  if (controller_ && !elastic_.discovery_script.empty()) start_growth();
 }
 
-void MultiHostLaunch::start_growth() {
+void AgentStart::start_growth() {
   std::error_code ec;
   GrowthJob job;
   job.cwd = std::filesystem::current_path(ec).string();
-  job.argv = opts_.command;
+  job.argv = attempt_.options().command;
   // The first hosts' address first, then this host's other candidates (with the port).
   const std::string port = coordinator_address_.substr(coordinator_address_.rfind(':'));
   job.coordinator_addresses.push_back(coordinator_address_);
@@ -521,101 +482,77 @@ void MultiHostLaunch::start_growth() {
   growth_ = std::make_unique<RemoteGrowth>(std::move(job), *runner_);
   for (size_t i = 0; i < agents_.size(); ++i) growth_->adopt(agents_[i]->host, i, choices_[i]);
   discovery_ = std::make_unique<DiscoveryThread>(
-      elastic_->discovery_script, elastic_->slots_per_host,
-      [runner = runner_, this](Result<std::vector<HostSlots>> hosts) {
+      elastic_.discovery_script, elastic_.slots_per_host,
+      [runner = runner_.get(), this](Result<std::vector<HostSlots>> hosts) {
         runner->post_task([this, hosts = std::move(hosts)] {
           if (controller_) controller_->on_discovered(hosts);
         });
       });
 }
 
-int MultiHostLaunch::run() {
-  auto secret = random_hex(32);
-  auto job_suffix = random_hex(4);
-  if (!secret.is_ok() || !job_suffix.is_ok()) {
-    std::cerr << "hvrun: cannot make the job secret\n";
-    return 1;
+void AgentStart::start_elastic_controller() {
+  MultiHostRunner& runner = *runner_;
+  ElasticRunnerSide side;
+  side.records = [&runner]() -> std::vector<WorkerRecord>& { return runner.records(); };
+  side.ending = [&runner] { return runner.tearing_down(); };
+  side.say = [&runner](const std::string& text) { runner.say(text); };
+  side.fail = [&runner](const std::string& text) { runner.post_control_plane_failure(text, -1); };
+  if (!elastic_.discovery_script.empty()) {
+    // Without a discovery script no host can come: short of --min-np the job fails at once.
+    side.start = [this](const ElasticSlot& slot) { return growth_ ? growth_->start(slot) : -1; };
+    side.hold = [&runner](bool held) { runner.links().hold(held); };
+    side.stop = [this, &runner](int id) {
+      // A rank whose host's agent is still starting was never sent: its start is ended.
+      if (!(growth_ && growth_->cancel_waiting(id))) runner.links().stop_rank(id);
+    };
   }
-  secret_ = *secret;
-  job_id_ = "hvrun-" + *job_suffix;
+  controller_ = std::make_unique<ElasticController>(elastic_, attempt_.elastic_hooks(),
+                                                    std::move(side), runner.io());
+}
 
-  OpenLine terminal_line;
-  const bool one_file = same_file(1, 2);
-  OutputSink out = one_file ? OutputSink(1, terminal_line) : OutputSink(1);
-  OutputSink err = one_file ? OutputSink(2, terminal_line) : OutputSink(2);
-  MultiHostRunnerConfig config;
-  config.grace_period = std::chrono::milliseconds(
-      static_cast<int64_t>(settings_.get(setting::kGracePeriodSeconds) * 1000.0));
-  config.output_dir = settings_.get(setting::kOutputFilename);
-  config.verbose = verbose_;
-  config.tag_output = settings_.get(setting::kTagOutput);
-  config.output_timestamps = settings_.get(setting::kOutputTimestamps);
-  config.coordinator = coordinator_hooks(&control_, nullptr);
-  if (auto elastic = elastic_options(settings_, plan_.size); elastic.is_ok() && elastic->enabled) {
-    elastic_ = *elastic;
+int AgentStart::run() {
+  MultiHostRunnerConfig config = attempt_.runner_config();
+  if (elastic_.enabled) {
     // Ranks renumber at each reset: a launch-time rank's exit means nothing to a later
     // membership, and the membership change says what was lost. The controller hears every
     // exit (a clean one ends the training).
     config.coordinator.worker_exited = [this](int id, const std::string&) {
-      if (runner_)
-        runner_->post_task([this, id] {
-          if (controller_) controller_->exited(id);
-        });
+      runner_->post_task([this, id] {
+        if (controller_) controller_->exited(id);
+      });
     };
     config.absorb_failure = [this](const JobEnd&) { return controller_ && controller_->absorb(); };
   }
-  MultiHostRunner runner(std::move(config), out, err);
+  runner_ = std::make_unique<MultiHostRunner>(std::move(config), attempt_.out(), attempt_.err());
+  attempt_.supervise(*runner_);
   // The runner catches SIGINT and SIGTERM from now on: a signal while the agents start is its
   // to handle (the default action would kill hvrun without a word, the remote shells with it).
   if (!start_agents()) return 2;
-  runner_ = &runner;
-  err_ = &err;
-  deadline_timer_.emplace(runner.io());
-  if (elastic_) {
-    ElasticHooks hooks = elastic_hooks(&control_, nullptr);
-    ElasticRunnerSide side;
-    side.records = [&runner]() -> std::vector<WorkerRecord>& { return runner.records(); };
-    side.ending = [&runner] { return runner.tearing_down(); };
-    side.say = [&runner](const std::string& text) { runner.say(text); };
-    side.fail = [&runner](const std::string& text) { runner.post_control_plane_failure(text, -1); };
-    if (!elastic_->discovery_script.empty()) {
-      // Without a discovery script no host can come: short of --min-np the job fails at once.
-      side.start = [this](const ElasticSlot& slot) { return growth_ ? growth_->start(slot) : -1; };
-      side.hold = [&runner](bool held) { runner.links().hold(held); };
-      side.stop = [this, &runner](int id) {
-        // A rank whose host's agent is still starting was never sent: its start is ended.
-        if (!(growth_ && growth_->cancel_waiting(id))) runner.links().stop_rank(id);
-      };
-    }
-    controller_ = std::make_unique<ElasticController>(*elastic_, std::move(hooks), std::move(side),
-                                                      runner.io());
-  }
+  deadline_timer_.emplace(runner_->io());
+  if (elastic_.enabled) start_elastic_controller();
 
-  int code = runner.run(std::move(links_), *this);
+  const int code = runner_->run(std::move(links_), *this);
   if (process_views_) process_views_->flush();  // an autopsy's report still waiting for agents
-  if (auto e = runner.end()) end_ = *e;
   discovery_.reset();
   growth_.reset();
   controller_.reset();
   process_views_.reset();
   links_.clear();
   deadline_timer_.reset();
-  telemetry_source_.reset();
-  if (control_) control_->shutdown();
   agents_.clear();
-  runner_ = nullptr;
-  err_ = nullptr;
   return code;
 }
 
-}  // namespace
+RemoteAgents::RemoteAgents() = default;
+RemoteAgents::~RemoteAgents() = default;
 
-int run_multi_host_job(const LaunchOptions& opts, const JobPlan& plan, OrphanGuard* guard,
-                       JobEnd* end, TelemetryHub* telemetry) {
-  MultiHostLaunch launch(opts, plan, guard, telemetry);
-  int code = launch.run();
-  if (end != nullptr) *end = launch.end().value_or(JobEnd{JobEndKind::kStartFailed, -1, code, 0, ""});
-  return code;
+int RemoteAgents::run(Attempt& attempt) {
+  start_ = std::make_unique<AgentStart>(attempt);
+  return start_->run();
+}
+
+void RemoteAgents::complete_autopsy(const v1::AutopsyJobReport& collected, AutopsyReport report) {
+  start_->complete_autopsy(collected, std::move(report));
 }
 
 }  // namespace hvrun::launcher
