@@ -2,7 +2,7 @@
 // every rank (of a set, for the per-set ones) counts the same calls in the same order, by the
 // callers' contract, so the ids agree without asking anyone.
 //
-// Threads: any; a mutex of its own, a leaf of the runtime's lock order (lifecycle.h).
+// Threads: any; a mutex of its own, a leaf of the runtime's lock order (work_state.h).
 #pragma once
 
 #include <cstdint>

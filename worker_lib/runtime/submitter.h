@@ -5,7 +5,7 @@
 // metadata the first time, only the cache id once the coordinator assigned one and the
 // metadata is unchanged (request_cache.h).
 //
-// Threads: every method from any thread. The sender's lock (runtime.h's order: after the
+// Threads: every method from any thread. The sender's lock (work_state.h's order: after the
 // executor's lock, before WorkState's) keeps one RequestBatch writer at a time and guards the
 // request cache.
 #pragma once

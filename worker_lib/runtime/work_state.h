@@ -9,9 +9,20 @@
 // phase of start and stop (lifecycle.h), the coordinator's HostsUpdated (stream_reader.h), the
 // plans that went unexecuted (plan_runner.h), the batch timer's state (submitter.h).
 //
-// Lock order: `mutex` is the innermost of the runtime's order (lifecycle.h writes it down).
 // `wake` is the background thread's wake-up, also waited on by shutdown (the stream's end) and
 // by explain_failure (the job's abort reason).
+//
+// The runtime's lock order (the only place it is written; take them in this order, never the
+// reverse):
+//   1. ExecutionLane::mutex   the executor's lock: a plan, or a fast collective
+//   2. Submitter's send lock  one RequestBatch writer at a time; guards the request cache
+//   3. WorkState::mutex       this state
+//   4. ProcessSetPlanes' lock (taken under WorkState::mutex; the sets' executors' locks nest
+//      inside it when it aborts them)
+// Leaves, held with nothing else taken inside (some under WorkState::mutex): CallCounters'
+// lock, Heartbeat's lock, NegotiationStream's write lock, a HandleState's mutex, the GPU
+// executor's lock, WorkerTelemetry's mutex, ReportSender's lock.
+// RuntimeLifecycle's phase and StreamReader's hosts_updated are atomics, no lock.
 #pragma once
 
 #include <chrono>
