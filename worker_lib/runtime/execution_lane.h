@@ -18,7 +18,7 @@ class ExecutionLane {
  public:
   explicit ExecutionLane(WorkState& state) : state_(state) {}
 
-  // Outermost lock of runtime.h's order; held while an event (plan or fast collective) runs.
+  // Outermost lock of work_state.h's order; held while an event (plan or fast collective) runs.
   std::mutex mutex;
 
   // Set once before the runtime's threads start: the job's round agreement, or null.

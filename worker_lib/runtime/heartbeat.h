@@ -1,7 +1,7 @@
 // The heartbeat thread (`hvrun-heartbeat`): sends Heartbeat{last finished plan} every interval
 // (a tenth of the coordinator's heartbeat timeout, at most 1 s), even while the background
 // thread is inside a long collective; the coordinator aborts the job when a rank falls silent.
-// It has its own lock and wake-up (a leaf in runtime.h's order): waking it on every submission
+// It has its own lock and wake-up (a leaf in work_state.h's order): waking it on every submission
 // would cost the busy path a context switch.
 #pragma once
 

@@ -106,6 +106,20 @@ void PlanRunner::loop() {
   }
 }
 
+bool PlanRunner::left_peers_waiting() {
+  // Only plans this rank takes part in keep peers waiting (another process set's plans only
+  // pass it by, and so does an error response, such as the one for a peer's call made after
+  // this rank left: tearing down then would fail peers still finishing a collective this rank
+  // completed).
+  if (skipped_plan_) return true;
+  std::lock_guard<std::mutex> lock(c_.state.mutex);
+  for (const v1::CoordinatorMessage& message : c_.state.inbox)
+    if (message.kind_case() == v1::CoordinatorMessage::kPlan &&
+        c_.process_sets.takes_part_in(message.plan()))
+      return true;
+  return false;
+}
+
 void PlanRunner::send_abort_request(const std::string& reason) {
   v1::WorkerMessage message;
   v1::AbortRequest* a = message.mutable_abort();
@@ -162,7 +176,7 @@ void PlanRunner::execute_plan(v1::Plan& plan) {
     ++c_.state.plans_started;
     if (c_.state.terminal) {  // arrived after the job ended: everything already failed
       // Peers wait for this rank only in a plan it takes part in.
-      if (c_.process_sets.takes_part_in(plan)) c_.state.skipped_plan = true;
+      if (c_.process_sets.takes_part_in(plan)) skipped_plan_ = true;
       return;
     }
     for (const v1::Response& response : plan.responses()) {

@@ -48,8 +48,11 @@ class PlanRunner {
 
   void start();
   bool started() const { return thread_.joinable(); }
-  // After WorkState::stop_requested was set and `wake` notified.
+  // After WorkState::request_stop.
   void join() { thread_.join(); }
+  // After join(): a plan this rank takes part in went unexecuted (it arrived after the runtime
+  // stopped taking work, or waits in the inbox), so peers may wait for this rank in it.
+  bool left_peers_waiting();
   // The last plan fully executed (the heartbeat reports it). Any thread.
   const std::atomic<uint64_t>& finished_plan_seq() const { return finished_plan_seq_; }
   // Whether submissions that may run by agreement gather for the cycle time; then only the
@@ -72,6 +75,7 @@ class PlanRunner {
   Context c_;
   CachedTensorNames cached_names_;
   uint64_t last_plan_seq_ = 0;  // this thread only
+  bool skipped_plan_ = false;   // this thread, then (after join) shutdown
   std::atomic<uint64_t> finished_plan_seq_{0};
   std::thread thread_;
 };

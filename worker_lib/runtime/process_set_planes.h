@@ -9,7 +9,7 @@
 // which sets exist.
 //
 // Threads: add/remove/executor under the runtime's executor lock (the plan runner); members,
-// ids, removing and abort from any thread (a mutex of its own, after WorkState's in runtime.h's
+// ids, removing and abort from any thread (a mutex of its own, after WorkState's in work_state.h's
 // order; held while aborting the sets' executors, whose own locks nest inside it).
 #pragma once
 

@@ -29,8 +29,7 @@ void StreamReader::read() {
       continue;
     }
     if (message.kind_case() == v1::CoordinatorMessage::kHostsUpdated) {
-      std::lock_guard<std::mutex> lock(state.mutex);
-      state.hosts_updated = true;  // read by the trainer at its next commit
+      hosts_updated_.store(true, std::memory_order_release);
       message.Clear();
       continue;
     }
@@ -64,12 +63,7 @@ void StreamReader::read() {
     state.wake.notify_all();
     message.Clear();
   }
-  bool unexpected = false;
-  {
-    std::lock_guard<std::mutex> lock(state.mutex);
-    unexpected = !state.shut_down && !job_aborted;
-  }
-  if (unexpected) {
+  if (!c_.stopping() && !job_aborted) {
     // Nothing can be negotiated any more. Failed before stream_ended is set, so that the
     // background thread's fallback cannot fail the handles with vaguer words first.
     Status status = stream_lost_status();

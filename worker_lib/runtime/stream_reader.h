@@ -8,6 +8,7 @@
 // the data plane down too.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <string>
 #include <thread>
@@ -35,6 +36,8 @@ class StreamReader {
     std::function<void(const std::string& reason)> tear_down;
     // The stream has ended (after WorkState::stream_ended is set).
     std::function<void()> on_end;
+    // Whether this rank's shutdown has begun: a stream that ends then ends as asked.
+    std::function<bool()> stopping;
     int rank = 0;
     std::string coordinator_address;
     // An AutopsyRequest arrived (worker_lib/autopsy/responder.h); must not block.
@@ -44,6 +47,9 @@ class StreamReader {
 
   void start();
   void join() { thread_.join(); }
+  // Elastic jobs: the coordinator said slots were added since this init (Worker::hosts_updated),
+  // read by the trainer at its next commit. Any thread.
+  bool hosts_updated() const { return hosts_updated_.load(std::memory_order_acquire); }
 
  private:
   void read();
@@ -52,6 +58,7 @@ class StreamReader {
   Status stream_lost_status();
 
   Context c_;
+  std::atomic<bool> hosts_updated_{false};
   std::thread thread_;
 };
 

@@ -50,7 +50,7 @@ Submitter::Enqueued Submitter::enqueue_locked(std::shared_ptr<PendingOp> op) {
   // A new batch that may run by agreement while the background thread sleeps: a timer wakes
   // it a cycle from now, unless a caller takes the batch first (batch_taken).
   if (gather_ && e.first && !e.looks_anyway && !e.coordinator_only) {
-    state_.batch_timer_armed = true;
+    batch_timer_armed_ = true;
     batch_timer_.arm(state_.outbox_since + cycle_);
   }
   return e;
@@ -104,15 +104,15 @@ Status Submitter::let_batches_gather(std::chrono::microseconds cycle) {
 }
 
 void Submitter::batch_taken() {
-  if (state_.batch_timer_armed) {
-    state_.batch_timer_armed = false;
+  if (batch_timer_armed_) {
+    batch_timer_armed_ = false;
     batch_timer_.disarm();
   }
 }
 
 void Submitter::batch_timer_fired() {
   std::lock_guard<std::mutex> lock(state_.mutex);
-  state_.batch_timer_armed = false;
+  batch_timer_armed_ = false;
   if (!state_.outbox.empty()) state_.wake.notify_all();
 }
 

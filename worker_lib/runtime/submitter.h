@@ -5,7 +5,7 @@
 // metadata the first time, only the cache id once the coordinator assigned one and the
 // metadata is unchanged (request_cache.h).
 //
-// Threads: every method from any thread. The sender's lock (runtime.h's order: after the
+// Threads: every method from any thread. The sender's lock (work_state.h's order: after the
 // executor's lock, before WorkState's) keeps one RequestBatch writer at a time and guards the
 // request cache.
 #pragma once
@@ -123,6 +123,9 @@ class Submitter {
   bool gather_ = false;
   std::chrono::microseconds cycle_{0};
   OneShotTimer batch_timer_{[this] { batch_timer_fired(); }};
+  // The timer will wake the background thread for the batch in the outbox; guarded by the
+  // state's mutex, since whoever empties the outbox disarms it there (batch_taken).
+  bool batch_timer_armed_ = false;
   FlightRecorder* recorder_ = nullptr;
   std::mutex send_mutex_;
   RequestCache cache_;  // see request_cache.h for who writes it under which locks

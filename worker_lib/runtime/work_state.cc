@@ -21,6 +21,25 @@ void WorkState::terminate(Status status) {
   for (const auto& op : failed) op->handle->complete(status);
 }
 
+bool WorkState::request_abort(const std::string& reason) {
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (terminal || abort_reason) return false;
+    abort_reason = reason;
+  }
+  wake.notify_all();
+  return true;
+}
+
+void WorkState::request_stop(Status refusal) {
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    terminal = std::move(refusal);
+    stop_requested = true;
+  }
+  wake.notify_all();
+}
+
 Status WorkState::explain_failure(Status failed) {
   // A collective fails when a peer dies; the coordinator learns it too and says who (its
   // JobAbort, which the reader turns into `terminal`). Give that a moment to arrive.
