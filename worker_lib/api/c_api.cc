@@ -146,7 +146,8 @@ hvrun_status_t settings_of(const hvrun_worker_t* w, const hvrun_op_options_t* o,
   if (d.type != HVRUN_DEVICE_CPU && d.type != HVRUN_DEVICE_CUDA)
     return bad(call + ": unknown device type " + std::to_string(static_cast<int>(d.type)));
   if (!tensor && (d.type != HVRUN_DEVICE_CPU || d.stream))
-    return bad(call + " has no tensor: leave options.device as HVRUN_OP_OPTIONS_INITIALIZER sets it");
+    return bad(call + " has no tensor: leave options.device as HVRUN_OP_OPTIONS_INITIALIZER "
+               "sets it");
   out.device = {static_cast<hvrun::DeviceType>(d.type), d.index};
   out.stream = d.stream;
   if (!scales && (o->prescale != 1.0 || o->postscale != 1.0))
