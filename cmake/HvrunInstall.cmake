@@ -53,11 +53,6 @@ if(TARGET hvrun_cuda)  # libhvrun loads it from its own folder on the first CUDA
 endif()
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/worker_lib/include/hvrun
         DESTINATION ${HVRUN_INSTALL_INCLUDEDIR} COMPONENT development FILES_MATCHING PATTERN "*.h")
-# The two common/ headers the public ones include ("common/status.h" is found next to
-# hvrun/hvrun.h, as quoted includes search the including file's folder first).
-install(FILES ${PROJECT_SOURCE_DIR}/common/status.h ${PROJECT_SOURCE_DIR}/common/build_info.h
-        DESTINATION ${HVRUN_INSTALL_INCLUDEDIR}/hvrun/common COMPONENT development)
-
 install(EXPORT hvrunTargets NAMESPACE hvrun:: DESTINATION ${_cmakedir} COMPONENT development)
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/hvrunConfig.cmake.in
   ${PROJECT_BINARY_DIR}/generated/hvrunConfig.cmake INSTALL_DESTINATION ${_cmakedir})

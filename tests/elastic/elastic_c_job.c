@@ -30,8 +30,8 @@ static hvrun_status_t train(hvrun_worker_t* w, hvrun_elastic_state_t* state, voi
     hvrun_handle_t* handle = NULL;
     hvrun_status_t s;
     if (j->launch_rank == j->kill_rank && j->step == j->kill_at) raise(SIGKILL);
-    s = hvrun_allreduce_async(w, "one", &one, &one, HVRUN_FLOAT64, 1, shape, HVRUN_SUM, 1.0, 1.0,
-                              &handle);
+    s = hvrun_allreduce_submit(w, "one", &one, &one, HVRUN_FLOAT64, 1, shape, HVRUN_SUM, NULL,
+                               &handle);
     if (s != HVRUN_OK) return s;
     s = hvrun_handle_wait(handle, -1);
     hvrun_handle_free(handle);

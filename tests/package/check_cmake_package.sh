@@ -9,7 +9,7 @@ trap 'rm -rf "$work"' EXIT
 prefix="$work/prefix"
 
 cmake --install "$build" --prefix "$prefix" >/dev/null
-for internal in worker_lib coordinator launcher common; do
+for internal in worker_lib coordinator launcher common hvrun/common; do
   if [ -e "$prefix/include/$internal" ]; then
     echo "FAIL: internal headers installed: $prefix/include/$internal"; exit 1
   fi

@@ -37,7 +37,7 @@ case "$(basename "$wheel")" in
 esac
 contents="$(unzip -Z1 "$wheel")"
 for want in hvrun/__init__.py hvrun/torch/__init__.py hvrun/lib/libhvrun.so.0 \
-            hvrun/include/hvrun/hvrun.h hvrun/include/hvrun/common/status.h \
+            hvrun/include/hvrun/hvrun.h hvrun/include/hvrun/status.h \
             hvrun/lib/cmake/hvrun/hvrunConfig.cmake hvrun-0.1.0.data/scripts/hvrun \
             hvrun-0.1.0.data/scripts/hvrun-coordinator hvrun-0.1.0.data/scripts/horovodrun; do
   grep -qx "$want" <<<"$contents" || fail "the wheel lacks $want"

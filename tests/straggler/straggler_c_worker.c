@@ -40,11 +40,11 @@ int main(int argc, char** argv) {
     int64_t shape_a[1] = {4096}, shape_b[1] = {16};
     hvrun_handle_t* ha = NULL;
     hvrun_handle_t* hb = NULL;
-    if (!check(hvrun_allreduce_async(w, "c.grad.a", a, a, HVRUN_FLOAT32, 1, shape_a, HVRUN_SUM, 1.0,
-                                     1.0, &ha),
+    if (!check(hvrun_allreduce_submit(w, "c.grad.a", a, a, HVRUN_FLOAT32, 1, shape_a, HVRUN_SUM,
+                                      NULL, &ha),
                "allreduce a") ||
-        !check(hvrun_allreduce_async(w, "c.grad.b", b, b, HVRUN_FLOAT32, 1, shape_b, HVRUN_SUM, 1.0,
-                                     1.0, &hb),
+        !check(hvrun_allreduce_submit(w, "c.grad.b", b, b, HVRUN_FLOAT32, 1, shape_b, HVRUN_SUM,
+                                      NULL, &hb),
                "allreduce b"))
       return 1;
     if (!check(hvrun_handle_wait(ha, -1), "wait a") || !check(hvrun_handle_wait(hb, -1), "wait b"))

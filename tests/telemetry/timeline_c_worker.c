@@ -14,7 +14,7 @@ static int check(hvrun_status_t s, const char* what) {
 
 static int barrier(hvrun_worker_t* w) {
   hvrun_handle_t* h = NULL;
-  if (!check(hvrun_barrier_async(w, &h), "barrier")) return 0;
+  if (!check(hvrun_barrier_submit(w, NULL, &h), "barrier")) return 0;
   int ok = check(hvrun_handle_wait(h, -1), "barrier wait");
   hvrun_handle_free(h);
   return ok;
@@ -33,8 +33,8 @@ int main(int argc, char** argv) {
     for (int i = 0; i < 64; ++i) values[i] = 1.0f;
     int64_t shape[1] = {64};
     hvrun_handle_t* h = NULL;
-    if (!check(hvrun_allreduce_async(w, "c.grad", values, values, HVRUN_FLOAT32, 1, shape, HVRUN_SUM,
-                                     1.0, 1.0, &h),
+    if (!check(hvrun_allreduce_submit(w, "c.grad", values, values, HVRUN_FLOAT32, 1, shape,
+                                      HVRUN_SUM, NULL, &h),
                "allreduce"))
       return 1;
     if (!check(hvrun_handle_wait(h, -1), "allreduce wait")) return 1;

@@ -27,8 +27,99 @@ static int standalone_checks(void) {
   hvrun_status_t s = hvrun_init(HVRUN_C_ABI_VERSION + 1, &w);
   EXPECT(s == HVRUN_ERR_FAILED_PRECONDITION && w == NULL, "ABI mismatch accepted: %d", s);
   EXPECT(strstr(hvrun_last_error(), "ABI") != NULL, "message: %s", hvrun_last_error());
+  /* The version is the project's (CMake's project(VERSION)), passed in by the build. */
+  EXPECT(strcmp(hvrun_version(), HVRUN_TEST_PROJECT_VERSION) == 0, "version %s, project %s",
+         hvrun_version(), HVRUN_TEST_PROJECT_VERSION);
+
+  /* A config not made with HVRUN_CONFIG_INITIALIZER is refused before anything is read from
+   * it; so is one of a layout newer than this library's, and one whose size disagrees with its
+   * version. */
+  hvrun_config_t config;
+  memset(&config, 0, sizeof config);
+  s = hvrun_init_with_config(HVRUN_C_ABI_VERSION, &config, &w);
+  EXPECT(s == HVRUN_ERR_INVALID_ARGUMENT && w == NULL &&
+             strstr(hvrun_last_error(), "HVRUN_CONFIG_INITIALIZER") != NULL,
+         "zeroed config: %s: %s", hvrun_status_name(s), hvrun_last_error());
+  hvrun_config_t newer = HVRUN_CONFIG_INITIALIZER;
+  newer.version = HVRUN_CONFIG_VERSION + 1;
+  s = hvrun_init_with_config(HVRUN_C_ABI_VERSION, &newer, &w);
+  EXPECT(s == HVRUN_ERR_FAILED_PRECONDITION && w == NULL &&
+             strstr(hvrun_last_error(), "newer") != NULL,
+         "newer config layout: %s: %s", hvrun_status_name(s), hvrun_last_error());
+  hvrun_config_t resized = HVRUN_CONFIG_INITIALIZER;
+  resized.size = sizeof resized - 8;
+  s = hvrun_init_with_config(HVRUN_C_ABI_VERSION, &resized, &w);
+  EXPECT(s == HVRUN_ERR_INVALID_ARGUMENT && w == NULL && strstr(hvrun_last_error(), "bytes"),
+         "config of another size: %s: %s", hvrun_status_name(s), hvrun_last_error());
+  /* A caller of ABI 1 passes the old, unversioned config: refused, saying to rebuild. */
+  hvrun_config_t initialised = HVRUN_CONFIG_INITIALIZER;
+  s = hvrun_init_with_config(1, &initialised, &w);
+  EXPECT(s == HVRUN_ERR_FAILED_PRECONDITION && w == NULL &&
+             strstr(hvrun_last_error(), "HVRUN_CONFIG_INITIALIZER") != NULL,
+         "ABI 1 config: %s: %s", hvrun_status_name(s), hvrun_last_error());
   printf("standalone checks: %s\n", failures ? "FAILED" : "ok");
   return failures ? 1 : 0;
+}
+
+/* The options struct: refused when not made with its initializer, or with fields that do not
+ * apply to the call (never ignored); reducescatter honours the scale factors. */
+static void options_checks(hvrun_worker_t* w, int rank, int size) {
+  float x[2] = {1.0f, 2.0f};
+  int64_t shape[1] = {2};
+  hvrun_handle_t* h = NULL;
+  hvrun_op_options_t zeroed;
+  memset(&zeroed, 0, sizeof zeroed);
+  hvrun_status_t s = hvrun_allreduce_submit(w, "c.opt.zeroed", x, x, HVRUN_FLOAT32, 1, shape,
+                                            HVRUN_SUM, &zeroed, &h);
+  EXPECT(s == HVRUN_ERR_INVALID_ARGUMENT && h == NULL &&
+             strstr(hvrun_last_error(), "HVRUN_OP_OPTIONS_INITIALIZER") != NULL,
+         "zeroed options: %s: %s", hvrun_status_name(s), hvrun_last_error());
+  hvrun_op_options_t newer = HVRUN_OP_OPTIONS_INITIALIZER;
+  newer.version = HVRUN_OP_OPTIONS_VERSION + 1;
+  s = hvrun_allreduce_submit(w, "c.opt.newer", x, x, HVRUN_FLOAT32, 1, shape, HVRUN_SUM, &newer,
+                             &h);
+  EXPECT(s == HVRUN_ERR_FAILED_PRECONDITION && h == NULL, "newer options: %s: %s",
+         hvrun_status_name(s), hvrun_last_error());
+  hvrun_op_options_t scaled = HVRUN_OP_OPTIONS_INITIALIZER;
+  scaled.postscale = 0.5;
+  s = hvrun_allgather_submit(w, "c.opt.gather", x, HVRUN_FLOAT32, 1, shape, &scaled, &h);
+  EXPECT(s == HVRUN_ERR_INVALID_ARGUMENT && h == NULL && strstr(hvrun_last_error(), "postscale"),
+         "allgather with a postscale: %s: %s", hvrun_status_name(s), hvrun_last_error());
+  hvrun_op_options_t negative = HVRUN_OP_OPTIONS_INITIALIZER;
+  negative.timeout_ms = -5;
+  s = hvrun_barrier_submit(w, &negative, &h);
+  EXPECT(s == HVRUN_ERR_INVALID_ARGUMENT && h == NULL, "negative timeout: %s: %s",
+         hvrun_status_name(s), hvrun_last_error());
+
+  /* Reducescatter of 4 rows of 2 float64 values, each rank's rows 1..8: with prescale 2 and
+   * postscale 0.25 every element is sum(rank) * 2 * 0.25 of its unscaled value. */
+  double rs[8];
+  for (int i = 0; i < 8; ++i) rs[i] = (double)(i + 1);
+  int64_t rs_shape[2] = {4, 2};
+  hvrun_op_options_t rs_options = HVRUN_OP_OPTIONS_INITIALIZER;
+  rs_options.prescale = 2.0;
+  rs_options.postscale = 0.25;
+  rs_options.timeout_ms = 60000; /* a per-op timeout that is not reached changes nothing */
+  h = NULL;
+  s = hvrun_reducescatter_submit(w, "c.rs.scaled", rs, HVRUN_FLOAT64, 2, rs_shape, HVRUN_SUM,
+                                 &rs_options, &h);
+  EXPECT(s == HVRUN_OK && h != NULL, "scaled reducescatter: %s", hvrun_last_error());
+  if (h) {
+    EXPECT(hvrun_handle_wait(h, 30000) == HVRUN_OK, "scaled reducescatter: %s", hvrun_last_error());
+    const void* data = NULL;
+    int ndim = 0;
+    const int64_t* oshape = NULL;
+    int base = 4 / size, extra = 4 % size;
+    int rows = base + (rank < extra ? 1 : 0);
+    int first = rank * base + (rank < extra ? rank : extra);
+    if (hvrun_handle_output(h, &data, NULL, &ndim, &oshape) == HVRUN_OK && rows > 0) {
+      const double got = ((const double*)data)[0];
+      const double want = (double)(first * 2 + 1) * size * 2.0 * 0.25;
+      EXPECT(ndim == 2 && oshape[0] == rows && got == want,
+             "scaled reducescatter: row %d value %g, want %g", first, got, want);
+    }
+    hvrun_handle_free(h);
+  }
 }
 
 static int job_checks(void) {
@@ -38,8 +129,7 @@ static int job_checks(void) {
    * environment: both paths join one job. */
   int requested = atoi(getenv("HVRUN_RANK") ? getenv("HVRUN_RANK") : "0");
   if (requested % 2 == 1) {
-    hvrun_config_t config;
-    memset(&config, 0, sizeof config);
+    hvrun_config_t config = HVRUN_CONFIG_INITIALIZER;
     config.coordinator_address = getenv("HVRUN_COORDINATOR_ADDR");
     config.secret = getenv("HVRUN_SECRET");
     config.requested_rank = requested;
@@ -57,6 +147,7 @@ static int job_checks(void) {
     return 1;
   }
   int rank = hvrun_rank(w), size = hvrun_size(w);
+  options_checks(w, rank, size);
 
   /* Allreduce (sum, out of place) of 1001 floats. */
   enum { N = 1001 };
@@ -64,8 +155,12 @@ static int job_checks(void) {
   for (int i = 0; i < N; ++i) in[i] = (float)(rank + 1);
   int64_t shape[2] = {N, 0};
   hvrun_handle_t* h = NULL;
+  /* Through a deprecated call: the old entry points still work, as wrappers, for one release. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
   s = hvrun_allreduce_async(w, "c.allreduce", in, out, HVRUN_FLOAT32, 1, shape, HVRUN_SUM, 1.0,
                             1.0, &h);
+#pragma GCC diagnostic pop
   EXPECT(s == HVRUN_OK, "allreduce_async: %s", hvrun_last_error());
   if (h) {
     s = hvrun_handle_wait(h, 30000);
@@ -80,8 +175,8 @@ static int job_checks(void) {
   for (int i = 0; i < 8; ++i) rows[i] = rank;
   int64_t gshape[2] = {rank + 1, 2};
   h = NULL;
-  s = hvrun_allgather_async(w, "c.allgather", rows, HVRUN_INT32, 2, gshape, &h);
-  EXPECT(s == HVRUN_OK, "allgather_async: %s", hvrun_last_error());
+  s = hvrun_allgather_submit(w, "c.allgather", rows, HVRUN_INT32, 2, gshape, NULL, &h);
+  EXPECT(s == HVRUN_OK, "allgather_submit: %s", hvrun_last_error());
   if (h) {
     EXPECT(hvrun_handle_wait(h, 30000) == HVRUN_OK, "allgather: %s", hvrun_last_error());
     const void* data = NULL;
@@ -103,8 +198,8 @@ static int job_checks(void) {
   double b[3] = {rank, rank, rank};
   int64_t bshape[1] = {3};
   h = NULL;
-  s = hvrun_broadcast_async(w, "c.broadcast", b, HVRUN_FLOAT64, 1, bshape, size - 1, &h);
-  EXPECT(s == HVRUN_OK, "broadcast_async: %s", hvrun_last_error());
+  s = hvrun_broadcast_submit(w, "c.broadcast", b, HVRUN_FLOAT64, 1, bshape, size - 1, NULL, &h);
+  EXPECT(s == HVRUN_OK, "broadcast_submit: %s", hvrun_last_error());
   if (h) {
     EXPECT(hvrun_handle_wait(h, -1) == HVRUN_OK, "broadcast: %s", hvrun_last_error());
     EXPECT(b[2] == size - 1, "broadcast value %f", b[2]);
@@ -115,8 +210,9 @@ static int job_checks(void) {
   int64_t rs_in[5] = {0, 1, 2, 3, 4};
   int64_t rs_shape[1] = {5};
   h = NULL;
-  s = hvrun_reducescatter_async(w, "c.reducescatter", rs_in, HVRUN_INT64, 1, rs_shape, HVRUN_SUM, &h);
-  EXPECT(s == HVRUN_OK, "reducescatter_async: %s", hvrun_last_error());
+  s = hvrun_reducescatter_submit(w, "c.reducescatter", rs_in, HVRUN_INT64, 1, rs_shape, HVRUN_SUM,
+                                 NULL, &h);
+  EXPECT(s == HVRUN_OK, "reducescatter_submit: %s", hvrun_last_error());
   if (h) {
     EXPECT(hvrun_handle_wait(h, 30000) == HVRUN_OK, "reducescatter: %s", hvrun_last_error());
     const void* data = NULL;
@@ -137,8 +233,8 @@ static int job_checks(void) {
   for (int i = 0; i < 16; ++i) a2a[i] = rank;
   int64_t a2a_shape[1] = {size};
   h = NULL;
-  s = hvrun_alltoall_async(w, "c.alltoall", a2a, HVRUN_INT32, 1, a2a_shape, NULL, &h);
-  EXPECT(s == HVRUN_OK, "alltoall_async: %s", hvrun_last_error());
+  s = hvrun_alltoall_submit(w, "c.alltoall", a2a, HVRUN_INT32, 1, a2a_shape, NULL, NULL, &h);
+  EXPECT(s == HVRUN_OK, "alltoall_submit: %s", hvrun_last_error());
   if (h) {
     EXPECT(hvrun_handle_wait(h, 30000) == HVRUN_OK, "alltoall: %s", hvrun_last_error());
     const void* data = NULL;
@@ -152,7 +248,7 @@ static int job_checks(void) {
 
   /* A bad argument is reported at once. */
   h = NULL;
-  s = hvrun_broadcast_async(w, "c.badroot", b, HVRUN_FLOAT64, 1, bshape, size + 5, &h);
+  s = hvrun_broadcast_submit(w, "c.badroot", b, HVRUN_FLOAT64, 1, bshape, size + 5, NULL, &h);
   EXPECT(s == HVRUN_ERR_INVALID_ARGUMENT && h == NULL, "bad root accepted: %d", s);
 
   /* A bounded wait returns DEADLINE_EXCEEDED while others have not submitted yet: rank 0
@@ -161,8 +257,8 @@ static int job_checks(void) {
   int64_t lshape[1] = {4};
   hvrun_handle_t* late_handle = NULL;
   if (rank == 0) {
-    s = hvrun_allreduce_async(w, "c.late", late, late, HVRUN_FLOAT32, 1, lshape, HVRUN_SUM, 1.0,
-                              1.0, &late_handle);
+    s = hvrun_allreduce_submit(w, "c.late", late, late, HVRUN_FLOAT32, 1, lshape, HVRUN_SUM, NULL,
+                               &late_handle);
     EXPECT(s == HVRUN_OK, "late submit: %s", hvrun_last_error());
     s = hvrun_handle_wait(late_handle, 50);
     EXPECT(size == 1 || s == HVRUN_ERR_DEADLINE_EXCEEDED, "wait(50 ms) returned %s",
@@ -171,12 +267,12 @@ static int job_checks(void) {
            "status of a running collective");
   }
   h = NULL;
-  s = hvrun_barrier_async(w, &h);
+  s = hvrun_barrier_submit(w, NULL, &h);
   EXPECT(s == HVRUN_OK && hvrun_handle_wait(h, 30000) == HVRUN_OK, "barrier: %s", hvrun_last_error());
   hvrun_handle_free(h);
   if (rank != 0) {
-    s = hvrun_allreduce_async(w, "c.late", late, late, HVRUN_FLOAT32, 1, lshape, HVRUN_SUM, 1.0,
-                              1.0, &late_handle);
+    s = hvrun_allreduce_submit(w, "c.late", late, late, HVRUN_FLOAT32, 1, lshape, HVRUN_SUM, NULL,
+                               &late_handle);
     EXPECT(s == HVRUN_OK, "late submit: %s", hvrun_last_error());
   }
   if (late_handle) {
@@ -187,7 +283,7 @@ static int job_checks(void) {
 
   /* Join: the last rank to join is reported to all. */
   h = NULL;
-  s = hvrun_barrier_async(w, &h);
+  s = hvrun_barrier_submit(w, NULL, &h);
   EXPECT(s == HVRUN_OK && hvrun_handle_wait(h, 30000) == HVRUN_OK, "barrier: %s", hvrun_last_error());
   hvrun_handle_free(h);
   h = NULL;
@@ -236,16 +332,16 @@ static int job_checks(void) {
     float one[2] = {1.0f, 1.0f};
     int64_t one_shape[1] = {2};
     h = NULL;
-    s = hvrun_allreduce_async(w, "grad.\xff", one, one, HVRUN_FLOAT32, 1, one_shape, HVRUN_SUM,
-                              1.0, 1.0, &h);
+    s = hvrun_allreduce_submit(w, "grad.\xff", one, one, HVRUN_FLOAT32, 1, one_shape, HVRUN_SUM,
+                               NULL, &h);
     EXPECT(s == HVRUN_ERR_INVALID_ARGUMENT && h == NULL, "non-UTF-8 name: status %d", s);
     EXPECT(strstr(hvrun_last_error(), expected_rank) != NULL &&
                strstr(hvrun_last_error(), "\"grad.\\xff\"") != NULL,
            "non-UTF-8 name: %s", hvrun_last_error());
     if (h) hvrun_handle_free(h);
     h = NULL;
-    s = hvrun_allreduce_async(w, "grad.ok", one, one, HVRUN_FLOAT32, 1, one_shape, HVRUN_SUM,
-                              1.0, 1.0, &h);
+    s = hvrun_allreduce_submit(w, "grad.ok", one, one, HVRUN_FLOAT32, 1, one_shape, HVRUN_SUM,
+                               NULL, &h);
     EXPECT(s == HVRUN_OK && h != NULL, "allreduce after a refused name: %s", hvrun_last_error());
     if (h) {
       EXPECT(hvrun_handle_wait(h, 30000) == HVRUN_OK && one[1] == (float)size,
@@ -277,8 +373,8 @@ static int job_checks(void) {
       float x[2] = {1.0f, (float)rank};
       int64_t x_shape[1] = {2};
       hvrun_handle_t* h = NULL;
-      s = hvrun_allreduce_async(view, "ps.c", x, x, HVRUN_FLOAT32, 1, x_shape, HVRUN_SUM, 1.0,
-                                1.0, &h);
+      s = hvrun_allreduce_submit(view, "ps.c", x, x, HVRUN_FLOAT32, 1, x_shape, HVRUN_SUM, NULL,
+                                 &h);
       EXPECT(s == HVRUN_OK && h != NULL, "allreduce on the view: %s", hvrun_last_error());
       if (h) {
         const float want = count == 2 ? (float)(size - 1) : (float)rank;
@@ -289,7 +385,33 @@ static int job_checks(void) {
       h = NULL;
       s = hvrun_join_async(view, &h);
       EXPECT(s == HVRUN_ERR_INVALID_ARGUMENT && h == NULL, "join on a view: %d", s);
+      /* The view runs on its set only. */
+      hvrun_op_options_t elsewhere = HVRUN_OP_OPTIONS_INITIALIZER;
+      elsewhere.process_set = id + 1;
+      s = hvrun_barrier_submit(view, &elsewhere, &h);
+      EXPECT(s == HVRUN_ERR_INVALID_ARGUMENT && h == NULL, "view on another set: %d", s);
       EXPECT(hvrun_finalize(view) == HVRUN_OK, "finalize the view: %s", hvrun_last_error());
+    }
+    /* The job's worker runs on the set when the options name it: a member's alltoall of one
+     * row per member, splits counted over the set's members. */
+    if (member) {
+      hvrun_op_options_t on_set = HVRUN_OP_OPTIONS_INITIALIZER;
+      on_set.process_set = id;
+      int32_t rows[2] = {rank, rank};
+      int64_t rows_shape[1] = {count};
+      int64_t splits[2] = {1, 1};
+      h = NULL;
+      s = hvrun_alltoall_submit(w, "ps.c.alltoall", rows, HVRUN_INT32, 1, rows_shape, splits,
+                                &on_set, &h);
+      EXPECT(s == HVRUN_OK && h != NULL, "alltoall on the set: %s", hvrun_last_error());
+      if (h) {
+        size_t bytes = 0;
+        EXPECT(hvrun_handle_wait(h, 30000) == HVRUN_OK &&
+                   hvrun_handle_output(h, NULL, &bytes, NULL, NULL) == HVRUN_OK &&
+                   bytes == (size_t)count * 4,
+               "alltoall on the set: %zu bytes: %s", bytes, hvrun_last_error());
+        hvrun_handle_free(h);
+      }
     }
     s = hvrun_remove_process_set(w, id);
     EXPECT(s == HVRUN_OK, "remove_process_set: %s", hvrun_last_error());
@@ -304,9 +426,10 @@ static int job_checks(void) {
     float same[2] = {1, 1};
     int64_t same_shape[1] = {2};
     h = NULL;
-    s = rank == 0 ? hvrun_allreduce_async(w, "c.same", same, same, HVRUN_FLOAT32, 1, same_shape,
-                                          HVRUN_SUM, 1.0, 1.0, &h)
-                  : hvrun_allgather_async(w, "c.same", same, HVRUN_FLOAT32, 1, same_shape, &h);
+    s = rank == 0 ? hvrun_allreduce_submit(w, "c.same", same, same, HVRUN_FLOAT32, 1, same_shape,
+                                          HVRUN_SUM, NULL, &h)
+                  : hvrun_allgather_submit(w, "c.same", same, HVRUN_FLOAT32, 1, same_shape, NULL,
+                                           &h);
     EXPECT(s == HVRUN_OK && h != NULL, "one name, two ops: submission: %s", hvrun_last_error());
     if (h) {
       s = hvrun_handle_wait(h, 10000);

@@ -3,6 +3,7 @@
 #include "hvrun/elastic.h"
 
 #include <algorithm>
+#include <chrono>
 #include <exception>
 #include <memory>
 #include <mutex>
@@ -91,19 +92,98 @@ hvrun_status_t check_common(hvrun_worker_t* w, const char* name, int dtype, int 
   return HVRUN_OK;
 }
 
-struct Placement {
+// A versioned struct's header against the layout this library knows: `what` names the
+// struct, `initializer` the macro that makes it. Only the header is read before this passes, so
+// a struct of an older or unknown layout is never read past its end.
+hvrun_status_t check_layout(const char* what, const char* initializer, size_t size,
+                            unsigned magic, unsigned version, unsigned want_magic,
+                            unsigned known_version, size_t known_size) {
+  if (magic != want_magic || version == 0)
+    return bad(std::string(what) + " was not made with " + initializer + " (magic " +
+               std::to_string(magic) + ", version " + std::to_string(version) +
+               "): start from " + initializer + ", then set the fields you need");
+  if (version > known_version)
+    return record(hvrun::failed_precondition(
+        std::string(what) + " has layout version " + std::to_string(version) + " (" +
+        std::to_string(size) + " bytes), newer than this libhvrun " + hvrun::version() +
+        " knows (version " + std::to_string(known_version) +
+        "): the caller was built against a newer hvrun; run it with that libhvrun"));
+  if (size != known_size)
+    return bad(std::string(what) + " of layout version " + std::to_string(version) + " is " +
+               std::to_string(size) + " bytes, but that layout is " +
+               std::to_string(known_size) + " bytes: the caller's header and struct disagree; "
+               "rebuild it against one hvrun/c_api.h");
+  return HVRUN_OK;
+}
+
+// An op's options, checked, as the C++ API takes them.
+struct OpSettings {
   hvrun::Device device;
   void* stream = nullptr;
+  double prescale = 1.0;
+  double postscale = 1.0;
+  hvrun::ProcessSet set;
+  std::chrono::milliseconds timeout{0};
+
+  hvrun::OpOptions op_options() const { return {set, timeout}; }
+  hvrun::AllreduceOptions reduce_options(hvrun_reduce_op_t op) const {
+    return {static_cast<hvrun::ReduceOp>(op), prescale, postscale, set, timeout};
+  }
 };
 
-// NULL = host memory.
-hvrun_status_t placement(const hvrun_device_t* d, Placement& out) {
-  if (!d) return HVRUN_OK;
-  if (d->type != HVRUN_DEVICE_CPU && d->type != HVRUN_DEVICE_CUDA)
-    return bad("unknown device type " + std::to_string(static_cast<int>(d->type)));
-  out.device = {static_cast<hvrun::DeviceType>(d->type), d->index};
-  out.stream = d->stream;
+// What the call `call` ("allgather 'x'") runs with. `scales`, `tensor`: whether scale factors
+// and a device apply to it; set, they are refused where they do not (never ignored).
+hvrun_status_t settings_of(const hvrun_worker_t* w, const hvrun_op_options_t* o,
+                           const std::string& call, bool scales, bool tensor, OpSettings& out) {
+  out.set = w->set;
+  if (!o) return HVRUN_OK;
+  if (auto s = check_layout("hvrun_op_options_t", "HVRUN_OP_OPTIONS_INITIALIZER", o->size,
+                            o->magic, o->version, HVRUN_OP_OPTIONS_MAGIC,
+                            HVRUN_OP_OPTIONS_VERSION, sizeof(hvrun_op_options_t));
+      s != HVRUN_OK)
+    return s;
+  const hvrun_device_t& d = o->device;
+  if (d.type != HVRUN_DEVICE_CPU && d.type != HVRUN_DEVICE_CUDA)
+    return bad(call + ": unknown device type " + std::to_string(static_cast<int>(d.type)));
+  if (!tensor && (d.type != HVRUN_DEVICE_CPU || d.stream))
+    return bad(call + " has no tensor: leave options.device as HVRUN_OP_OPTIONS_INITIALIZER "
+               "sets it");
+  out.device = {static_cast<hvrun::DeviceType>(d.type), d.index};
+  out.stream = d.stream;
+  if (!scales && (o->prescale != 1.0 || o->postscale != 1.0))
+    return bad(call + ": prescale and postscale apply to allreduce and reducescatter only");
+  out.prescale = o->prescale;
+  out.postscale = o->postscale;
+  if (o->timeout_ms < 0)
+    return bad(call + ": timeout_ms " + std::to_string(o->timeout_ms) +
+               " is negative (0: no per-op timeout)");
+  out.timeout = std::chrono::milliseconds(o->timeout_ms);
+  if (o->process_set != 0 && o->process_set != w->set.id) {
+    if (w->is_view())
+      return bad(call + ": a view of process set " + std::to_string(w->set.id) +
+                 " runs on that set only, not on set " + std::to_string(o->process_set));
+    out.set = hvrun::ProcessSet{o->process_set};
+  }
   return HVRUN_OK;
+}
+
+// The members of the set the call runs on (alltoall's splits count them).
+hvrun::Result<int> set_size(const hvrun_worker_t* w, hvrun::ProcessSet set) {
+  if (set == w->set) return w->is_view() ? w->set_size : w->worker->size();
+  auto ranks = w->worker->process_set_ranks(set);
+  if (!ranks.is_ok()) return ranks.status();
+  return static_cast<int>(ranks->size());
+}
+
+// The old calls' device argument as options (NULL = host memory).
+hvrun_op_options_t options_on(const hvrun_device_t* device) {
+  hvrun_op_options_t o = HVRUN_OP_OPTIONS_INITIALIZER;
+  if (device) o.device = *device;
+  return o;
+}
+
+std::string call_text(const char* op, const char* name) {
+  return std::string(op) + " '" + (name ? name : "") + "'";
 }
 
 }  // namespace
@@ -120,14 +200,25 @@ const char* hvrun_status_name(hvrun_status_t status) {
   return name.c_str();
 }
 
-static hvrun_status_t init_common(int abi_version, const hvrun::Result<hvrun::Config>& config,
-                                  hvrun_worker_t** worker) {
+}  // extern "C"
+
+namespace {
+
+// The caller's ABI version is one this library serves: `call` names the entry point.
+hvrun_status_t check_abi(int abi_version, const char* call) {
+  if (abi_version >= HVRUN_C_ABI_OLDEST && abi_version <= HVRUN_C_ABI_VERSION) return HVRUN_OK;
+  return record(hvrun::failed_precondition(
+      std::string("hvrun C ABI mismatch in ") + call + ": caller built against version " +
+      std::to_string(abi_version) + ", libhvrun " + hvrun::version() + " provides versions " +
+      std::to_string(HVRUN_C_ABI_OLDEST) + " to " + std::to_string(HVRUN_C_ABI_VERSION) +
+      "; rebuild the caller"));
+}
+
+hvrun_status_t init_common(int abi_version, const hvrun::Result<hvrun::Config>& config,
+                           hvrun_worker_t** worker) {
   if (!worker) return bad("null worker pointer");
   *worker = nullptr;
-  if (abi_version != HVRUN_C_ABI_VERSION)
-    return record(hvrun::failed_precondition(
-        "hvrun C ABI mismatch: caller built against version " + std::to_string(abi_version) +
-        ", libhvrun provides " + std::to_string(HVRUN_C_ABI_VERSION) + "; rebuild the caller"));
+  if (auto s = check_abi(abi_version, "hvrun_init"); s != HVRUN_OK) return s;
   if (!config.is_ok()) return record(config.status());
   auto w = hvrun::Worker::init(*config);
   if (!w.is_ok()) return record(w.status());
@@ -138,6 +229,10 @@ static hvrun_status_t init_common(int abi_version, const hvrun::Result<hvrun::Co
   return record(hvrun::Status::ok());
 }
 
+}  // namespace
+
+extern "C" {
+
 hvrun_status_t hvrun_init(int abi_version, hvrun_worker_t** worker) {
   return guarded([&] { return init_common(abi_version, hvrun::Config::from_environment(), worker); });
 }
@@ -145,7 +240,21 @@ hvrun_status_t hvrun_init(int abi_version, hvrun_worker_t** worker) {
 hvrun_status_t hvrun_init_with_config(int abi_version, const hvrun_config_t* c,
                                       hvrun_worker_t** worker) {
   return guarded([&] {
+    if (!worker) return bad("null worker pointer");
+    *worker = nullptr;
+    if (auto s = check_abi(abi_version, "hvrun_init_with_config"); s != HVRUN_OK) return s;
+    if (abi_version < 2)
+      return record(hvrun::failed_precondition(
+          "hvrun_init_with_config: a caller built for C ABI version " +
+          std::to_string(abi_version) + " passes hvrun_config_t without its size and version; "
+          "rebuild it against this hvrun/c_api.h and make the config with "
+          "HVRUN_CONFIG_INITIALIZER"));
     if (!c) return bad("null config");
+    if (auto s = check_layout("hvrun_config_t", "HVRUN_CONFIG_INITIALIZER", c->size, c->magic,
+                              c->version, HVRUN_CONFIG_MAGIC, HVRUN_CONFIG_VERSION,
+                              sizeof(hvrun_config_t));
+        s != HVRUN_OK)
+      return s;
     hvrun::Config config;
     if (c->coordinator_address) config.coordinator_address = c->coordinator_address;
     if (c->secret) config.secret = c->secret;
@@ -222,12 +331,123 @@ int hvrun_local_size(const hvrun_worker_t* w) { return w ? w->worker->local_size
 int hvrun_cross_rank(const hvrun_worker_t* w) { return w ? w->worker->cross_rank() : -1; }
 int hvrun_cross_size(const hvrun_worker_t* w) { return w ? w->worker->cross_size() : -1; }
 
+hvrun_status_t hvrun_allreduce_submit(hvrun_worker_t* w, const char* name, const void* input,
+                                      void* output, hvrun_dtype_t dtype, int ndim,
+                                      const int64_t* shape, hvrun_reduce_op_t op,
+                                      const hvrun_op_options_t* options, hvrun_handle_t** handle) {
+  if (auto s = check_common(w, name, dtype, ndim, shape, handle); s != HVRUN_OK) return s;
+  if (!hvrun::is_valid_reduce_op(op)) return bad("unknown reduce op " + std::to_string(op));
+  OpSettings at;
+  if (auto s = settings_of(w, options, call_text("allreduce", name), true, true, at); s != HVRUN_OK)
+    return s;
+  return guarded([&] {
+    auto t = static_cast<hvrun::DataType>(dtype);
+    return hand_out(w,
+                    w->worker->allreduce_async(
+                        name, {input, t, to_shape(ndim, shape), at.device, at.stream},
+                        {output, t, to_shape(ndim, shape), at.device, at.stream},
+                        at.reduce_options(op)),
+                    handle);
+  });
+}
+
+hvrun_status_t hvrun_allgather_submit(hvrun_worker_t* w, const char* name, const void* input,
+                                      hvrun_dtype_t dtype, int ndim, const int64_t* shape,
+                                      const hvrun_op_options_t* options, hvrun_handle_t** handle) {
+  if (auto s = check_common(w, name, dtype, ndim, shape, handle); s != HVRUN_OK) return s;
+  OpSettings at;
+  if (auto s = settings_of(w, options, call_text("allgather", name), false, true, at); s != HVRUN_OK)
+    return s;
+  return guarded([&] {
+    return hand_out(w, w->worker->allgather_async(
+                           name, {input, static_cast<hvrun::DataType>(dtype), to_shape(ndim, shape),
+                                  at.device, at.stream},
+                           at.op_options()),
+                    handle);
+  });
+}
+
+hvrun_status_t hvrun_broadcast_submit(hvrun_worker_t* w, const char* name, void* inout,
+                                      hvrun_dtype_t dtype, int ndim, const int64_t* shape,
+                                      int root_rank, const hvrun_op_options_t* options,
+                                      hvrun_handle_t** handle) {
+  if (auto s = check_common(w, name, dtype, ndim, shape, handle); s != HVRUN_OK) return s;
+  OpSettings at;
+  if (auto s = settings_of(w, options, call_text("broadcast", name), false, true, at); s != HVRUN_OK)
+    return s;
+  return guarded([&] {
+    hvrun::TensorView v{inout, static_cast<hvrun::DataType>(dtype), to_shape(ndim, shape),
+                        at.device, at.stream};
+    return hand_out(w, w->worker->broadcast_async(name, v, root_rank, at.op_options()), handle);
+  });
+}
+
+hvrun_status_t hvrun_alltoall_submit(hvrun_worker_t* w, const char* name, const void* input,
+                                     hvrun_dtype_t dtype, int ndim, const int64_t* shape,
+                                     const int64_t* splits, const hvrun_op_options_t* options,
+                                     hvrun_handle_t** handle) {
+  if (auto s = check_common(w, name, dtype, ndim, shape, handle); s != HVRUN_OK) return s;
+  OpSettings at;
+  if (auto s = settings_of(w, options, call_text("alltoall", name), false, true, at); s != HVRUN_OK)
+    return s;
+  return guarded([&] {
+    std::vector<int64_t> split_vec;
+    if (splits) {
+      auto members = set_size(w, at.set);
+      if (!members.is_ok()) return record(members.status());
+      split_vec.assign(splits, splits + *members);
+    }
+    return hand_out(w, w->worker->alltoall_async(
+                           name, {input, static_cast<hvrun::DataType>(dtype), to_shape(ndim, shape),
+                                  at.device, at.stream},
+                           split_vec, at.op_options()),
+                    handle);
+  });
+}
+
+hvrun_status_t hvrun_reducescatter_submit(hvrun_worker_t* w, const char* name,
+                                          const void* input, hvrun_dtype_t dtype, int ndim,
+                                          const int64_t* shape, hvrun_reduce_op_t op,
+                                          const hvrun_op_options_t* options,
+                                          hvrun_handle_t** handle) {
+  if (auto s = check_common(w, name, dtype, ndim, shape, handle); s != HVRUN_OK) return s;
+  if (!hvrun::is_valid_reduce_op(op)) return bad("unknown reduce op " + std::to_string(op));
+  OpSettings at;
+  if (auto s = settings_of(w, options, call_text("reducescatter", name), true, true, at);
+      s != HVRUN_OK)
+    return s;
+  return guarded([&] {
+    return hand_out(w, w->worker->reducescatter_async(
+                           name, {input, static_cast<hvrun::DataType>(dtype), to_shape(ndim, shape),
+                                  at.device, at.stream},
+                           at.reduce_options(op)),
+                    handle);
+  });
+}
+
+hvrun_status_t hvrun_barrier_submit(hvrun_worker_t* w, const hvrun_op_options_t* options,
+                                    hvrun_handle_t** handle) {
+  if (!w || !handle) return bad("null worker or handle pointer");
+  OpSettings at;
+  if (auto s = settings_of(w, options, "barrier", false, false, at); s != HVRUN_OK) return s;
+  return guarded([&] { return hand_out(w, w->worker->barrier_async(at.op_options()), handle); });
+}
+
+hvrun_status_t hvrun_join_async(hvrun_worker_t* w, hvrun_handle_t** handle) {
+  if (!w || !handle) return bad("null worker or handle pointer");
+  if (w->is_view()) return bad("join is of the global process set: call it on the job's worker");
+  return guarded([&] { return hand_out(w, w->worker->join_async(), handle); });
+}
+
+// The deprecated calls: hvrun_*_submit with their arguments as options.
 hvrun_status_t hvrun_allreduce_async(hvrun_worker_t* w, const char* name, const void* input,
                                      void* output, hvrun_dtype_t dtype, int ndim,
                                      const int64_t* shape, hvrun_reduce_op_t op, double prescale,
                                      double postscale, hvrun_handle_t** handle) {
-  return hvrun_allreduce_async_on_device(w, name, input, output, dtype, ndim, shape, op, prescale,
-                                         postscale, nullptr, handle);
+  hvrun_op_options_t o = options_on(nullptr);
+  o.prescale = prescale;
+  o.postscale = postscale;
+  return hvrun_allreduce_submit(w, name, input, output, dtype, ndim, shape, op, &o, handle);
 }
 
 hvrun_status_t hvrun_allreduce_async_on_device(hvrun_worker_t* w, const char* name,
@@ -237,48 +457,30 @@ hvrun_status_t hvrun_allreduce_async_on_device(hvrun_worker_t* w, const char* na
                                                double prescale, double postscale,
                                                const hvrun_device_t* device,
                                                hvrun_handle_t** handle) {
-  if (auto s = check_common(w, name, dtype, ndim, shape, handle); s != HVRUN_OK) return s;
-  if (!hvrun::is_valid_reduce_op(op)) return bad("unknown reduce op " + std::to_string(op));
-  Placement at;
-  if (auto s = placement(device, at); s != HVRUN_OK) return s;
-  return guarded([&] {
-    auto t = static_cast<hvrun::DataType>(dtype);
-    hvrun::AllreduceOptions options{static_cast<hvrun::ReduceOp>(op), prescale, postscale, w->set};
-    return hand_out(w,
-                    w->worker->allreduce_async(
-                        name, {input, t, to_shape(ndim, shape), at.device, at.stream},
-                        {output, t, to_shape(ndim, shape), at.device, at.stream}, options),
-                    handle);
-  });
+  hvrun_op_options_t o = options_on(device);
+  o.prescale = prescale;
+  o.postscale = postscale;
+  return hvrun_allreduce_submit(w, name, input, output, dtype, ndim, shape, op, &o, handle);
 }
 
 hvrun_status_t hvrun_allgather_async(hvrun_worker_t* w, const char* name, const void* input,
                                      hvrun_dtype_t dtype, int ndim, const int64_t* shape,
                                      hvrun_handle_t** handle) {
-  return hvrun_allgather_async_on_device(w, name, input, dtype, ndim, shape, nullptr, handle);
+  return hvrun_allgather_submit(w, name, input, dtype, ndim, shape, nullptr, handle);
 }
 
 hvrun_status_t hvrun_allgather_async_on_device(hvrun_worker_t* w, const char* name,
                                                const void* input, hvrun_dtype_t dtype, int ndim,
                                                const int64_t* shape, const hvrun_device_t* device,
                                                hvrun_handle_t** handle) {
-  if (auto s = check_common(w, name, dtype, ndim, shape, handle); s != HVRUN_OK) return s;
-  Placement at;
-  if (auto s = placement(device, at); s != HVRUN_OK) return s;
-  return guarded([&] {
-    return hand_out(w, w->worker->allgather_async(
-                           name, {input, static_cast<hvrun::DataType>(dtype), to_shape(ndim, shape),
-                                  at.device, at.stream},
-                           w->set),
-                    handle);
-  });
+  const hvrun_op_options_t o = options_on(device);
+  return hvrun_allgather_submit(w, name, input, dtype, ndim, shape, &o, handle);
 }
 
 hvrun_status_t hvrun_broadcast_async(hvrun_worker_t* w, const char* name, void* inout,
                                      hvrun_dtype_t dtype, int ndim, const int64_t* shape,
                                      int root_rank, hvrun_handle_t** handle) {
-  return hvrun_broadcast_async_on_device(w, name, inout, dtype, ndim, shape, root_rank, nullptr,
-                                         handle);
+  return hvrun_broadcast_submit(w, name, inout, dtype, ndim, shape, root_rank, nullptr, handle);
 }
 
 hvrun_status_t hvrun_broadcast_async_on_device(hvrun_worker_t* w, const char* name, void* inout,
@@ -286,20 +488,14 @@ hvrun_status_t hvrun_broadcast_async_on_device(hvrun_worker_t* w, const char* na
                                                const int64_t* shape, int root_rank,
                                                const hvrun_device_t* device,
                                                hvrun_handle_t** handle) {
-  if (auto s = check_common(w, name, dtype, ndim, shape, handle); s != HVRUN_OK) return s;
-  Placement at;
-  if (auto s = placement(device, at); s != HVRUN_OK) return s;
-  return guarded([&] {
-    hvrun::TensorView v{inout, static_cast<hvrun::DataType>(dtype), to_shape(ndim, shape),
-                        at.device, at.stream};
-    return hand_out(w, w->worker->broadcast_async(name, v, root_rank, w->set), handle);
-  });
+  const hvrun_op_options_t o = options_on(device);
+  return hvrun_broadcast_submit(w, name, inout, dtype, ndim, shape, root_rank, &o, handle);
 }
 
 hvrun_status_t hvrun_alltoall_async(hvrun_worker_t* w, const char* name, const void* input,
                                     hvrun_dtype_t dtype, int ndim, const int64_t* shape,
                                     const int64_t* splits, hvrun_handle_t** handle) {
-  return hvrun_alltoall_async_on_device(w, name, input, dtype, ndim, shape, splits, nullptr, handle);
+  return hvrun_alltoall_submit(w, name, input, dtype, ndim, shape, splits, nullptr, handle);
 }
 
 hvrun_status_t hvrun_alltoall_async_on_device(hvrun_worker_t* w, const char* name,
@@ -307,26 +503,15 @@ hvrun_status_t hvrun_alltoall_async_on_device(hvrun_worker_t* w, const char* nam
                                               const int64_t* shape, const int64_t* splits,
                                               const hvrun_device_t* device,
                                               hvrun_handle_t** handle) {
-  if (auto s = check_common(w, name, dtype, ndim, shape, handle); s != HVRUN_OK) return s;
-  Placement at;
-  if (auto s = placement(device, at); s != HVRUN_OK) return s;
-  return guarded([&] {
-    std::vector<int64_t> split_vec;
-    if (splits) split_vec.assign(splits, splits + hvrun_size(w));
-    return hand_out(w, w->worker->alltoall_async(
-                           name, {input, static_cast<hvrun::DataType>(dtype), to_shape(ndim, shape),
-                                  at.device, at.stream},
-                           split_vec, w->set),
-                    handle);
-  });
+  const hvrun_op_options_t o = options_on(device);
+  return hvrun_alltoall_submit(w, name, input, dtype, ndim, shape, splits, &o, handle);
 }
 
 hvrun_status_t hvrun_reducescatter_async(hvrun_worker_t* w, const char* name,
                                          const void* input, hvrun_dtype_t dtype, int ndim,
                                          const int64_t* shape, hvrun_reduce_op_t op,
                                          hvrun_handle_t** handle) {
-  return hvrun_reducescatter_async_on_device(w, name, input, dtype, ndim, shape, op, nullptr,
-                                             handle);
+  return hvrun_reducescatter_submit(w, name, input, dtype, ndim, shape, op, nullptr, handle);
 }
 
 hvrun_status_t hvrun_reducescatter_async_on_device(hvrun_worker_t* w, const char* name,
@@ -335,30 +520,14 @@ hvrun_status_t hvrun_reducescatter_async_on_device(hvrun_worker_t* w, const char
                                                    hvrun_reduce_op_t op,
                                                    const hvrun_device_t* device,
                                                    hvrun_handle_t** handle) {
-  if (auto s = check_common(w, name, dtype, ndim, shape, handle); s != HVRUN_OK) return s;
-  if (!hvrun::is_valid_reduce_op(op)) return bad("unknown reduce op " + std::to_string(op));
-  Placement at;
-  if (auto s = placement(device, at); s != HVRUN_OK) return s;
-  return guarded([&] {
-    hvrun::AllreduceOptions options{static_cast<hvrun::ReduceOp>(op), 1.0, 1.0, w->set};
-    return hand_out(w, w->worker->reducescatter_async(
-                           name, {input, static_cast<hvrun::DataType>(dtype), to_shape(ndim, shape),
-                                  at.device, at.stream},
-                           options),
-                    handle);
-  });
+  const hvrun_op_options_t o = options_on(device);
+  return hvrun_reducescatter_submit(w, name, input, dtype, ndim, shape, op, &o, handle);
 }
 
 hvrun_status_t hvrun_barrier_async(hvrun_worker_t* w, hvrun_handle_t** handle) {
-  if (!w || !handle) return bad("null worker or handle pointer");
-  return guarded([&] { return hand_out(w, w->worker->barrier_async(w->set), handle); });
+  return hvrun_barrier_submit(w, nullptr, handle);
 }
 
-hvrun_status_t hvrun_join_async(hvrun_worker_t* w, hvrun_handle_t** handle) {
-  if (!w || !handle) return bad("null worker or handle pointer");
-  if (w->is_view()) return bad("join is of the global process set: call it on the job's worker");
-  return guarded([&] { return hand_out(w, w->worker->join_async(), handle); });
-}
 
 hvrun_status_t hvrun_add_process_set(hvrun_worker_t* w, const int* ranks, int count,
                                      int* process_set_id) {
@@ -530,11 +699,7 @@ hvrun_status_t hvrun_elastic_commit(hvrun_elastic_state_t* s, hvrun_worker_t* w)
 hvrun_status_t hvrun_elastic_run(int abi_version, hvrun_elastic_state_t* s,
                                  hvrun_elastic_train_fn train, hvrun_elastic_reset_fn on_reset,
                                  void* user_data) {
-  if (abi_version != HVRUN_C_ABI_VERSION)
-    return record(hvrun::failed_precondition(
-        "hvrun_elastic_run: the caller was built for C ABI version " +
-        std::to_string(abi_version) + ", this library is version " +
-        std::to_string(HVRUN_C_ABI_VERSION)));
+  if (auto abi = check_abi(abi_version, "hvrun_elastic_run"); abi != HVRUN_OK) return abi;
   if (!s || !train) return bad("null elastic state or train function");
   return guarded([&] {
     if (on_reset) {

@@ -3,7 +3,9 @@
 #include <numeric>
 
 #include "common/build_info.h"
+#include "hvrun/build_config.h"
 #include "hvrun/hvrun.h"
+#include "worker_lib/api/op_deadlines.h"
 #include "worker_lib/backends/nccl/nccl_errors.h"
 #include "worker_lib/handle_state.h"
 #include "proto/collective_op_name.h"
@@ -136,7 +138,8 @@ void fill_allreduce(PendingOp& op, const InputView& input, const TensorView& out
 
 }  // namespace
 
-const char* version() { return "0.1.0"; }
+// The project version CMake configured (project(hvrun VERSION ...)), as build_info() has it.
+const char* version() { return HVRUN_VERSION_STRING; }
 
 Result<std::unique_ptr<Worker>> Worker::init() {
   HVRUN_ASSIGN_OR_RETURN(Config config, Config::from_environment());
@@ -148,7 +151,18 @@ Result<std::unique_ptr<Worker>> Worker::init(const Config& config) {
   return std::unique_ptr<Worker>(new Worker(std::move(runtime)));
 }
 
-Worker::Worker(std::unique_ptr<detail::Runtime> runtime) : runtime_(std::move(runtime)) {}
+Worker::Worker(std::unique_ptr<detail::Runtime> runtime)
+    : runtime_(std::move(runtime)),
+      deadlines_(std::make_unique<detail::OpDeadlines>(
+          [runtime = runtime_.get()](const std::string& reason) { runtime->abort(reason); })) {}
+
+Handle Worker::watched(Handle handle, std::chrono::milliseconds timeout, const char* op) {
+  if (timeout.count() > 0)
+    deadlines_->watch(handle, timeout,
+                      "rank " + std::to_string(rank()) + ": " + op + " '" + handle.name() + "'");
+  return handle;
+}
+
 Worker::~Worker() { (void)shutdown(); }
 
 Status Worker::shutdown() { return runtime_->shutdown(); }
@@ -186,12 +200,14 @@ Handle submit_allreduce(detail::Runtime& runtime, const std::string& name, const
 
 Handle Worker::allreduce_async(const std::string& name, ConstTensorView input, TensorView output,
                                const AllreduceOptions& options) {
-  return submit_allreduce(*runtime_, name, input, output, options);
+  return watched(submit_allreduce(*runtime_, name, input, output, options), options.timeout,
+                 "allreduce");
 }
 
 Handle Worker::allreduce_async(const std::string& name, TensorView inout,
                                const AllreduceOptions& options) {
-  return submit_allreduce(*runtime_, name, inout, inout, options);
+  return watched(submit_allreduce(*runtime_, name, inout, inout, options), options.timeout,
+                 "allreduce");
 }
 
 std::vector<Handle> Worker::grouped_allreduce_async(std::span<const std::string> names,
@@ -245,11 +261,14 @@ std::vector<Handle> Worker::grouped_allreduce_async(std::span<const std::string>
     op->group_size = static_cast<uint32_t>(names.size());
     ops.push_back(std::move(op));
   }
-  return runtime_->submit_group(std::move(ops));
+  handles = runtime_->submit_group(std::move(ops));
+  for (Handle& h : handles) h = watched(std::move(h), options.timeout, "grouped allreduce");
+  return handles;
 }
 
 Handle Worker::allgather_async(const std::string& name, ConstTensorView input,
-                               ProcessSet process_set) {
+                               const OpOptions& options) {
+  const ProcessSet process_set = options.process_set;
   if (Status s = check_tensor(rank(), name, input.data, input.dtype, input.shape, true); !s.is_ok())
     return failed(name, s);
   if (Status s = check_device(name, input.device); !s.is_ok()) return failed(name, s);
@@ -258,11 +277,12 @@ Handle Worker::allgather_async(const std::string& name, ConstTensorView input,
     return failed(name, set.status());
   place(*op, input.device, input.stream);
   op->input = input.data;
-  return runtime_->submit(std::move(op));
+  return watched(runtime_->submit(std::move(op)), options.timeout, "allgather");
 }
 
 Handle Worker::broadcast_async(const std::string& name, TensorView inout, int root_rank,
-                               ProcessSet process_set) {
+                               const OpOptions& options) {
+  const ProcessSet process_set = options.process_set;
   if (Status s = check_tensor(rank(), name, inout.data, inout.dtype, inout.shape, false); !s.is_ok())
     return failed(name, s);
   if (root_rank < 0 || root_rank >= size())
@@ -288,11 +308,12 @@ Handle Worker::broadcast_async(const std::string& name, TensorView inout, int ro
   op->root_rank = root;
   op->input = inout.data;
   op->output = inout.data;
-  return runtime_->submit(std::move(op));
+  return watched(runtime_->submit(std::move(op)), options.timeout, "broadcast");
 }
 
 Handle Worker::alltoall_async(const std::string& name, ConstTensorView input,
-                              std::span<const int64_t> splits, ProcessSet process_set) {
+                              std::span<const int64_t> splits, const OpOptions& options) {
+  const ProcessSet process_set = options.process_set;
   if (Status s = check_tensor(rank(), name, input.data, input.dtype, input.shape, true); !s.is_ok())
     return failed(name, s);
   auto op = make_op(name, v1::COLLECTIVE_OP_ALLTOALL, input.dtype, input.shape);
@@ -319,7 +340,7 @@ Handle Worker::alltoall_async(const std::string& name, ConstTensorView input,
   place(*op, input.device, input.stream);
   op->splits = std::move(chosen);
   op->input = input.data;
-  return runtime_->submit(std::move(op));
+  return watched(runtime_->submit(std::move(op)), options.timeout, "alltoall");
 }
 
 Handle Worker::reducescatter_async(const std::string& name, ConstTensorView input,
@@ -335,10 +356,11 @@ Handle Worker::reducescatter_async(const std::string& name, ConstTensorView inpu
   place(*op, input.device, input.stream);
   set_reduction(*op, options);
   op->input = input.data;
-  return runtime_->submit(std::move(op));
+  return watched(runtime_->submit(std::move(op)), options.timeout, "reducescatter");
 }
 
-Handle Worker::barrier_async(ProcessSet process_set) {
+Handle Worker::barrier_async(const OpOptions& options) {
+  const ProcessSet process_set = options.process_set;
   // The set first: a refused call must not use up a barrier number of any set.
   if (process_set.id != 0)
     if (auto set = runtime_->process_set_of_mine(process_set, "barrier"); !set.is_ok())
@@ -349,7 +371,7 @@ Handle Worker::barrier_async(ProcessSet process_set) {
   auto op = make_op(name, v1::COLLECTIVE_OP_BARRIER, DataType::kUInt8, {0});
   if (auto set = put_on_set(*runtime_, *op, process_set); !set.is_ok())
     return failed(name, set.status());
-  return runtime_->submit(std::move(op));
+  return watched(runtime_->submit(std::move(op)), options.timeout, "barrier");
 }
 
 Handle Worker::join_async() {
@@ -435,19 +457,19 @@ Result<OwnedTensor> take_output(const Handle& h, Status s) {
 }  // namespace
 
 Result<OwnedTensor> Worker::allgather(const std::string& name, ConstTensorView input,
-                                     ProcessSet process_set) {
-  Handle h = allgather_async(name, std::move(input), process_set);
+                                     const OpOptions& options) {
+  Handle h = allgather_async(name, std::move(input), options);
   return take_output(h, wait(h));
 }
 
 Status Worker::broadcast(const std::string& name, TensorView inout, int root_rank,
-                         ProcessSet process_set) {
-  return wait(broadcast_async(name, std::move(inout), root_rank, process_set));
+                         const OpOptions& options) {
+  return wait(broadcast_async(name, std::move(inout), root_rank, options));
 }
 
 Result<OwnedTensor> Worker::alltoall(const std::string& name, ConstTensorView input,
-                                     std::span<const int64_t> splits, ProcessSet process_set) {
-  Handle h = alltoall_async(name, std::move(input), splits, process_set);
+                                     std::span<const int64_t> splits, const OpOptions& options) {
+  Handle h = alltoall_async(name, std::move(input), splits, options);
   return take_output(h, wait(h));
 }
 
@@ -457,7 +479,7 @@ Result<OwnedTensor> Worker::reducescatter(const std::string& name, ConstTensorVi
   return take_output(h, wait(h));
 }
 
-Status Worker::barrier(ProcessSet process_set) { return wait(barrier_async(process_set)); }
+Status Worker::barrier(const OpOptions& options) { return wait(barrier_async(options)); }
 
 Result<int> Worker::join() {
   Handle h = join_async();

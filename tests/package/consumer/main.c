@@ -13,8 +13,8 @@ int main(void) {
   const int64_t shape[1] = {256};
   for (int i = 0; i < 256; ++i) grad[i] = (float)(hvrun_rank(worker) + 1);
   hvrun_handle_t* handle = NULL;
-  if (hvrun_allreduce_async(worker, "grad", grad, grad, HVRUN_FLOAT32, 1, shape, HVRUN_SUM, 1.0,
-                            1.0, &handle) != HVRUN_OK ||
+  if (hvrun_allreduce_submit(worker, "grad", grad, grad, HVRUN_FLOAT32, 1, shape, HVRUN_SUM, NULL,
+                             &handle) != HVRUN_OK ||
       hvrun_handle_wait(handle, -1) != HVRUN_OK) {
     fprintf(stderr, "allreduce: %s\n", hvrun_last_error());
     return 1;

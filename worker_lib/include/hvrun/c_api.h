@@ -6,12 +6,25 @@
  * integer error codes. Every function returning hvrun_status_t sets a per-thread message that
  * hvrun_last_error() returns (valid until the next call on that thread).
  *
- * ABI: call hvrun_init*() with HVRUN_C_ABI_VERSION; a library of another ABI version refuses
- * with HVRUN_ERR_FAILED_PRECONDITION naming both versions.
+ * ABI, shaped to last as NCCL's is:
+ *  - call hvrun_init*() with HVRUN_C_ABI_VERSION; a library that does not know the caller's ABI
+ *    version refuses with HVRUN_ERR_FAILED_PRECONDITION naming both versions. This library
+ *    takes callers of ABI versions HVRUN_C_ABI_OLDEST to HVRUN_C_ABI_VERSION.
+ *  - the structs the caller fills (hvrun_config_t, hvrun_op_options_t) start with their size,
+ *    a magic number and a layout version, set by their initializer macro
+ *    (HVRUN_CONFIG_INITIALIZER, HVRUN_OP_OPTIONS_INITIALIZER), which every caller must use: new
+ *    fields go at the end with a new version, and a library refuses a struct it does not know
+ *    (not initialised: HVRUN_ERR_INVALID_ARGUMENT; a newer layout than its own:
+ *    HVRUN_ERR_FAILED_PRECONDITION), naming what it got and what it knows.
+ *  - the collectives take one options struct (device and stream, scale factors, process set,
+ *    per-op timeout): hvrun_*_submit. The older hvrun_*_async and hvrun_*_async_on_device calls
+ *    (join's aside) remain for this release as wrappers of them, deprecated
+ *    (docs/worker-api.md).
  *
  * Threads: every function is thread-safe. A handle is freed exactly once, with
  * hvrun_handle_free(), after which it must not be used; a worker is freed once with
- * hvrun_finalize() after every handle of it was freed or completed.
+ * hvrun_finalize() after every handle of it was freed or completed. Handles complete on the
+ * worker's background thread (the threads a worker runs: hvrun/hvrun.h).
  */
 #ifndef HVRUN_C_API_H_
 #define HVRUN_C_API_H_
@@ -23,7 +36,16 @@
 extern "C" {
 #endif
 
-#define HVRUN_C_ABI_VERSION 1
+/* 2: versioned hvrun_config_t, hvrun_op_options_t and the hvrun_*_submit calls. Callers built
+ * for 1 still run, except hvrun_init_with_config, whose config layout changed. */
+#define HVRUN_C_ABI_VERSION 2
+#define HVRUN_C_ABI_OLDEST 1
+
+#if defined(__GNUC__) || defined(__clang__)
+#define HVRUN_DEPRECATED(replacement) __attribute__((deprecated("use " replacement)))
+#else
+#define HVRUN_DEPRECATED(replacement)
+#endif
 
 /* Same values as hvrun::StatusCode (and gRPC's codes). */
 typedef enum hvrun_status {
@@ -66,7 +88,7 @@ typedef enum hvrun_reduce_op {
 /* Where a tensor lives (same values as hvrun::DeviceType). */
 typedef enum hvrun_device_type { HVRUN_DEVICE_CPU = 0, HVRUN_DEVICE_CUDA = 1 } hvrun_device_type_t;
 
-/* A tensor's device for the *_on_device calls; NULL there means host memory.
+/* A tensor's device (hvrun_op_options_t::device). Host memory: {HVRUN_DEVICE_CPU, -1, NULL}.
  * stream: the cudaStream_t after whose queued work the data is ready (NULL = legacy default
  * stream); the result is ready in stream order on that same stream when the handle completes
  * (see hvrun::TensorView in hvrun/types.h). */
@@ -79,8 +101,15 @@ typedef struct hvrun_device {
 typedef struct hvrun_worker hvrun_worker_t;
 typedef struct hvrun_handle hvrun_handle_t;
 
-/* For launchers other than hvrun; NULL strings / negative numbers mean "default". */
+/* For launchers other than hvrun: how to reach the job (hvrun::Config).
+ *   hvrun_config_t config = HVRUN_CONFIG_INITIALIZER;   (never a struct of your own making)
+ *   config.coordinator_address = "10.0.0.1:40123"; ...
+ * NULL strings / negative numbers mean "default". */
 typedef struct hvrun_config {
+  size_t size;           /* sizeof(hvrun_config_t) as the caller was compiled */
+  unsigned int magic;    /* HVRUN_CONFIG_MAGIC */
+  unsigned int version;  /* HVRUN_CONFIG_VERSION: the layout below */
+  /* Version 1: */
   const char* coordinator_address;
   const char* secret;
   int requested_rank;
@@ -91,6 +120,48 @@ typedef struct hvrun_config {
   int64_t op_timeout_ms;
 } hvrun_config_t;
 
+#define HVRUN_CONFIG_MAGIC 0x68766366u /* "hvcf" */
+#define HVRUN_CONFIG_VERSION 1
+#define HVRUN_CONFIG_INITIALIZER                                                           \
+  {                                                                                        \
+    sizeof(hvrun_config_t), HVRUN_CONFIG_MAGIC, HVRUN_CONFIG_VERSION, NULL, NULL, -1, -1, \
+        NULL, NULL, -1, -1                                                                 \
+  }
+
+/* What a collective runs with besides its tensor (NULL where a call takes one: all defaults).
+ *   hvrun_op_options_t options = HVRUN_OP_OPTIONS_INITIALIZER;
+ *   options.postscale = 1.0 / hvrun_size(worker);
+ * A field that does not apply to the call is refused when set (HVRUN_ERR_INVALID_ARGUMENT),
+ * never ignored: scale factors apply to allreduce and reducescatter only, a device to the calls
+ * with a tensor. */
+typedef struct hvrun_op_options {
+  size_t size;           /* sizeof(hvrun_op_options_t) as the caller was compiled */
+  unsigned int magic;    /* HVRUN_OP_OPTIONS_MAGIC */
+  unsigned int version;  /* HVRUN_OP_OPTIONS_VERSION: the layout below */
+  /* Version 1: */
+  /* Where the tensors live (CUDA: data pointers are device pointers, input and output on this
+   * device, ready in stream order on device.stream). Default: host memory. */
+  hvrun_device_t device;
+  double prescale;  /* multiplies every input before the reduction (default 1.0) */
+  double postscale; /* multiplies the result, after Average's division (default 1.0) */
+  /* The process set to run on (hvrun_add_process_set's id); 0 = the worker's own: every rank,
+   * or the view's set for a view (which runs on no other). */
+  int process_set;
+  /* Per-op timeout (> 0): when the op has not completed within it, this rank aborts the job
+   * with a reason naming the op and the timeout, and every pending handle (this one's too)
+   * fails with HVRUN_ERR_ABORTED: a collective cannot be given up on one rank alone. 0: none
+   * of its own (the job's --op-timeout still bounds data-plane transfers and waits). */
+  int64_t timeout_ms;
+} hvrun_op_options_t;
+
+#define HVRUN_OP_OPTIONS_MAGIC 0x68766f70u /* "hvop" */
+#define HVRUN_OP_OPTIONS_VERSION 1
+#define HVRUN_OP_OPTIONS_INITIALIZER                                                    \
+  {                                                                                     \
+    sizeof(hvrun_op_options_t), HVRUN_OP_OPTIONS_MAGIC, HVRUN_OP_OPTIONS_VERSION,       \
+        {HVRUN_DEVICE_CPU, -1, NULL}, 1.0, 1.0, 0, 0                                    \
+  }
+
 int hvrun_abi_version(void);
 const char* hvrun_version(void);
 const char* hvrun_last_error(void);
@@ -98,8 +169,9 @@ const char* hvrun_status_name(hvrun_status_t status);
 
 /* Reads the environment hvrun sets. */
 hvrun_status_t hvrun_init(int abi_version, hvrun_worker_t** worker);
-/* How to reach the job from `config`; the data plane's tuning (HVRUN_CPU_BACKEND,
-   HVRUN_FAST_PATH, ...) from the environment, as hvrun_init. */
+/* How to reach the job from `config` (made with HVRUN_CONFIG_INITIALIZER; ABI version 2 or
+   later); the data plane's tuning (HVRUN_CPU_BACKEND, HVRUN_FAST_PATH, ...) from the
+   environment, as hvrun_init. */
 hvrun_status_t hvrun_init_with_config(int abi_version, const hvrun_config_t* config,
                                       hvrun_worker_t** worker);
 /* Shuts down (idempotent, see hvrun::Worker::shutdown) and frees the worker. */
@@ -129,30 +201,63 @@ int hvrun_cross_rank(const hvrun_worker_t* worker);
 int hvrun_cross_size(const hvrun_worker_t* worker);
 
 /* Asynchronous collectives. On HVRUN_OK *handle is set; argument errors are returned at once
- * (and also leave no handle). `output` == `input` means in place. */
+ * (and also leave no handle). `output` == `input` means in place. `options`: NULL, or made with
+ * HVRUN_OP_OPTIONS_INITIALIZER (see hvrun_op_options_t). */
+hvrun_status_t hvrun_allreduce_submit(hvrun_worker_t* worker, const char* name, const void* input,
+                                      void* output, hvrun_dtype_t dtype, int ndim,
+                                      const int64_t* shape, hvrun_reduce_op_t op,
+                                      const hvrun_op_options_t* options, hvrun_handle_t** handle);
+hvrun_status_t hvrun_allgather_submit(hvrun_worker_t* worker, const char* name, const void* input,
+                                      hvrun_dtype_t dtype, int ndim, const int64_t* shape,
+                                      const hvrun_op_options_t* options, hvrun_handle_t** handle);
+/* root_rank: a job rank (a member of the set on a process set). */
+hvrun_status_t hvrun_broadcast_submit(hvrun_worker_t* worker, const char* name, void* inout,
+                                      hvrun_dtype_t dtype, int ndim, const int64_t* shape,
+                                      int root_rank, const hvrun_op_options_t* options,
+                                      hvrun_handle_t** handle);
+/* splits: one row count per member of the set the call runs on, or NULL for an even split. */
+hvrun_status_t hvrun_alltoall_submit(hvrun_worker_t* worker, const char* name, const void* input,
+                                     hvrun_dtype_t dtype, int ndim, const int64_t* shape,
+                                     const int64_t* splits, const hvrun_op_options_t* options,
+                                     hvrun_handle_t** handle);
+hvrun_status_t hvrun_reducescatter_submit(hvrun_worker_t* worker, const char* name,
+                                          const void* input, hvrun_dtype_t dtype, int ndim,
+                                          const int64_t* shape, hvrun_reduce_op_t op,
+                                          const hvrun_op_options_t* options,
+                                          hvrun_handle_t** handle);
+hvrun_status_t hvrun_barrier_submit(hvrun_worker_t* worker, const hvrun_op_options_t* options,
+                                    hvrun_handle_t** handle);
+/* Join is of the job (the global set; refused on a view) and takes no options: it waits, by
+ * design, for the ranks that still have work. */
+hvrun_status_t hvrun_join_async(hvrun_worker_t* worker, hvrun_handle_t** handle);
+
+/* Deprecated, kept for one release: each is hvrun_*_submit with the options its arguments
+ * give (device NULL = host memory), and will be removed in the next. */
+HVRUN_DEPRECATED("hvrun_allreduce_submit")
 hvrun_status_t hvrun_allreduce_async(hvrun_worker_t* worker, const char* name, const void* input,
                                      void* output, hvrun_dtype_t dtype, int ndim,
                                      const int64_t* shape, hvrun_reduce_op_t op, double prescale,
                                      double postscale, hvrun_handle_t** handle);
+HVRUN_DEPRECATED("hvrun_allgather_submit")
 hvrun_status_t hvrun_allgather_async(hvrun_worker_t* worker, const char* name, const void* input,
                                      hvrun_dtype_t dtype, int ndim, const int64_t* shape,
                                      hvrun_handle_t** handle);
+HVRUN_DEPRECATED("hvrun_broadcast_submit")
 hvrun_status_t hvrun_broadcast_async(hvrun_worker_t* worker, const char* name, void* inout,
                                      hvrun_dtype_t dtype, int ndim, const int64_t* shape,
                                      int root_rank, hvrun_handle_t** handle);
-/* splits: `size` row counts, or NULL for an even split. */
+HVRUN_DEPRECATED("hvrun_alltoall_submit")
 hvrun_status_t hvrun_alltoall_async(hvrun_worker_t* worker, const char* name, const void* input,
                                     hvrun_dtype_t dtype, int ndim, const int64_t* shape,
                                     const int64_t* splits, hvrun_handle_t** handle);
+HVRUN_DEPRECATED("hvrun_reducescatter_submit")
 hvrun_status_t hvrun_reducescatter_async(hvrun_worker_t* worker, const char* name,
                                          const void* input, hvrun_dtype_t dtype, int ndim,
                                          const int64_t* shape, hvrun_reduce_op_t op,
                                          hvrun_handle_t** handle);
+HVRUN_DEPRECATED("hvrun_barrier_submit")
 hvrun_status_t hvrun_barrier_async(hvrun_worker_t* worker, hvrun_handle_t** handle);
-hvrun_status_t hvrun_join_async(hvrun_worker_t* worker, hvrun_handle_t** handle);
-
-/* The same collectives on tensors in `device` memory (NULL = host memory, as above). Data
- * pointers are device pointers for HVRUN_DEVICE_CUDA; input and output share the device. */
+HVRUN_DEPRECATED("hvrun_allreduce_submit")
 hvrun_status_t hvrun_allreduce_async_on_device(hvrun_worker_t* worker, const char* name,
                                                const void* input, void* output,
                                                hvrun_dtype_t dtype, int ndim,
@@ -160,20 +265,24 @@ hvrun_status_t hvrun_allreduce_async_on_device(hvrun_worker_t* worker, const cha
                                                double prescale, double postscale,
                                                const hvrun_device_t* device,
                                                hvrun_handle_t** handle);
+HVRUN_DEPRECATED("hvrun_allgather_submit")
 hvrun_status_t hvrun_allgather_async_on_device(hvrun_worker_t* worker, const char* name,
                                                const void* input, hvrun_dtype_t dtype, int ndim,
                                                const int64_t* shape, const hvrun_device_t* device,
                                                hvrun_handle_t** handle);
+HVRUN_DEPRECATED("hvrun_broadcast_submit")
 hvrun_status_t hvrun_broadcast_async_on_device(hvrun_worker_t* worker, const char* name,
                                                void* inout, hvrun_dtype_t dtype, int ndim,
                                                const int64_t* shape, int root_rank,
                                                const hvrun_device_t* device,
                                                hvrun_handle_t** handle);
+HVRUN_DEPRECATED("hvrun_alltoall_submit")
 hvrun_status_t hvrun_alltoall_async_on_device(hvrun_worker_t* worker, const char* name,
                                               const void* input, hvrun_dtype_t dtype, int ndim,
                                               const int64_t* shape, const int64_t* splits,
                                               const hvrun_device_t* device,
                                               hvrun_handle_t** handle);
+HVRUN_DEPRECATED("hvrun_reducescatter_submit")
 hvrun_status_t hvrun_reducescatter_async_on_device(hvrun_worker_t* worker, const char* name,
                                                    const void* input, hvrun_dtype_t dtype,
                                                    int ndim, const int64_t* shape,

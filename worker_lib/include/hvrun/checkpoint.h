@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "common/status.h"
+#include "hvrun/status.h"
 #include "hvrun/hvrun.h"
 
 namespace hvrun {

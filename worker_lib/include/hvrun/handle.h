@@ -1,7 +1,8 @@
 // Handle: the caller's side of one queued collective (poll, bounded wait, status, output).
 //
 // Handles are cheap to copy (they share one state); any thread may poll or wait on them. A
-// handle completes exactly once, on the worker's background thread, either with OK (outputs
+// handle completes exactly once, on the worker's background thread (hvrun-loop; see the thread
+// list in hvrun/hvrun.h; a fast-path allreduce's on the caller's thread), either with OK (outputs
 // written) or with the error that stopped it: the coordinator's mismatch message
 // (kInvalidArgument), kAborted with the job's abort reason, kCancelled at shutdown, kInternal
 // when the data plane failed. Waiting never blocks past the timeout given.
@@ -13,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "common/status.h"
+#include "hvrun/status.h"
 #include "hvrun/types.h"
 
 namespace hvrun {

@@ -33,8 +33,20 @@
 //    does not guess that the coordinator exited), a stream the coordinator ended without a
 //    JobAbort with the status it gave.
 //
-// Threads: every method is thread-safe. Collectives run in order on one background thread
-// owned by the Worker, which also owns the coordinator stream; handles complete there.
+// Threads: every method is thread-safe. A Worker runs these threads of its own (named, as
+// `top -H` and stack dumps show them), all stopped by shutdown():
+//   hvrun-loop       the background thread: sends submissions to the coordinator, executes its
+//                    plans in order on the data plane, completes handles (and runs on_complete
+//                    callbacks);
+//   hvrun-reader     reads the coordinator's stream (plans, JobAbort) and hands it to the loop;
+//   hvrun-heartbeat  tells the coordinator this rank is alive, even inside a long collective;
+//   hvrun-batch      a timer: sends asynchronous submissions no caller waited for yet;
+//   hvrun-telemetry  reports counters and timeline events to the coordinator;
+//   hvrun-autopsy    answers the launcher's autopsy requests (see hvrun/autopsy.h);
+//   hvrun-arbiter    only on the one rank that decides a multi-host job's shared-memory rounds;
+//   hvrun-deadline   only once an op was submitted with a per-op timeout.
+// Blocking allreduces on the fast path run on the caller's thread. The libraries linked in
+// (gRPC, Gloo, NCCL) run threads of their own besides.
 #pragma once
 
 #include <chrono>
@@ -46,7 +58,7 @@
 #include <string_view>
 #include <vector>
 
-#include "common/status.h"
+#include "hvrun/status.h"
 #include "hvrun/handle.h"
 #include "hvrun/types.h"
 
@@ -54,6 +66,7 @@ namespace hvrun {
 
 namespace detail {
 class Runtime;
+class OpDeadlines;
 }
 
 // The CPU data plane (--cpu-backend, --hierarchical-allreduce, --shm-chunk-kb; how a job picks
@@ -141,16 +154,36 @@ struct Config {
 // reducescatter's rows and Average count the set's ranks; broadcast's root_rank is a job rank
 // (a member). Sets negotiate independently: a collective on one set never waits for another
 // set's ranks.
+struct OpOptions;
+
 struct ProcessSet {
   int32_t id = 0;
   friend bool operator==(const ProcessSet&, const ProcessSet&) = default;
+  // A set where a call takes options: allgather_async(name, t, set) runs on `set`.
+  operator OpOptions() const;  // NOLINT(google-explicit-constructor)
 };
+
+// Per-op timeout (timeout > 0): when the op has not completed within it, this rank aborts the
+// job with a reason naming the op and the timeout, and every pending handle (this op's too)
+// fails with kAborted. A collective cannot be given up on one rank alone: the others would wait
+// for it, or write into buffers the caller was told it may reuse. Use it to bound an op that
+// may never complete (a peer that never submits it) well below Config::op_timeout, which still
+// bounds the data plane's transfers and wait(). 0 (the default) or less: no timeout of its own.
+
+// Options of the collectives that do not reduce.
+struct OpOptions {
+  ProcessSet process_set;  // the ranks that take part (default: every rank)
+  std::chrono::milliseconds timeout{0};  // see "Per-op timeout" above
+};
+
+inline ProcessSet::operator OpOptions() const { return OpOptions{.process_set = *this}; }
 
 struct AllreduceOptions {
   ReduceOp op = ReduceOp::kSum;
   double prescale = 1.0;   // multiplies every input before the reduction
   double postscale = 1.0;  // multiplies the result (after Average's division)
   ProcessSet process_set;  // the ranks that reduce together (default: every rank)
+  std::chrono::milliseconds timeout{0};  // see "Per-op timeout" above
 };
 
 struct Topology {
@@ -227,22 +260,23 @@ class Worker {
   // Concatenates every rank's tensor along dimension 0 (which may differ per rank; the other
   // dimensions may not). Result: handle.output().
   Handle allgather_async(const std::string& name, ConstTensorView input,
-                         ProcessSet process_set = {});
+                         const OpOptions& options = {});
   // In place: root's tensor is copied into every rank's `inout`.
   Handle broadcast_async(const std::string& name, TensorView inout, int root_rank,
-                         ProcessSet process_set = {});
+                         const OpOptions& options = {});
   // splits[r] = rows (first dimension) sent to rank r; empty = equal split (dim 0 divisible by
   // size). Result: handle.output() (rows from every rank, in rank order), received_splits().
   // On a process set, r counts the set's members in ascending order.
   Handle alltoall_async(const std::string& name, ConstTensorView input,
-                        std::span<const int64_t> splits = {}, ProcessSet process_set = {});
+                        std::span<const int64_t> splits = {}, const OpOptions& options = {});
   // Reduces across ranks and scatters dimension 0: rank r gets dim0/size rows, plus one when
   // r < dim0 % size. Result: handle.output().
   Handle reducescatter_async(const std::string& name, ConstTensorView input,
                              const AllreduceOptions& options = {});
-  Handle barrier_async(ProcessSet process_set = {});
+  Handle barrier_async(const OpOptions& options = {});
   // Completes when every rank joined; handle.join_result() is the last rank to join. Join is
-  // of the global set only (as Horovod's).
+  // of the global set only (as Horovod's), and takes no options: it waits, by design, for the
+  // ranks that still have work.
   Handle join_async();
 
   // ---- Synchronous wrappers: submit and wait (bounded by Config::op_timeout).
@@ -254,14 +288,15 @@ class Worker {
   Status allreduce(const std::string& name, const ConstTensorView& input, const TensorView& output,
                    const AllreduceOptions& options = {});
   Result<OwnedTensor> allgather(const std::string& name, ConstTensorView input,
-                                ProcessSet process_set = {});
+                                const OpOptions& options = {});
   Status broadcast(const std::string& name, TensorView inout, int root_rank,
-                   ProcessSet process_set = {});
+                   const OpOptions& options = {});
   Result<OwnedTensor> alltoall(const std::string& name, ConstTensorView input,
-                               std::span<const int64_t> splits = {}, ProcessSet process_set = {});
+                               std::span<const int64_t> splits = {},
+                               const OpOptions& options = {});
   Result<OwnedTensor> reducescatter(const std::string& name, ConstTensorView input,
                                     const AllreduceOptions& options = {});
-  Status barrier(ProcessSet process_set = {});
+  Status barrier(const OpOptions& options = {});
   Result<int> join();
 
   // ---- Process sets (Horovod's dynamic process sets). Every rank of the job calls
@@ -314,10 +349,14 @@ class Worker {
 
  private:
   explicit Worker(std::unique_ptr<detail::Runtime> runtime);
+  // Starts watching `handle` when `timeout` > 0 (per-op timeout); returns it.
+  Handle watched(Handle handle, std::chrono::milliseconds timeout, const char* op);
   std::unique_ptr<detail::Runtime> runtime_;
+  std::unique_ptr<detail::OpDeadlines> deadlines_;  // after runtime_: stops first
 };
 
-// Version of this library, "0.1.0".
+// Version of this library: the project version of its build (CMake's project(VERSION), the
+// same as build_info().version and the C API's hvrun_version()), e.g. "0.1.0".
 const char* version();
 
 // OK when `name` is a valid tensor name (see the contracts above), else kInvalidArgument
