@@ -48,7 +48,10 @@ std::string device_text(const Device& d) {
 
 // A CUDA tensor needs a GPU ordinal and a build with the NCCL data plane; input and output of
 // one collective live on the same device.
-Status check_device(const std::string& name, const Device& device, const Device* output = nullptr) {
+// `config` says whether CUDA tensors can run here: a CUDA build, or the host device plane (which
+// runs the GPU executor over host memory, in any build).
+Status check_device(const Config& config, const std::string& name, const Device& device,
+                    const Device* output = nullptr) {
   if (output && !(*output == device))
     return invalid_argument("tensor '" + name + "': input on " + device_text(device) +
                             " but output on " + device_text(*output) +
@@ -60,7 +63,8 @@ Status check_device(const std::string& name, const Device& device, const Device*
   if (device.index < 0)
     return invalid_argument("tensor '" + name + "': CUDA tensor without a device ordinal "
                             "(Device::cuda(ordinal), ordinal >= 0)");
-  if (!build_info().have_cuda) return detail::cuda::cuda_not_built_status(name);
+  if (!build_info().have_cuda && config.device_plane != "host")
+    return detail::cuda::cuda_not_built_status(name);
   return Status::ok();
 }
 
@@ -109,7 +113,8 @@ Result<detail::ProcessSetMembers> put_on_set(const detail::Runtime& runtime, Pen
 // Why an allreduce (async or blocking) is refused, or ok. `input`: a ConstTensorView, or the
 // output's own TensorView in place (no copy of its shape).
 template <typename InputView>
-Status check_allreduce(int rank, const std::string& name, const InputView& input,
+Status check_allreduce(const Config& config, int rank, const std::string& name,
+                       const InputView& input,
                        const TensorView& output, const AllreduceOptions& options) {
   if (Status s = check_tensor(rank, name, input.data, input.dtype, input.shape, false); !s.is_ok())
     return s;
@@ -119,7 +124,7 @@ Status check_allreduce(int rank, const std::string& name, const InputView& input
     return invalid_argument("allreduce '" + name + "': null output");
   if (!is_valid_reduce_op(static_cast<int>(options.op)))
     return invalid_argument("allreduce '" + name + "': unknown reduce op");
-  if (Status s = check_device(name, input.device, &output.device); !s.is_ok()) return s;
+  if (Status s = check_device(config, name, input.device, &output.device); !s.is_ok()) return s;
   return check_reducible(name, input.dtype, input.device);
 }
 
@@ -185,7 +190,9 @@ namespace {
 template <typename InputView>
 Handle submit_allreduce(detail::Runtime& runtime, const std::string& name, const InputView& input,
                         const TensorView& output, const AllreduceOptions& options) {
-  if (Status s = check_allreduce(runtime.topology().rank, name, input, output, options); !s.is_ok())
+  if (Status s = check_allreduce(runtime.config(), runtime.topology().rank, name, input, output,
+                                options);
+      !s.is_ok())
     return failed(name, s);
   auto fill = [&](PendingOp& op) { fill_allreduce(op, input, output, options); };
   // The global set's allreduces, a training step's, reuse their name's last op.
@@ -226,7 +233,7 @@ std::vector<Handle> Worker::grouped_allreduce_async(std::span<const std::string>
   for (size_t i = 0; i < names.size(); ++i) {
     const TensorView& t = tensors[i];
     Status s = check_tensor(rank(), names[i], t.data, t.dtype, t.shape, false);
-    if (s.is_ok()) s = check_device(names[i], t.device);
+    if (s.is_ok()) s = check_device(runtime_->config(), names[i], t.device);
     if (s.is_ok()) s = check_reducible(names[i], t.dtype, t.device);
     // A group is negotiated and fused as one response on one device.
     if (s.is_ok() && !(t.device == tensors[0].device))
@@ -271,7 +278,8 @@ Handle Worker::allgather_async(const std::string& name, ConstTensorView input,
   const ProcessSet process_set = options.process_set;
   if (Status s = check_tensor(rank(), name, input.data, input.dtype, input.shape, true); !s.is_ok())
     return failed(name, s);
-  if (Status s = check_device(name, input.device); !s.is_ok()) return failed(name, s);
+  if (Status s = check_device(runtime_->config(), name, input.device); !s.is_ok())
+    return failed(name, s);
   auto op = make_op(name, v1::COLLECTIVE_OP_ALLGATHER, input.dtype, input.shape);
   if (auto set = put_on_set(*runtime_, *op, process_set); !set.is_ok())
     return failed(name, set.status());
@@ -289,7 +297,8 @@ Handle Worker::broadcast_async(const std::string& name, TensorView inout, int ro
     return failed(name, invalid_argument("broadcast '" + name + "': root rank " +
                                          std::to_string(root_rank) + " is not in [0, " +
                                          std::to_string(size()) + ")"));
-  if (Status s = check_device(name, inout.device); !s.is_ok()) return failed(name, s);
+  if (Status s = check_device(runtime_->config(), name, inout.device); !s.is_ok())
+    return failed(name, s);
   auto op = make_op(name, v1::COLLECTIVE_OP_BROADCAST, inout.dtype, inout.shape);
   auto set = put_on_set(*runtime_, *op, process_set);
   if (!set.is_ok()) return failed(name, set.status());
@@ -336,7 +345,8 @@ Handle Worker::alltoall_async(const std::string& name, ConstTensorView input,
                                          std::to_string(ranks) +
                                          " non-negative row counts summing to dim 0 (" +
                                          std::to_string(rows) + ")"));
-  if (Status s = check_device(name, input.device); !s.is_ok()) return failed(name, s);
+  if (Status s = check_device(runtime_->config(), name, input.device); !s.is_ok())
+    return failed(name, s);
   place(*op, input.device, input.stream);
   op->splits = std::move(chosen);
   op->input = input.data;
@@ -347,7 +357,8 @@ Handle Worker::reducescatter_async(const std::string& name, ConstTensorView inpu
                                    const AllreduceOptions& options) {
   if (Status s = check_tensor(rank(), name, input.data, input.dtype, input.shape, true); !s.is_ok())
     return failed(name, s);
-  if (Status s = check_device(name, input.device); !s.is_ok()) return failed(name, s);
+  if (Status s = check_device(runtime_->config(), name, input.device); !s.is_ok())
+    return failed(name, s);
   if (Status s = check_reducible(name, input.dtype, input.device); !s.is_ok())
     return failed(name, s);
   auto op = make_op(name, v1::COLLECTIVE_OP_REDUCESCATTER, input.dtype, input.shape);
