@@ -1,8 +1,8 @@
 // bench_host_rounds_scale: the steady step of a multi-host job aggregated per host, at scale.
-// With cross-host rounds (worker_lib/backends/shm/host_rounds.h) each host's ranks agree on
-// their shm board and one speaker per host reports to the round arbiter, which answers every
-// host; the coordinator sees no request. This runs the real RoundArbiter in a process of its own
-// (as it runs on rank 0's process, beside nothing else here) against N / --ranks-per-host
+// With cross-host rounds (worker_lib/agreement/host_rounds/host_rounds.h) each host's ranks
+// agree on their shm board and one speaker per host reports to the round arbiter, which answers
+// every host; the coordinator sees no request. This runs the real RoundArbiter in a process of
+// its own (as it runs on rank 0's process, beside nothing else here) against N / --ranks-per-host
 // simulated host speakers over real TCP on loopback, and reports per N:
 //
 //   hosts            the arbiter's peers (N / ranks per host)
@@ -40,18 +40,18 @@
 #include <string>
 #include <vector>
 
-#include "worker_lib/backends/shm/round_arbiter.h"
-#include "worker_lib/backends/shm/round_link.h"
+#include "worker_lib/agreement/host_rounds/round_arbiter.h"
+#include "worker_lib/agreement/host_rounds/round_link.h"
 
 namespace {
 
 using hvrun::detail::RoundKey;
 using hvrun::detail::RoundOutcome;
-using hvrun::detail::shm::kMaxRoundData;
-using hvrun::detail::shm::RoundArbiter;
-using hvrun::detail::shm::RoundLink;
-using hvrun::detail::shm::RoundMessage;
-using hvrun::detail::shm::RoundMessageKind;
+using hvrun::detail::agreement::kMaxRoundData;
+using hvrun::detail::agreement::RoundArbiter;
+using hvrun::detail::agreement::RoundLink;
+using hvrun::detail::agreement::RoundMessage;
+using hvrun::detail::agreement::RoundMessageKind;
 using Clock = std::chrono::steady_clock;
 
 constexpr size_t kBits = 512;  // bytes: the cached rounds' bit vector (4,096 cache ids)

@@ -38,7 +38,8 @@ std::vector<std::string> digests(const JobResult& job) {
 }
 
 // The same worker with ranks alternating between two simulated hosts (HVRUN_HOST): the
-// hierarchical data plane, whose rounds cross hosts (worker_lib/backends/shm/host_rounds.h).
+// hierarchical data plane, whose rounds cross hosts
+// (worker_lib/agreement/host_rounds/host_rounds.h).
 std::vector<std::string> worker_on_two_hosts(const std::string& mode) {
   return on_two_simulated_hosts(worker(mode));
 }

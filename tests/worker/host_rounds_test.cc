@@ -1,4 +1,4 @@
-// Cross-host rounds (worker_lib/backends/shm/host_rounds.h) with their arbiter
+// Cross-host rounds (worker_lib/agreement/host_rounds/host_rounds.h) with their arbiter
 // (round_arbiter.h) over real TCP on loopback: threads act as ranks, a ThreadBoard per simulated
 // host (or none, for a host of one rank). Every rank of every host must decide alike: agreed
 // with the AND of every rank's bits, disagreed, or not agreed, and refusals, a silent host, a
@@ -12,10 +12,10 @@
 #include <vector>
 
 #include "tests/worker/round_board_harness.h"
-#include "worker_lib/backends/shm/host_rounds.h"
-#include "worker_lib/backends/shm/round_arbiter.h"
+#include "worker_lib/agreement/host_rounds/host_rounds.h"
+#include "worker_lib/agreement/host_rounds/round_arbiter.h"
 
-namespace hvrun::detail::shm {
+namespace hvrun::detail::agreement {
 namespace {
 
 using std::chrono::milliseconds;
@@ -34,7 +34,7 @@ class Job {
     arbiter_ = std::move(started).value();
     for (size_t h = 0; h < ranks_per_host.size(); ++h) {
       const int n = ranks_per_host[h];
-      boards_.push_back(n > 1 ? std::make_unique<board_test::ThreadBoard>(n) : nullptr);
+      boards_.push_back(n > 1 ? std::make_unique<shm::board_test::ThreadBoard>(n) : nullptr);
       for (int local = 0; local < n; ++local) {
         std::unique_ptr<RoundLink> link;
         if (local == 0) {
@@ -45,7 +45,7 @@ class Job {
           hello.value = static_cast<uint32_t>(h);
           EXPECT_TRUE(link->send(hello, nullptr).is_ok());
         }
-        RoundBoard* board = n > 1 ? &(*boards_.back())[local] : nullptr;
+        shm::RoundBoard* board = n > 1 ? &(*boards_.back())[local] : nullptr;
         ranks_.push_back(std::make_unique<HostRounds>(board, std::move(link),
                                                       static_cast<int>(h), milliseconds(5000)));
         host_of_.push_back(static_cast<int>(h));
@@ -58,7 +58,7 @@ class Job {
 
  private:
   std::unique_ptr<RoundArbiter> arbiter_;
-  std::vector<std::unique_ptr<board_test::ThreadBoard>> boards_;
+  std::vector<std::unique_ptr<shm::board_test::ThreadBoard>> boards_;
   std::vector<std::unique_ptr<HostRounds>> ranks_;
   std::vector<int> host_of_;
 };
@@ -232,4 +232,4 @@ TEST(HostRounds, AnAbortEndsTheWaitForTheVerdict) {
 }
 
 }  // namespace
-}  // namespace hvrun::detail::shm
+}  // namespace hvrun::detail::agreement

@@ -41,9 +41,9 @@
 #include <memory>
 #include <vector>
 
+#include "worker_lib/agreement/round_agreement.h"
 #include "worker_lib/execution/pending_op.h"
 #include "worker_lib/execution/plan_executor.h"
-#include "worker_lib/round_agreement.h"
 #include "worker_lib/runtime/execution_lane.h"
 #include "worker_lib/runtime/fast_path.h"
 #include "worker_lib/runtime/submitter.h"

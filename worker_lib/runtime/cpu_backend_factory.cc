@@ -4,12 +4,12 @@
 #include <map>
 
 #include "common/logging.h"
+#include "worker_lib/agreement/host_rounds/with_host_rounds.h"
 #include "worker_lib/backends/gloo/gloo_backend.h"
 #include "worker_lib/backends/gloo/mesh_bootstrap.h"
 #include "worker_lib/backends/gloo/sparse_plane.h"
 #include "worker_lib/backends/shm/hierarchical_backend.h"
 #include "worker_lib/backends/shm/shm_backend.h"
-#include "worker_lib/backends/shm/with_host_rounds.h"
 #include "worker_lib/runtime/fast_path.h"
 
 namespace hvrun::detail {
@@ -74,24 +74,25 @@ Result<ShmDataPlane> make_host_shm(const CpuBackendContext& c,
 
 // The cross-host rounds of this rank: rank 0 starts the arbiter and publishes its address;
 // every host's speaker (its lowest rank) connects and says which host it speaks for.
-Result<std::unique_ptr<shm::HostRounds>> connect_host_rounds(
+Result<std::unique_ptr<agreement::HostRounds>> connect_host_rounds(
     const CpuBackendContext& c, KeyValueStore& store, shm::RoundBoard* board, int host_index,
-    int hosts, bool speaker, std::unique_ptr<shm::RoundArbiter>& arbiter) {
+    int hosts, bool speaker, std::unique_ptr<agreement::RoundArbiter>& arbiter) {
   const std::string key = "host-rounds/arbiter";
   if (c.rank == 0) {
-    HVRUN_ASSIGN_OR_RETURN(arbiter, shm::RoundArbiter::start(c.data_address, hosts, c.round_wait));
+    HVRUN_ASSIGN_OR_RETURN(arbiter,
+                           agreement::RoundArbiter::start(c.data_address, hosts, c.round_wait));
     HVRUN_RETURN_IF_ERROR(store.set(key, arbiter->address()));
   }
-  std::unique_ptr<shm::RoundLink> link;
+  std::unique_ptr<agreement::RoundLink> link;
   if (speaker) {
     HVRUN_ASSIGN_OR_RETURN(auto address, store.get({key}, c.connect_timeout));
-    HVRUN_ASSIGN_OR_RETURN(link, shm::RoundLink::connect(address.at(0), c.connect_timeout));
-    shm::RoundMessage hello;
-    hello.kind = shm::RoundMessageKind::kHello;
+    HVRUN_ASSIGN_OR_RETURN(link, agreement::RoundLink::connect(address.at(0), c.connect_timeout));
+    agreement::RoundMessage hello;
+    hello.kind = agreement::RoundMessageKind::kHello;
     hello.value = static_cast<uint32_t>(host_index);
     HVRUN_RETURN_IF_ERROR(link->send(hello, nullptr));
   }
-  return std::make_unique<shm::HostRounds>(board, std::move(link), host_index, c.op_timeout);
+  return std::make_unique<agreement::HostRounds>(board, std::move(link), host_index, c.op_timeout);
 }
 
 }  // namespace
@@ -138,12 +139,12 @@ Result<CpuDataPlane> make_cpu_backend(const CpuBackendContext& c,
     // Across hosts the steady state's rounds go through the arbiter with every rank speaking
     // for itself (no shm board to meet on); on one host Gloo was asked for: no rounds.
     if (!c.round_agreement || groups.size() < 2) return CpuDataPlane{std::move(gloo), nullptr};
-    std::unique_ptr<shm::RoundArbiter> arbiter;
+    std::unique_ptr<agreement::RoundArbiter> arbiter;
     HVRUN_ASSIGN_OR_RETURN(auto rounds, connect_host_rounds(c, store, nullptr, c.rank, size,
                                                             true, arbiter));
-    RoundAgreement* agreement = rounds.get();
+    RoundAgreement* job_rounds = rounds.get();
     return CpuDataPlane{with_host_rounds(std::move(gloo), std::move(rounds), std::move(arbiter)),
-                        agreement};
+                        job_rounds};
   }
   const std::vector<int>* mine = nullptr;
   int host_index = 0;  // hosts in the order of their lowest rank
@@ -178,16 +179,19 @@ Result<CpuDataPlane> make_cpu_backend(const CpuBackendContext& c,
     }
   // The store outlives the backend (the runtime's coordinator client, or a set's prefix of it).
   parts.connect_world = [c, &store, size] { return make_gloo(c, store, c.rank, size, "gloo"); };
+  auto plane = make_hierarchical_backend(std::move(parts));
   // Made whatever --fast-path says, as a single host's board is: a rank with it off refuses
-  // every round, so peers whose setting differs fall back at once.
-  if (c.round_agreement) {
-    HVRUN_ASSIGN_OR_RETURN(parts.rounds, connect_host_rounds(c, store, host.board, host_index,
-                                                             static_cast<int>(groups.size()),
-                                                             mine->front() == c.rank,
-                                                             parts.arbiter));
-  }
-  RoundAgreement* rounds = parts.rounds.get();
-  return CpuDataPlane{make_hierarchical_backend(std::move(parts)), rounds};
+  // every round, so peers whose setting differs fall back at once. Not on a process set's plane.
+  if (!c.round_agreement) return CpuDataPlane{std::move(plane), nullptr};
+  std::unique_ptr<agreement::RoundArbiter> arbiter;
+  HVRUN_ASSIGN_OR_RETURN(auto rounds, connect_host_rounds(c, store, host.board, host_index,
+                                                          static_cast<int>(groups.size()),
+                                                          mine->front() == c.rank, arbiter));
+  RoundAgreement* job_rounds = rounds.get();
+  // The wrapper owns the rounds and the arbiter and ends them before the plane, whose segment
+  // holds the board the rounds use.
+  return CpuDataPlane{with_host_rounds(std::move(plane), std::move(rounds), std::move(arbiter)),
+                      job_rounds};
 }
 
 Result<CpuDataPlane> make_cpu_backend_for_job(const Config& config,

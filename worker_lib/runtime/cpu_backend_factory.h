@@ -21,9 +21,9 @@
 #include "common/status.h"
 #include "hvrun.pb.h"
 #include "hvrun/hvrun.h"
+#include "worker_lib/agreement/round_agreement.h"
 #include "worker_lib/backend.h"
 #include "worker_lib/kv_store.h"
-#include "worker_lib/round_agreement.h"
 #include "worker_lib/runtime/registration.h"
 
 namespace hvrun::detail {
@@ -51,9 +51,9 @@ Result<CpuBackendKind> choose_cpu_backend(const CpuBackendConfig& settings,
 
 // The connected backend, and the round agreement its ranks can agree through without the
 // coordinator: the shm segment's board on a single host, the cross-host rounds
-// (backends/shm/host_rounds.h) on several hosts (hierarchical, or Gloo with every rank speaking
-// for itself), null otherwise (Gloo on one host, a process set's plane). The agreement lives as
-// long as the backend.
+// (agreement/host_rounds/host_rounds.h) on several hosts (hierarchical, or Gloo with every rank
+// speaking for itself), null otherwise (Gloo on one host, a process set's plane). The agreement
+// lives as long as the backend.
 struct CpuDataPlane {
   std::unique_ptr<Backend> backend;
   RoundAgreement* rounds = nullptr;

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <mutex>
 
-#include "worker_lib/round_agreement.h"
+#include "worker_lib/agreement/round_agreement.h"
 #include "worker_lib/runtime/work_state.h"
 
 namespace hvrun::detail {

@@ -32,10 +32,10 @@
 #include <vector>
 
 #include "hvrun/hvrun.h"
+#include "worker_lib/agreement/round_agreement.h"
 #include "worker_lib/autopsy/flight_recorder.h"
 #include "worker_lib/runtime/execution_lane.h"
 #include "worker_lib/execution/cpu_executor.h"
-#include "worker_lib/round_agreement.h"
 #include "worker_lib/runtime/submitter.h"
 #include "worker_lib/runtime/work_state.h"
 #include "worker_lib/telemetry/worker_telemetry.h"

@@ -68,7 +68,6 @@ class HierarchicalBackend final : public Backend {
   }
 
   void abort(const std::string& reason) override {
-    if (parts_.rounds) parts_.rounds->abort();
     parts_.host->abort(reason);
     if (parts_.leaders) parts_.leaders->abort(reason);
     world_.abort(reason);

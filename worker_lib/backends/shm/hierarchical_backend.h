@@ -16,8 +16,6 @@
 #include <vector>
 
 #include "worker_lib/backend.h"
-#include "worker_lib/backends/shm/host_rounds.h"
-#include "worker_lib/backends/shm/round_arbiter.h"
 
 namespace hvrun::detail {
 
@@ -30,10 +28,6 @@ struct HierarchicalParts {
   std::unique_ptr<Backend> leaders;  // Gloo over the hosts' leaders; null on other ranks
   // Connects the Gloo mesh of every rank (blocks until every rank did, bounded).
   std::function<Result<std::unique_ptr<Backend>>()> connect_world;
-  // Cross-host rounds (null on a process set's plane); the arbiter on rank 0 only. Declared after `host`, whose
-  // segment holds the board the rounds use: they go first.
-  std::unique_ptr<shm::HostRounds> rounds;
-  std::unique_ptr<shm::RoundArbiter> arbiter;
 };
 
 std::unique_ptr<Backend> make_hierarchical_backend(HierarchicalParts parts);

@@ -1,4 +1,4 @@
-#include "worker_lib/backends/shm/host_rounds.h"
+#include "worker_lib/agreement/host_rounds/host_rounds.h"
 
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -8,9 +8,9 @@
 
 #include "common/logging.h"
 
-namespace hvrun::detail::shm {
+namespace hvrun::detail::agreement {
 
-HostRounds::HostRounds(RoundBoard* board, std::unique_ptr<RoundLink> link, int host,
+HostRounds::HostRounds(shm::RoundBoard* board, std::unique_ptr<RoundLink> link, int host,
                        std::chrono::milliseconds op_timeout)
     : board_(board),
       link_(std::move(link)),
@@ -142,4 +142,4 @@ void HostRounds::abort() {
   [[maybe_unused]] ssize_t n = ::write(wake_fd_, &one, sizeof one);
 }
 
-}  // namespace hvrun::detail::shm
+}  // namespace hvrun::detail::agreement

@@ -28,18 +28,18 @@
 #include <cstdint>
 #include <memory>
 
+#include "worker_lib/agreement/host_rounds/round_link.h"
 #include "worker_lib/backends/shm/round_board.h"
-#include "worker_lib/backends/shm/round_link.h"
 
-namespace hvrun::detail::shm {
+namespace hvrun::detail::agreement {
 
 class HostRounds final : public RoundAgreement {
  public:
-  static constexpr size_t kCapacity = RoundBoard::kVerdictBytes;
+  static constexpr size_t kCapacity = shm::RoundBoard::kVerdictBytes;
 
   // `board`: this host's ranks' board, or null for a host of one rank. `link`: the connection
   // to the arbiter, on the host's speaker only (null on the others).
-  HostRounds(RoundBoard* board, std::unique_ptr<RoundLink> link, int host,
+  HostRounds(shm::RoundBoard* board, std::unique_ptr<RoundLink> link, int host,
              std::chrono::milliseconds op_timeout);
   ~HostRounds() override;
   HostRounds(const HostRounds&) = delete;
@@ -64,7 +64,7 @@ class HostRounds final : public RoundAgreement {
   RoundOutcome ask_arbiter(uint32_t gen, const RoundKey& key);
   void report_failed(uint32_t gen);
 
-  RoundBoard* board_;
+  shm::RoundBoard* board_;
   std::unique_ptr<RoundLink> link_;
   int host_;
   std::chrono::milliseconds op_timeout_;
@@ -76,4 +76,4 @@ class HostRounds final : public RoundAgreement {
   alignas(8) std::byte result_[kCapacity] = {};  // the job's AND after kAgreed
 };
 
-}  // namespace hvrun::detail::shm
+}  // namespace hvrun::detail::agreement

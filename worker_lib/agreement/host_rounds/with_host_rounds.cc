@@ -1,4 +1,4 @@
-#include "worker_lib/backends/shm/with_host_rounds.h"
+#include "worker_lib/agreement/host_rounds/with_host_rounds.h"
 
 #include "worker_lib/backends/forwarding_backend.h"
 
@@ -7,8 +7,8 @@ namespace {
 
 class WithHostRounds final : public ForwardingBackend {
  public:
-  WithHostRounds(std::unique_ptr<Backend> plane, std::unique_ptr<shm::HostRounds> rounds,
-                 std::unique_ptr<shm::RoundArbiter> arbiter)
+  WithHostRounds(std::unique_ptr<Backend> plane, std::unique_ptr<agreement::HostRounds> rounds,
+                 std::unique_ptr<agreement::RoundArbiter> arbiter)
       : ForwardingBackend(std::move(plane)),
         rounds_(std::move(rounds)),
         arbiter_(std::move(arbiter)) {}
@@ -21,15 +21,15 @@ class WithHostRounds final : public ForwardingBackend {
  private:
   // Destroyed before the base's plane, arbiter first: the arbiter, then the rounds, then the
   // plane.
-  std::unique_ptr<shm::HostRounds> rounds_;
-  std::unique_ptr<shm::RoundArbiter> arbiter_;
+  std::unique_ptr<agreement::HostRounds> rounds_;
+  std::unique_ptr<agreement::RoundArbiter> arbiter_;
 };
 
 }  // namespace
 
 std::unique_ptr<Backend> with_host_rounds(std::unique_ptr<Backend> plane,
-                                          std::unique_ptr<shm::HostRounds> rounds,
-                                          std::unique_ptr<shm::RoundArbiter> arbiter) {
+                                          std::unique_ptr<agreement::HostRounds> rounds,
+                                          std::unique_ptr<agreement::RoundArbiter> arbiter) {
   return std::make_unique<WithHostRounds>(std::move(plane), std::move(rounds), std::move(arbiter));
 }
 

@@ -12,9 +12,9 @@
 #include <string>
 
 #include "common/status.h"
-#include "worker_lib/round_agreement.h"
+#include "worker_lib/agreement/round_agreement.h"
 
-namespace hvrun::detail::shm {
+namespace hvrun::detail::agreement {
 
 constexpr uint32_t kRoundMagic = 0x68726e64;  // "hrnd"
 constexpr size_t kMaxRoundData = 512;
@@ -74,4 +74,4 @@ class RoundLink {
 // Sets TCP_NODELAY and a receive timeout on a connected socket.
 void tune_round_socket(int fd);
 
-}  // namespace hvrun::detail::shm
+}  // namespace hvrun::detail::agreement

@@ -1,4 +1,4 @@
-#include "worker_lib/backends/shm/round_link.h"
+#include "worker_lib/agreement/host_rounds/round_link.h"
 
 #include <netdb.h>
 #include <netinet/in.h>
@@ -13,7 +13,7 @@
 #include <memory>
 #include <thread>
 
-namespace hvrun::detail::shm {
+namespace hvrun::detail::agreement {
 namespace {
 
 std::string errno_text() { return std::strerror(errno); }
@@ -139,4 +139,4 @@ Status RoundLink::receive(RoundMessage& header, std::byte* data) {
 
 void RoundLink::close() { ::shutdown(fd_, SHUT_RDWR); }
 
-}  // namespace hvrun::detail::shm
+}  // namespace hvrun::detail::agreement

@@ -1,4 +1,4 @@
-#include "worker_lib/backends/shm/round_arbiter.h"
+#include "worker_lib/agreement/host_rounds/round_arbiter.h"
 
 #include <netdb.h>
 #include <netinet/in.h>
@@ -14,7 +14,7 @@
 
 #include "common/logging.h"
 
-namespace hvrun::detail::shm {
+namespace hvrun::detail::agreement {
 namespace {
 
 std::string errno_text() { return std::strerror(errno); }
@@ -300,4 +300,4 @@ void RoundArbiter::expire(std::chrono::steady_clock::time_point now) {
   }
 }
 
-}  // namespace hvrun::detail::shm
+}  // namespace hvrun::detail::agreement

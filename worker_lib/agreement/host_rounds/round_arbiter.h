@@ -30,9 +30,9 @@
 #include <vector>
 
 #include "common/status.h"
-#include "worker_lib/backends/shm/round_link.h"
+#include "worker_lib/agreement/host_rounds/round_link.h"
 
-namespace hvrun::detail::shm {
+namespace hvrun::detail::agreement {
 
 class RoundArbiter {
  public:
@@ -103,4 +103,4 @@ class RoundArbiter {
   std::thread thread_;
 };
 
-}  // namespace hvrun::detail::shm
+}  // namespace hvrun::detail::agreement
