@@ -1,75 +1,45 @@
-#!/usr/bin/env python3
-"""No two source folders include each other, directly or through others.
+"""No two parts of a folder use each other, directly or through others.
 
-A folder is a directory holding tracked sources (.h, .cc, .cu, .c), e.g. worker_lib/runtime or
-coordinator/service. Every `#include "..."` that names a file of the repository is an edge from
-the including file's folder to the included file's folder. A cycle between folders means
-neither can be understood, built or replaced without the other; this check lists every group
-of folders that reach each other (a strongly connected component) with the include lines that
-tie them, and exits 1 when there is one.
-
-    check_include_cycles.py SOURCE_DIR
+A unit is what the rules reason about: a C/C++ folder (its files are built and read together)
+or one Python module. At each folder of the tree, its parts are its child folders (each with
+everything below it) and its own units; a use between units is an edge between the two parts
+of the deepest folder holding both. A cycle at any folder means neither part can be understood,
+built or replaced without the other: worker_lib/cuda and worker_lib/backends tied by an include
+each way is one, though no two leaf folders include each other.
 """
 
 import os
-import re
-import subprocess
-import sys
 from collections import defaultdict
 
-SOURCE_SUFFIXES = (".h", ".cc", ".cu", ".c")
-INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"')
-# Folders that the build puts on the include path besides the repository's root, searched
-# after it, as the compiler does for a quoted include that is not beside the including file.
-EXTRA_INCLUDE_DIRS = ("worker_lib/include",)
-LINES_SHOWN_PER_EDGE = 3
+
+def parts_of(unit_a, unit_b):
+    """(folder, part of a, part of b): the deepest folder holding both units and the part of it
+    each lies in (a unit that is the folder itself is its own part); None for one unit."""
+    a, b = unit_a.split("/"), unit_b.split("/")
+    common = 0
+    while common < min(len(a), len(b)) and a[common] == b[common]:
+        common += 1
+    if common == len(a) and common == len(b):
+        return None
+    folder = "/".join(a[:common])
+    part_a = "/".join(a[:common + 1])
+    part_b = "/".join(b[:common + 1])
+    return folder, part_a, part_b
 
 
-def tracked_sources(root):
-    try:
-        listed = subprocess.run(["git", "-C", root, "ls-files", "-z"], check=True,
-                                capture_output=True).stdout.decode().split("\0")
-    except (OSError, subprocess.CalledProcessError):
-        # Not a git checkout (an unpacked source archive): every file below the root.
-        listed = []
-        for folder, dirs, files in os.walk(root):
-            dirs[:] = [d for d in dirs if not d.startswith(".") and not d.startswith("build")]
-            listed += [os.path.relpath(os.path.join(folder, f), root) for f in files]
-    return sorted(p for p in listed if p.endswith(SOURCE_SUFFIXES))
-
-
-def resolve(root, including, name, known):
-    """The repository path that `#include "name"` in `including` reads, or None (system or
-    generated header)."""
-    candidates = [os.path.normpath(os.path.join(os.path.dirname(including), name)), name]
-    candidates += [os.path.join(d, name) for d in EXTRA_INCLUDE_DIRS]
-    for c in candidates:
-        if c in known:
-            return c
-    return None
-
-
-def folder_graph(root, sources):
-    """edges[a][b] = [(file, line number, line text)] for each include from folder a into b."""
-    known = set(sources)
-    edges = defaultdict(lambda: defaultdict(list))
-    for path in sources:
-        with open(os.path.join(root, path), encoding="utf-8", errors="replace") as f:
-            for number, text in enumerate(f, 1):
-                match = INCLUDE.match(text)
-                if not match:
-                    continue
-                target = resolve(root, path, match.group(1), known)
-                if target is None:
-                    continue
-                a, b = os.path.dirname(path), os.path.dirname(target)
-                if a != b:
-                    edges[a][b].append((path, number, text.strip()))
-    return edges
+def part_graphs(uses, unit_of):
+    """graphs[folder][part a][part b] = [uses from a into b]."""
+    graphs = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
+    for use in uses:
+        found = parts_of(unit_of(use.path), unit_of(use.target))
+        if found:
+            folder, a, b = found
+            graphs[folder][a][b].append(use)
+    return graphs
 
 
 def strongly_connected(edges):
-    """Tarjan's algorithm, iterative; components of more than one folder, each sorted."""
+    """Tarjan's algorithm, iterative; components of more than one node, each sorted."""
     nodes = sorted(set(edges) | {b for a in edges for b in edges[a]})
     index, low, on_stack, stack, found = {}, {}, set(), [], []
     counter = 0
@@ -113,44 +83,34 @@ def strongly_connected(edges):
     return sorted(found)
 
 
-def report(component, edges):
-    lines = ["cycle between " + ", ".join(component) + ":"]
-    members = set(component)
-    mutual = [f"{a} <-> {b}" for a in component for b in component
-              if a < b and b in edges.get(a, {}) and a in edges.get(b, {})]
-    if mutual:
-        lines.append("  folders that include each other directly: " + ", ".join(mutual))
-    for a in component:
-        for b in sorted(edges.get(a, {})):
-            if b not in members:
-                continue
-            includes = edges[a][b]
-            lines.append(f"  {a} -> {b} ({len(includes)} include{'s' if len(includes) > 1 else ''})")
-            for path, number, text in includes[:LINES_SHOWN_PER_EDGE]:
-                lines.append(f"    {path}:{number}: {text}")
-            if len(includes) > LINES_SHOWN_PER_EDGE:
-                lines.append(f"    (+{len(includes) - LINES_SHOWN_PER_EDGE} more)")
-    return "\n".join(lines)
+def cycles(uses, unit_of, lines_per_edge=3):
+    """One message per cycle, naming its parts and every use that ties them."""
+    messages = []
+    graphs = part_graphs(uses, unit_of)
+    for folder in sorted(graphs):
+        edges = graphs[folder]
+        for component in strongly_connected(edges):
+            members = set(component)
+            shown = [p + (" (its own files)" if p == folder else "") for p in component]
+            lines = [f"rule 'no cycle': the parts of {folder or '/'} use each other: "
+                     + ", ".join(shown)]
+            for a in component:
+                for b in sorted(edges.get(a, {})):
+                    if b not in members:
+                        continue
+                    found = edges[a][b]
+                    lines.append(f"  {a} -> {b}:")
+                    for use in found[:lines_per_edge]:
+                        lines.append(f"    {use.path}:{use.line}: {use.text}")
+                    if len(found) > lines_per_edge:
+                        lines.append(f"    (+{len(found) - lines_per_edge} more)")
+            messages.append("\n".join(lines))
+    return messages
 
 
-def main(argv):
-    if len(argv) != 2:
-        print(__doc__.strip().splitlines()[-1].strip(), file=sys.stderr)
-        return 2
-    root = argv[1]
-    sources = tracked_sources(root)
-    edges = folder_graph(root, sources)
-    cycles = strongly_connected(edges)
-    folders = {os.path.dirname(p) for p in sources}
-    if cycles:
-        print(f"FAIL: {len(cycles)} include cycle(s) between folders "
-              "(move the shared piece to the folder it belongs to, or depend on an interface):")
-        for component in cycles:
-            print(report(component, edges))
-        return 1
-    print(f"PASS: {len(sources)} sources in {len(folders)} folders, no include cycle between folders")
-    return 0
+def cxx_unit(path):
+    return os.path.dirname(path)
 
 
-if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+def python_unit(path):
+    return path
