@@ -4,8 +4,9 @@ A unit is what the rules reason about: a C/C++ folder (its files are built and r
 or one Python module. At each folder of the tree, its parts are its child folders (each with
 everything below it) and its own units; a use between units is an edge between the two parts
 of the deepest folder holding both. A cycle at any folder means neither part can be understood,
-built or replaced without the other: worker_lib/cuda and worker_lib/backends tied by an include
-each way is one, though no two leaf folders include each other.
+built or replaced without the other: worker_lib/runtime and worker_lib/backends tied by an
+include each way (runtime/x.h -> backends/shm/y.h -> runtime/z.h) is one, though no two leaf
+folders include each other.
 """
 
 import os

@@ -8,7 +8,7 @@
 
 #include "worker_lib/backends/nccl/nccl_types.h"
 #include "worker_lib/backends/nccl/segment_table.h"
-#include "worker_lib/cuda/fusion_kernels.h"
+#include "worker_lib/backends/nccl/plugin/fusion_kernels.h"
 
 namespace hvrun::detail::cuda {
 namespace {
