@@ -14,7 +14,7 @@
 #include <thread>
 
 #include "launcher/autopsy/report_directory_card.h"
-#include "launcher/autopsy/report_files.h"
+#include "autopsy/report_files.h"
 
 namespace hvrun::launcher {
 namespace {

@@ -20,7 +20,7 @@
 #include "launcher/autopsy/autopsy_reporter.h"
 #include "launcher/autopsy/dump_command.h"
 #include "launcher/autopsy/report_directory_card.h"
-#include "launcher/autopsy/report_files.h"
+#include "autopsy/report_files.h"
 #include "launcher/control/control_plane.h"
 #include "launcher/doctor/doctor_command.h"
 #include "launcher/elastic/elastic_options.h"

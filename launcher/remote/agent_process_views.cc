@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "common/proc_state.h"
-#include "launcher/autopsy/process_view.h"
+#include "autopsy/process_view.h"
 
 namespace hvrun::launcher {
 

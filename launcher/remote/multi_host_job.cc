@@ -18,7 +18,7 @@
 #include "common/setting_keys.h"
 #include "launcher/remote/agent_process_views.h"
 #include "launcher/autopsy/autopsy_reporter.h"
-#include "launcher/autopsy/report_files.h"
+#include "autopsy/report_files.h"
 #include "launcher/control/control_plane.h"
 #include "launcher/elastic/elastic_controller.h"
 #include "launcher/elastic/host_discovery.h"
