@@ -26,7 +26,7 @@
 #include "common/setting_keys.h"
 #include "common/settings.h"
 #include "coordinator/metrics/metrics_server.h"
-#include "coordinator/server.h"
+#include "coordinator/service/coordinator_server.h"
 
 namespace {
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "coordinator/engine/tensor_meta.h"
-#include "coordinator/negotiation_engine.h"
+#include "coordinator/engine/negotiation_engine.h"
 #include "proto/fusion_packing.h"
 
 namespace hvrun::coordinator {
