@@ -1,8 +1,9 @@
 // Status and Result: how errors cross component boundaries in hvrun.
 //
 // A small closed set of codes, mapped one-to-one onto gRPC status codes at the coordinator's edge
-// (see coordinator/service/grpc_status.h). A message says what failed, where (rank, host, tensor) and
-// what to try. Exceptions never cross a component boundary; broken invariants are assertions.
+// (see coordinator/service/grpc_status.h). A message says what failed, where (rank, host,
+// tensor) and what to try. Exceptions never cross a component boundary; broken invariants are
+// assertions.
 #pragma once
 
 #include <cassert>

@@ -13,8 +13,8 @@
 #include <sstream>
 #include <thread>
 
-#include "launcher/autopsy/report_directory_card.h"
 #include "autopsy/report_files.h"
+#include "launcher/autopsy/report_directory_card.h"
 
 namespace hvrun::launcher {
 namespace {

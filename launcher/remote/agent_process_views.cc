@@ -4,8 +4,8 @@
 #include <cstdlib>
 #include <vector>
 
-#include "common/proc_state.h"
 #include "autopsy/process_view.h"
+#include "common/proc_state.h"
 
 namespace hvrun::launcher {
 

@@ -14,11 +14,11 @@
 
 #include <boost/asio/steady_timer.hpp>
 
+#include "autopsy/report_files.h"
 #include "common/build_info.h"
 #include "common/setting_keys.h"
 #include "launcher/remote/agent_process_views.h"
 #include "launcher/autopsy/autopsy_reporter.h"
-#include "autopsy/report_files.h"
 #include "launcher/control/control_plane.h"
 #include "launcher/elastic/elastic_controller.h"
 #include "launcher/elastic/host_discovery.h"

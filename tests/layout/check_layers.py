@@ -32,7 +32,8 @@ def check(root, rules_path):
     files = sources.tracked_files(root)
     include_dirs = rules.installed_headers
     cxx = sources.include_uses(root, files, include_dirs)
-    python = [u for r in rules.python_roots() for u in sources.import_uses(root, files, r, rules.extension_modules)]
+    python = [u for r in rules.python_roots()
+              for u in sources.import_uses(root, files, r, rules.extension_modules)]
     checked = {u.path for u in cxx + python}
     messages = layer_rules.layer_violations(rules, cxx + python)
     messages += cycles.cycles(cxx, cycles.cxx_unit)

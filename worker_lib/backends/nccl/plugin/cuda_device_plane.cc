@@ -7,8 +7,8 @@
 #include <thread>
 
 #include "worker_lib/backends/nccl/nccl_types.h"
-#include "worker_lib/backends/nccl/segment_table.h"
 #include "worker_lib/backends/nccl/plugin/fusion_kernels.h"
+#include "worker_lib/backends/nccl/segment_table.h"
 
 namespace hvrun::detail::cuda {
 namespace {
