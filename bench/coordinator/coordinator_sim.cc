@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "bench/param_file.h"
-#include "coordinator/negotiation_engine.h"
+#include "coordinator/engine/negotiation_engine.h"
 
 #ifndef HVRUN_RESNET50_PARAMS
 #define HVRUN_RESNET50_PARAMS "bench/data/resnet50_params.txt"

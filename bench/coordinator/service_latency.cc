@@ -26,7 +26,7 @@
 
 #include "bench/coordinator/step_requests.h"
 #include "bench/param_file.h"
-#include "coordinator/server.h"
+#include "coordinator/service/coordinator_server.h"
 #include "hvrun.grpc.pb.h"
 
 #ifndef HVRUN_RESNET50_PARAMS

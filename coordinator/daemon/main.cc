@@ -17,15 +17,16 @@
 #include <cstdlib>
 #include <iostream>
 #include <string>
+#include <string_view>
 #include <thread>
 
+#include "autopsy/report_files.h"
+#include "autopsy/reporter.h"
 #include "common/logging.h"
 #include "common/setting_keys.h"
 #include "common/settings.h"
 #include "coordinator/metrics/metrics_server.h"
-#include "coordinator/server.h"
-#include "launcher/autopsy/autopsy_reporter.h"
-#include "launcher/autopsy/report_files.h"
+#include "coordinator/service/coordinator_server.h"
 
 namespace {
 
@@ -115,6 +116,9 @@ std::string this_host_name() {
   return ::gethostname(name, sizeof name - 1) == 0 ? std::string(name) : std::string();
 }
 
+// The autopsy's lines, each message in one piece (stderr is unbuffered: one write).
+void write_to_stderr(std::string_view lines) { std::cerr << lines << std::flush; }
+
 int fail(const Status& status) {
   std::cerr << "hvrun-coordinator: " << status.message() << std::endl;
   return 2;
@@ -158,14 +162,13 @@ int main(int argc, char** argv) {
 
   // Autopsies (stall warnings): the verdict on stderr and the report files, as hvrun gives them.
   // Ranks that registered with this machine's host name have their /proc read here.
-  const hvrun::launcher::AutopsyReporting reporting{
-      hvrun::launcher::autopsy_directory(args->settings.get(hvrun::setting::kAutopsyDir),
-                                         args->settings.get(hvrun::setting::kOutputFilename)),
+  const hvrun::AutopsyReporting reporting{
+      hvrun::autopsy_directory(args->settings.get(hvrun::setting::kAutopsyDir),
+                               args->settings.get(hvrun::setting::kOutputFilename)),
       false, this_host_name(), "hvrun-coordinator"};
-  hvrun::launcher::OutputSink err(2);
-  auto on_event = [&reporting, &err](const hvrun::coordinator::CoordinatorEvent& event) {
+  auto on_event = [&reporting](const hvrun::coordinator::CoordinatorEvent& event) {
     if (event.kind == hvrun::coordinator::CoordinatorEvent::Kind::kAutopsy && event.autopsy)
-      hvrun::launcher::report_autopsy(*event.autopsy, reporting, err);
+      hvrun::report_autopsy(*event.autopsy, reporting, write_to_stderr);
   };
   auto server = hvrun::coordinator::CoordinatorServer::start(std::move(options), on_event);
   if (!server.is_ok()) return fail(server.status());

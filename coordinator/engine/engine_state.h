@@ -11,8 +11,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "coordinator/engine/negotiation_engine.h"
 #include "coordinator/engine/tensor_meta.h"
-#include "coordinator/negotiation_engine.h"
 #include "proto/fusion_packing.h"
 
 namespace hvrun::coordinator {

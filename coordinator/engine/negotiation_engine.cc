@@ -1,5 +1,5 @@
 // Submissions, readiness, join and departure (see negotiation_engine.h for the protocol).
-#include "coordinator/negotiation_engine.h"
+#include "coordinator/engine/negotiation_engine.h"
 
 #include <algorithm>
 #include <bit>

@@ -1,5 +1,5 @@
 // The series hvrun exports on /metrics, rendered from a JobTelemetry snapshot
-// (coordinator/job_telemetry.h). Every family is declared once in job_metrics.cc's
+// (coordinator/telemetry/job_telemetry.h). Every family is declared once in job_metrics.cc's
 // table; exported_families() is that table, so the dashboard test (tests/metrics/) compares the
 // dashboard's queries against what this code really writes.
 //
@@ -12,7 +12,7 @@
 #include <string>
 
 #include "coordinator/metrics/exposition.h"
-#include "coordinator/job_telemetry.h"
+#include "coordinator/telemetry/job_telemetry.h"
 
 namespace hvrun::coordinator::metrics {
 

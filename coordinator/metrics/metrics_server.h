@@ -14,7 +14,7 @@
 #include <string>
 
 #include "common/status.h"
-#include "coordinator/job_telemetry.h"
+#include "coordinator/telemetry/job_telemetry.h"
 
 namespace hvrun::coordinator::metrics {
 

@@ -1,4 +1,4 @@
-#include "coordinator/kv_store.h"
+#include "coordinator/rendezvous/kv_store.h"
 
 namespace hvrun::coordinator {
 

@@ -1,4 +1,4 @@
-#include "coordinator/rendezvous.h"
+#include "coordinator/rendezvous/rendezvous.h"
 
 #include <algorithm>
 #include <map>

@@ -1,5 +1,5 @@
 // CoordinatorServer: binds the gRPC service for one job and owns everything it serves.
-#include "coordinator/server.h"
+#include "coordinator/service/coordinator_server.h"
 
 #include <sys/stat.h>
 #include <unistd.h>

@@ -5,8 +5,8 @@
 #include <spdlog/spdlog.h>
 
 #include "common/build_info.h"
-#include "coordinator/grpc_status.h"
 #include "coordinator/service/auth.h"
+#include "coordinator/service/grpc_status.h"
 #include "coordinator/service/negotiate_reactor.h"
 
 namespace hvrun::coordinator::service {

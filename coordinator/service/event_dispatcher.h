@@ -11,7 +11,7 @@
 #include <mutex>
 #include <thread>
 
-#include "coordinator/server.h"
+#include "coordinator/service/coordinator_server.h"
 
 namespace hvrun::coordinator::service {
 

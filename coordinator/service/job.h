@@ -31,10 +31,10 @@
 #include <utility>
 #include <vector>
 
-#include "coordinator/kv_store.h"
-#include "coordinator/rendezvous.h"
+#include "coordinator/rendezvous/kv_store.h"
+#include "coordinator/rendezvous/rendezvous.h"
 #include "coordinator/service/autopsy_collector.h"
-#include "coordinator/server.h"
+#include "coordinator/service/coordinator_server.h"
 #include "coordinator/service/event_dispatcher.h"
 #include "coordinator/service/negotiation_loop.h"
 #include "coordinator/telemetry/aggregator.h"
@@ -88,7 +88,7 @@ class Job {
   void shutdown();
   // A stream of `generation` ended without Goodbye.
   void worker_lost(Generation& generation, int rank);
-  // Elastic jobs (coordinator/server.h).
+  // Elastic jobs (coordinator/service/coordinator_server.h).
   void change_membership(std::vector<PlannedRank> plan, const std::string& reason, int rank,
                          const std::string& host);
   void add_slots(std::vector<PlannedRank> plan, int added);

@@ -3,7 +3,7 @@
 #include <grpcpp/support/proto_buffer_reader.h>
 #include <spdlog/spdlog.h>
 
-#include "coordinator/grpc_status.h"
+#include "coordinator/service/grpc_status.h"
 
 namespace hvrun::coordinator::service {
 

@@ -33,7 +33,7 @@
 #include <thread>
 #include <vector>
 
-#include "coordinator/negotiation_engine.h"
+#include "coordinator/engine/negotiation_engine.h"
 #include "coordinator/service/process_set_engines.h"
 #include "coordinator/stream_sink.h"
 #include "coordinator/telemetry/negotiation_observer.h"

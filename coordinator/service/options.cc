@@ -3,7 +3,7 @@
 #include <cstdlib>
 
 #include "common/setting_keys.h"
-#include "coordinator/server.h"
+#include "coordinator/service/coordinator_server.h"
 #include "coordinator/telemetry/timeline_writer.h"
 
 namespace hvrun::coordinator {

@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "coordinator/negotiation_engine.h"
+#include "coordinator/engine/negotiation_engine.h"
 
 namespace hvrun::coordinator::service {
 

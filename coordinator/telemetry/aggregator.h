@@ -32,7 +32,7 @@
 #include "common/status.h"
 #include "coordinator/stream_sink.h"
 #include "coordinator/telemetry/aggregator_util.h"
-#include "coordinator/job_telemetry.h"
+#include "coordinator/telemetry/job_telemetry.h"
 #include "coordinator/telemetry/negotiation_observer.h"
 #include "coordinator/telemetry/straggler_tracker.h"
 #include "coordinator/telemetry/timeline_writer.h"

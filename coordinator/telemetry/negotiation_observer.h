@@ -13,7 +13,7 @@
 #include <chrono>
 #include <vector>
 
-#include "coordinator/negotiation_engine.h"
+#include "coordinator/engine/negotiation_engine.h"
 #include "hvrun.pb.h"
 
 namespace hvrun::coordinator::telemetry {

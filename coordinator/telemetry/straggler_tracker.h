@@ -34,7 +34,7 @@
 #include <string>
 #include <vector>
 
-#include "coordinator/job_telemetry.h"
+#include "coordinator/telemetry/job_telemetry.h"
 #include "hvrun.pb.h"
 
 namespace hvrun::coordinator::telemetry {

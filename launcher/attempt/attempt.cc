@@ -5,10 +5,10 @@
 #include <chrono>
 #include <filesystem>
 
+#include "autopsy/report_files.h"
 #include "common/setting_keys.h"
 #include "launcher/attempt/placement.h"
 #include "launcher/autopsy/autopsy_reporter.h"
-#include "launcher/autopsy/report_files.h"
 #include "launcher/plan/env_forwarding.h"
 #include "launcher/plan/secret.h"
 #include "launcher/process/shm_cleanup.h"

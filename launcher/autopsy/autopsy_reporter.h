@@ -1,28 +1,22 @@
-// What hvrun does with a finished autopsy (the coordinator's kAutopsy event): adds the process
-// state of ranks that did not answer (process_view.h), prints the verdict first (verdict.h),
-// then writes the full report, JSON and text (report_files.h), and says where.
+// What hvrun does with a finished autopsy (autopsy/reporter.h), its lines on hvrun's stderr sink
+// (so that they never split a rank's output line).
 //
 // Threads: the job supervisor's loop (posted there from the coordinator's event thread).
 #pragma once
 
-#include <memory>
 #include <string>
+#include <string_view>
 
-#include "hvrun.pb.h"
+#include "autopsy/reporter.h"
 #include "launcher/process/output_mux.h"
 
 namespace hvrun::launcher {
 
-struct AutopsyReporting {
-  std::string directory;        // autopsy_directory(--autopsy-dir, --output-filename)
-  bool ranks_are_local = true;  // every rank runs on this host (their /proc is readable)
-  // Else: ranks that registered with this host name are read here (empty: none).
-  std::string this_host;
-  std::string program = "hvrun";  // what the printed lines start with
-};
-
 // Returns the verdict it printed.
-std::string report_autopsy(const v1::AutopsyJobReport& collected, const AutopsyReporting& how,
-                           OutputSink& err);
+inline std::string report_autopsy(const v1::AutopsyJobReport& collected,
+                                  const AutopsyReporting& how, OutputSink& err) {
+  return hvrun::report_autopsy(collected, how,
+                               [&err](std::string_view lines) { err.write_message(lines); });
+}
 
 }  // namespace hvrun::launcher

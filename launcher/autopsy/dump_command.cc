@@ -13,8 +13,8 @@
 #include <sstream>
 #include <thread>
 
+#include "autopsy/report_files.h"
 #include "launcher/autopsy/report_directory_card.h"
-#include "launcher/autopsy/report_files.h"
 
 namespace hvrun::launcher {
 namespace {

@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "autopsy/report_files.h"
 #include "common/build_info.h"
 #include "common/horovod_variables.h"
 #include "common/logging.h"
@@ -22,7 +23,6 @@
 #include "launcher/attempt/placement_choice.h"
 #include "launcher/autopsy/dump_command.h"
 #include "launcher/autopsy/report_directory_card.h"
-#include "launcher/autopsy/report_files.h"
 #include "launcher/cli/restart_policy.h"
 #include "launcher/doctor/doctor_command.h"
 #include "launcher/elastic/elastic_options.h"

@@ -13,7 +13,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/setting_keys.h"
-#include "coordinator/server.h"
+#include "coordinator/service/coordinator_server.h"
 #include "launcher/elastic/elastic_options.h"
 
 namespace hvrun::launcher {

@@ -1,5 +1,6 @@
 // The job's coordinator as the launcher sees it: started in-process before the workers
-// (coordinator/server.h), its events turned into job failures, aborted when the job fails.
+// (coordinator/service/coordinator_server.h), its events turned into job failures, aborted when
+// the job fails.
 #pragma once
 
 #include <functional>
@@ -12,8 +13,8 @@
 
 #include "common/settings.h"
 #include "common/status.h"
-#include "coordinator/job_telemetry.h"
-#include "coordinator/server.h"
+#include "coordinator/service/coordinator_server.h"
+#include "coordinator/telemetry/job_telemetry.h"
 #include "launcher/elastic/elastic_controller.h"
 #include "hvrun.pb.h"
 #include "launcher/plan/job_plan.h"
@@ -27,7 +28,7 @@ struct ControlPlaneEvents {
   std::function<void(const std::string& message, int rank)> on_failure;
   // Informational (every rank registered). Same thread rules.
   std::function<void(const std::string& message)> on_note;
-  // An autopsy finished (coordinator/server.h kAutopsy). Same thread rules.
+  // An autopsy finished (CoordinatorServer's kAutopsy). Same thread rules.
   std::function<void(std::shared_ptr<const v1::AutopsyJobReport>)> on_autopsy;
 };
 
@@ -36,16 +37,16 @@ class ControlPlane {
   virtual ~ControlPlane() = default;
   virtual std::string address() const = 0;  // what workers dial (HVRUN_COORDINATOR_ADDR)
   virtual void abort(const std::string& reason, int rank, const std::string& host) = 0;
-  // Why the coordinator ended the job, if it did (coordinator/server.h abort_cause()).
+  // Why the coordinator ended the job, if it did (CoordinatorServer::abort_cause()).
   virtual std::optional<CoordinatorVerdict> verdict() const = 0;
-  // Asks every rank for an autopsy (coordinator/server.h request_autopsy()).
+  // Asks every rank for an autopsy (CoordinatorServer::request_autopsy()).
   virtual bool request_autopsy(const std::string& trigger) {
     (void)trigger;
     return false;
   }
-  // A rank's process ended (coordinator/server.h worker_exited()).
+  // A rank's process ended (CoordinatorServer::worker_exited()).
   virtual void worker_exited(int rank, const std::string& how) = 0;
-  // Elastic jobs (coordinator/server.h change_membership(), add_slots()).
+  // Elastic jobs (CoordinatorServer::change_membership(), add_slots()).
   virtual void change_membership(std::vector<coordinator::PlannedRank> plan,
                                  const std::string& reason, const std::string& host) {
     (void)plan;
@@ -56,10 +57,10 @@ class ControlPlane {
     (void)plan;
     (void)added;
   }
-  // coordinator/server.h formed_membership().
+  // CoordinatorServer::formed_membership().
   virtual std::vector<coordinator::PlannedRank> formed_membership() const { return {}; }
   virtual void shutdown() = 0;
-  // What the ranks are doing (coordinator/server.h telemetry()); readable after shutdown().
+  // What the ranks are doing (CoordinatorServer::telemetry()); readable after shutdown().
   virtual coordinator::telemetry::JobTelemetry telemetry() const { return {}; }
   // How the coordinator ended the job: nullopt while it runs, OK when every rank left cleanly,
   // else why it failed (an abort's reason). Never blocks.

@@ -23,15 +23,15 @@
 
 namespace hvrun::launcher {
 
-// The coordinator's side of a membership change (coordinator/server.h change_membership and
+// The coordinator's side of a membership change (CoordinatorServer::change_membership and
 // add_slots), in slots.
 struct ElasticHooks {
   std::function<void(const std::vector<ElasticSlot>& plan, const std::string& reason,
                      const std::string& host)>
       change_membership;
   std::function<void(const std::vector<ElasticSlot>& plan, int added)> add_slots;
-  // The slots of the latest membership whose ranks all registered (coordinator/server.h
-  // formed_membership()).
+  // The slots of the latest membership whose ranks all registered
+  // (CoordinatorServer::formed_membership()).
   std::function<std::vector<ElasticSlot>()> formed;
 };
 

@@ -4,8 +4,8 @@
 #include <cstdlib>
 #include <vector>
 
+#include "autopsy/process_view.h"
 #include "common/proc_state.h"
-#include "launcher/autopsy/process_view.h"
 
 namespace hvrun::launcher {
 

@@ -14,6 +14,7 @@
 
 #include <boost/asio/steady_timer.hpp>
 
+#include "autopsy/report_files.h"
 #include "common/build_info.h"
 #include "common/setting_keys.h"
 #include "launcher/attempt/attempt.h"

@@ -20,7 +20,7 @@
 
 namespace hvrun::launcher {
 
-// What the coordinator recorded as the reason it ended the job (coordinator/server.h).
+// What the coordinator recorded as the reason it ended the job (CoordinatorServer::abort_cause()).
 struct CoordinatorVerdict {
   std::string reason;
   int rank = -1;  // the rank it names, -1 for none

@@ -9,7 +9,7 @@
 #include <functional>
 #include <mutex>
 
-#include "coordinator/job_telemetry.h"
+#include "coordinator/telemetry/job_telemetry.h"
 
 namespace hvrun::launcher {
 

@@ -7,7 +7,7 @@
 #include <optional>
 #include <string>
 
-#include "coordinator/job_telemetry.h"
+#include "coordinator/telemetry/job_telemetry.h"
 
 namespace hvrun::launcher {
 

@@ -8,7 +8,7 @@
 
 #include <gtest/gtest.h>
 
-#include "coordinator/negotiation_engine.h"
+#include "coordinator/engine/negotiation_engine.h"
 
 namespace hvrun::coordinator::testing {
 

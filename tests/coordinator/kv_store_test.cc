@@ -1,6 +1,6 @@
-// The job's key-value store (coordinator/kv_store.h): several keys set at once, many ranks each
-// waiting for a key per peer (a Gloo mesh's bootstrap), and a timeout that names what is missing
-// without listing every key of a large request.
+// The job's key-value store (coordinator/rendezvous/kv_store.h): several keys set at once, many
+// ranks each waiting for a key per peer (a Gloo mesh's bootstrap), and a timeout that names what
+// is missing without listing every key of a large request.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -8,7 +8,7 @@
 #include <thread>
 #include <vector>
 
-#include "coordinator/kv_store.h"
+#include "coordinator/rendezvous/kv_store.h"
 
 namespace hvrun::coordinator {
 namespace {

@@ -5,8 +5,8 @@
 #include <string>
 
 #include "common/settings.h"
-#include "coordinator/grpc_status.h"
-#include "coordinator/server.h"
+#include "coordinator/service/coordinator_server.h"
+#include "coordinator/service/grpc_status.h"
 #include "tests/support/environment_map.h"
 
 namespace hvrun::coordinator {

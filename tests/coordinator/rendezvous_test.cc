@@ -10,7 +10,7 @@
 
 #include <gtest/gtest.h>
 
-#include "coordinator/rendezvous.h"
+#include "coordinator/rendezvous/rendezvous.h"
 
 namespace hvrun::coordinator {
 namespace {

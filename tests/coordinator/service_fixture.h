@@ -10,7 +10,7 @@
 
 #include <gtest/gtest.h>
 
-#include "coordinator/server.h"
+#include "coordinator/service/coordinator_server.h"
 #include "tests/coordinator/test_client.h"
 
 namespace hvrun::coordinator::testing {

@@ -1,7 +1,7 @@
 // The pack/unpack kernels against a CPU reference, on fresh random data of odd sizes and
 // misaligned addresses, for every dtype and transform (plain copy, prescale, Average's division,
 // neutral fill). Needs a GPU; skips with the reason otherwise.
-#include "worker_lib/cuda/fusion_kernels.h"
+#include "worker_lib/backends/nccl/plugin/fusion_kernels.h"
 
 #include <gtest/gtest.h>
 

@@ -29,8 +29,8 @@
 
 #include "hvrun/hvrun.h"
 #include "tests/gpu/spin_kernel.h"
+#include "worker_lib/backends/nccl/plugin/fusion_kernels.h"
 #include "worker_lib/backends/nccl/segment_table.h"
-#include "worker_lib/cuda/fusion_kernels.h"
 
 namespace {
 

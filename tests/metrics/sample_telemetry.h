@@ -2,7 +2,7 @@
 // rendering of it holds every series hvrun exports.
 #pragma once
 
-#include "coordinator/job_telemetry.h"
+#include "coordinator/telemetry/job_telemetry.h"
 
 namespace hvrun::test {
 

@@ -2,7 +2,7 @@
 
 #include <thread>
 
-#include "coordinator/server.h"
+#include "coordinator/service/coordinator_server.h"
 
 namespace hvrun::test {
 

@@ -304,6 +304,19 @@ def test_legacy_distributed_optimizer_keeps_ranks_equal():
                                  backward_passes_per_step=2)
 
 
+def test_distributed_optimizer_hands_keras_optimizers_to_the_keras_wrapper():
+    # As Horovod's: hvrun.tensorflow.DistributedOptimizer wraps a Keras optimizer the Keras way.
+    import keras
+    from hvrun.tensorflow import keras_optimizer
+    r, n = ranks()
+    opt = hvd.DistributedOptimizer(keras.optimizers.SGD(0.5))
+    assert isinstance(opt, keras_optimizer._DistributedOptimizer)
+    assert isinstance(opt, keras.optimizers.SGD)
+    w = keras.Variable([0.0, 0.0])
+    opt.apply_gradients([(tf.fill([2], float(r + 1)), w)])
+    np.testing.assert_allclose(w.numpy(), np.full(2, -0.5 * (n + 1) / 2))
+
+
 def test_broadcast_variables_objects_and_allgather_object():
     r, n = ranks()
     variables = [tf.Variable(tf.fill([i + 1], float(r))) for i in range(20)]

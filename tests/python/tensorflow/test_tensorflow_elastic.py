@@ -515,13 +515,13 @@ def test_traced_gradient_averaging_keeps_its_allreduce_when_alone_in_an_elastic_
         monkeypatch, elastic):
     # A job that is alone when the step is traced may grow later: in an elastic job the traced
     # step must still average (a fixed job of one rank leaves it out).
-    import hvrun.tensorflow.optimizer as tf_optimizer
+    import hvrun.tensorflow.gradients as tf_gradients
     if elastic:
         monkeypatch.setenv("HVRUN_ELASTIC", "1")
     else:
         monkeypatch.delenv("HVRUN_ELASTIC", raising=False)
-    monkeypatch.setattr(tf_optimizer, "process_set_size", lambda process_set: 1)
-    allreduce_grads = tf_optimizer.make_allreduce_grads_fn(
+    monkeypatch.setattr(tf_gradients, "process_set_size", lambda process_set: 1)
+    allreduce_grads = tf_gradients.make_allreduce_grads_fn(
         "ElasticTrace", "", "", hvd.Compression.none, False, hvd.Average, 1.0, None)
     concrete = allreduce_grads.get_concrete_function([tf.TensorSpec([3], tf.float32)])
     assert ("HvrunAllreduce" in graph_op_types(concrete)) == elastic

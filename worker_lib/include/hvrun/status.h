@@ -2,7 +2,7 @@
 // boundaries inside hvrun, which includes this header through common/status.h).
 //
 // A small closed set of codes, the same numbers as the C API's hvrun_status_t, mapped one-to-one
-// onto gRPC status codes at the coordinator's edge (see coordinator/grpc_status.h). A message says
+// onto gRPC status codes at the coordinator's edge (see coordinator/service/grpc_status.h). A message says
 // what failed, where (rank, host, tensor) and what to try. Exceptions never cross a component
 // boundary; broken invariants are assertions.
 //

@@ -6,7 +6,7 @@ import tensorflow as tf
 from hvrun.basics import rank, size
 from hvrun.tensorflow.collectives import allreduce
 from hvrun.tensorflow.functions import broadcast_variables
-from hvrun.tensorflow.optimizer import variable_key
+from hvrun.tensorflow.gradients import variable_key
 
 
 def _optimizer_variables(optimizer):

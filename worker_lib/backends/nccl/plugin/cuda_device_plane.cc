@@ -7,9 +7,9 @@
 #include <thread>
 
 #include "worker_lib/backends/nccl/nccl_types.h"
+#include "worker_lib/backends/nccl/plugin/fusion_kernels.h"
 #include "worker_lib/backends/nccl/plugin/nccl_optional.h"
 #include "worker_lib/backends/nccl/segment_table.h"
-#include "worker_lib/cuda/fusion_kernels.h"
 
 namespace hvrun::detail::cuda {
 namespace {

@@ -1,4 +1,4 @@
-#include "launcher/autopsy/report_files.h"
+#include "autopsy/report_files.h"
 
 #include <google/protobuf/util/json_util.h>
 
@@ -7,9 +7,9 @@
 #include <filesystem>
 #include <fstream>
 
-#include "launcher/autopsy/verdict.h"
+#include "autopsy/verdict.h"
 
-namespace hvrun::launcher {
+namespace hvrun {
 namespace {
 
 Status write_file(const std::filesystem::path& path, const std::string& text) {
@@ -60,4 +60,4 @@ Result<AutopsyFiles> write_autopsy_files(const v1::AutopsyJobReport& report,
   return files;
 }
 
-}  // namespace hvrun::launcher
+}  // namespace hvrun

@@ -8,7 +8,7 @@
 #include "common/status.h"
 #include "hvrun.pb.h"
 
-namespace hvrun::launcher {
+namespace hvrun {
 
 struct AutopsyFiles {
   std::string json;
@@ -21,4 +21,4 @@ std::string autopsy_directory(const std::string& autopsy_dir, const std::string&
 Result<AutopsyFiles> write_autopsy_files(const v1::AutopsyJobReport& report,
                                          const std::string& directory);
 
-}  // namespace hvrun::launcher
+}  // namespace hvrun

@@ -1,8 +1,8 @@
-#include "launcher/autopsy/process_view.h"
+#include "autopsy/process_view.h"
 
 #include "common/proc_state.h"
 
-namespace hvrun::launcher {
+namespace hvrun {
 
 v1::AutopsyProcessState read_process_view(pid_t pid) {
   return process_view_of(read_process_snapshot(pid), pid);
@@ -48,4 +48,4 @@ void add_process_views(v1::AutopsyJobReport& report, bool ranks_are_local,
   }
 }
 
-}  // namespace hvrun::launcher
+}  // namespace hvrun

@@ -1,4 +1,4 @@
-#include "launcher/autopsy/verdict.h"
+#include "autopsy/verdict.h"
 
 #include <algorithm>
 #include <cctype>
@@ -7,7 +7,7 @@
 #include <sstream>
 #include <vector>
 
-namespace hvrun::launcher {
+namespace hvrun {
 namespace {
 
 constexpr int kVerdictFrames = 3;     // frames in the verdict's "it is in ..."
@@ -319,4 +319,4 @@ std::string autopsy_text(const v1::AutopsyJobReport& report) {
   return out.str();
 }
 
-}  // namespace hvrun::launcher
+}  // namespace hvrun

@@ -1,7 +1,7 @@
-// What the launcher sees of a rank's process that did not answer an autopsy: the kernel's state
-// of the process and of each of its threads (common/proc_state.h), filled into the job report:
-// read here for this host's processes, or from the snapshot another host's agent sent
-// (remote/agent_process_views.h).
+// What hvrun (or the coordinator daemon) sees of a rank's process that did not answer an
+// autopsy: the kernel's state of the process and of each of its threads (common/proc_state.h),
+// filled into the job report: read here for this host's processes, or from the snapshot another
+// host's agent sent (launcher/remote/agent_process_views.h).
 #pragma once
 
 #include <sys/types.h>
@@ -9,7 +9,7 @@
 #include "common/proc_state.h"
 #include "hvrun.pb.h"
 
-namespace hvrun::launcher {
+namespace hvrun {
 
 // The process `pid` of this host as /proc shows it now ("gone" when it has exited).
 v1::AutopsyProcessState read_process_view(pid_t pid);
@@ -22,4 +22,4 @@ v1::AutopsyProcessState process_view_of(const ProcessSnapshot& snapshot, pid_t p
 void add_process_views(v1::AutopsyJobReport& report, bool ranks_are_local,
                        const std::string& this_host = "");
 
-}  // namespace hvrun::launcher
+}  // namespace hvrun

@@ -24,10 +24,16 @@
 #include <vector>
 
 #include "common/status.h"
-#include "coordinator/server.h"
 #include "hvrun.pb.h"
 
 namespace hvrun::coordinator {
+
+// Where the launcher plans rank r to run. Empty plan: ranks come from the workers' requests
+// (requested_rank from their environment) or are assigned in order of registration.
+struct PlannedRank {
+  std::string host;
+  int local_rank = 0;
+};
 
 struct Registered {
   v1::Topology topology;

@@ -1,4 +1,4 @@
-#include "worker_lib/cuda/fusion_kernels.h"
+#include "worker_lib/backends/nccl/plugin/fusion_kernels.h"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>

@@ -16,17 +16,11 @@
 
 #include "common/settings.h"
 #include "common/status.h"
-#include "coordinator/job_telemetry.h"
+#include "coordinator/rendezvous/rendezvous.h"
+#include "coordinator/telemetry/job_telemetry.h"
 #include "hvrun.pb.h"
 
 namespace hvrun::coordinator {
-
-// Where the launcher plans rank r to run. Empty plan: ranks come from the workers' requests
-// (requested_rank from their environment) or are assigned in order of registration.
-struct PlannedRank {
-  std::string host;
-  int local_rank = 0;
-};
 
 struct CoordinatorOptions {
   // "127.0.0.1:0" (loopback, free port) for single-host jobs; "unix:/path" for a unix socket;
@@ -179,7 +173,7 @@ class CoordinatorServer {
   // ABORTED status, or the rendezvous' DEADLINE_EXCEEDED. nullopt while the job still runs.
   virtual std::optional<Status> wait_for_end(std::chrono::milliseconds timeout) = 0;
 
-  // Any thread: what the ranks are doing now (coordinator/job_telemetry.h). Cheap
+  // Any thread: what the ranks are doing now (coordinator/telemetry/job_telemetry.h). Cheap
   // enough for a Prometheus scrape; stays readable after the job ended (for the summary).
   virtual telemetry::JobTelemetry telemetry() const { return {}; }
 };

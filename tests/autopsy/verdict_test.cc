@@ -1,19 +1,19 @@
-// The autopsy's verdict (launcher/autopsy/verdict.h) from job reports made by hand: the rank
+// The autopsy's verdict (autopsy/verdict.h) from job reports made by hand: the rank
 // missing from the most stalled tensors, where its training thread is (Python frames first,
 // else native frames outside system objects, outermost first) and the system call it sleeps in;
 // a rank that did not answer by its process state; and the report files parse back.
-#include "launcher/autopsy/verdict.h"
+#include "autopsy/verdict.h"
 
 #include <google/protobuf/util/json_util.h>
 #include <gtest/gtest.h>
 
 #include <tuple>
 
-#include "launcher/autopsy/report_files.h"
+#include "autopsy/report_files.h"
 #include "tests/support/subprocess.h"
 #include "tests/support/temp_dir.h"
 
-namespace hvrun::launcher {
+namespace hvrun {
 namespace {
 
 v1::AutopsyJobReport two_ranks_rank_1_behind() {
@@ -167,4 +167,4 @@ TEST(AutopsyVerdict, TheReportFilesParseBack) {
 }
 
 }  // namespace
-}  // namespace hvrun::launcher
+}  // namespace hvrun

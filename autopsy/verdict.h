@@ -14,7 +14,7 @@
 
 #include "hvrun.pb.h"
 
-namespace hvrun::launcher {
+namespace hvrun {
 
 std::string autopsy_verdict(const v1::AutopsyJobReport& report);
 
@@ -25,4 +25,4 @@ std::string autopsy_text(const v1::AutopsyJobReport& report);
 // "read_batch" for "read_batch(int, char*)", "ns::f" for "ns::f(int) const".
 std::string function_without_parameters(const std::string& function);
 
-}  // namespace hvrun::launcher
+}  // namespace hvrun

@@ -5,8 +5,7 @@
 // Plain values only: taking a snapshot copies, so readers on other threads (the HTTP server,
 // the launcher at the end of the job) never hold the coordinator's locks.
 //
-// Part of the coordinator's interface (CoordinatorServer::telemetry() returns it), so it stands
-// at the coordinator's root; the aggregator in telemetry/ fills it.
+// CoordinatorServer::telemetry() returns it; the aggregator beside it (aggregator.h) fills it.
 #pragma once
 
 #include <cstdint>
