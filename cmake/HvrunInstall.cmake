@@ -51,7 +51,7 @@ if(TARGET hvrun_cuda)  # libhvrun loads it from its own folder on the first CUDA
   set_target_properties(hvrun_cuda PROPERTIES INSTALL_RPATH "$ORIGIN")
   install(TARGETS hvrun_cuda LIBRARY DESTINATION ${HVRUN_INSTALL_LIBDIR} COMPONENT runtime)
 endif()
-install(DIRECTORY ${PROJECT_SOURCE_DIR}/worker_lib/include/hvrun
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/hvrun
         DESTINATION ${HVRUN_INSTALL_INCLUDEDIR} COMPONENT development FILES_MATCHING PATTERN "*.h")
 install(EXPORT hvrunTargets NAMESPACE hvrun:: DESTINATION ${_cmakedir} COMPONENT development)
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/hvrunConfig.cmake.in

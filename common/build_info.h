@@ -1,6 +1,6 @@
 // What this build of hvrun contains, as constants: the public API's BuildInfo
-// (worker_lib/include/hvrun/build_info.h), which the launcher's --check-build prints too. Code
+// (include/hvrun/build_info.h), which the launcher's --check-build prints too. Code
 // inside hvrun includes this header.
 #pragma once
 
-#include "worker_lib/include/hvrun/build_info.h"
+#include "hvrun/build_info.h"

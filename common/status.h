@@ -1,6 +1,6 @@
 // Status and Result, as every component of hvrun uses them: the public API's own type
-// (worker_lib/include/hvrun/status.h, installed for trainers), so that an error made anywhere
+// (include/hvrun/status.h, installed for trainers), so that an error made anywhere
 // in hvrun reaches a trainer as it is. Code inside hvrun includes this header.
 #pragma once
 
-#include "worker_lib/include/hvrun/status.h"
+#include "hvrun/status.h"

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "common/logging.h"
+#include "worker_lib/backends/nccl/host_plane/host_device_plane.h"
 #include "worker_lib/runtime/cpu_backend_factory.h"
 
 namespace hvrun::detail {
@@ -83,7 +84,9 @@ Result<std::unique_ptr<ProcessSetPlanes::Set>> ProcessSetPlanes::connect(uint32_
                                                   .setup_timeout = config.start_timeout,
                                                   .store = set->store.get(),
                                                   .allocator = config.device_allocator,
-                                                  .host_plane = config.device_plane == "host"});
+                                                  .plane_factory = config.device_plane == "host"
+                                                      ? cuda::host_device_plane_factory()
+                                                      : nullptr});
   set->gpu = gpu.get();
   set->executor->set_gpu_executor(std::move(gpu));
   if (job_.observer) {

@@ -1,6 +1,7 @@
 #include "worker_lib/runtime/runtime_builder.h"
 
 #include "common/logging.h"
+#include "worker_lib/backends/nccl/host_plane/host_device_plane.h"
 #include "worker_lib/runtime/cpu_backend_factory.h"
 #include "worker_lib/telemetry/gpu_sampler.h"
 
@@ -45,7 +46,9 @@ Status RuntimeBuilder::build_data_planes() {
                                                   .setup_timeout = p.config.start_timeout,
                                                   .store = p.client.get(),
                                                   .allocator = p.config.device_allocator,
-                                                  .host_plane = p.config.device_plane == "host"});
+                                                  .plane_factory = p.config.device_plane == "host"
+                                                      ? cuda::host_device_plane_factory()
+                                                      : nullptr});
   p.gpu = gpu.get();
   p.executor->set_gpu_executor(std::move(gpu));
   ProcessSetPlanes::Job set_job{.rank = p.topology.rank,

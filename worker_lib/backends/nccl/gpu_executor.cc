@@ -5,7 +5,6 @@
 #include <sstream>
 
 #include "common/logging.h"
-#include "worker_lib/backends/nccl/host_plane/host_device_plane.h"
 #include "worker_lib/backends/nccl/nccl_errors.h"
 #include "worker_lib/backends/nccl/plugin_loader.h"
 #include "worker_lib/backends/nccl/segment_table.h"
@@ -127,11 +126,10 @@ Status GpuExecutor::set_up(int ordinal) {
                               .local_rank = job_.local_rank,
                               .host = job_.host,
                               .op_timeout = job_.op_timeout};
-  // The host plane is picked where the plugin would be loaded: everything after this line is
-  // the same code for both.
+  // Another plane (the host plane) is made where the plugin would be loaded: everything after
+  // this line is the same code for both.
   Result<std::unique_ptr<cuda::DevicePlane>> made =
       job_.plane_factory ? job_.plane_factory(context)
-      : job_.host_plane  ? Result<std::unique_ptr<cuda::DevicePlane>>(cuda::make_host_device_plane(context))
                          : cuda::load_device_plane(context, job_.plugin_candidates);
   HVRUN_ASSIGN_OR_RETURN(auto plane, std::move(made));
   {

@@ -46,11 +46,10 @@ struct GpuJob {
   KeyValueStore* store = nullptr;                  // the coordinator's; outlives the executor
   DeviceAllocator allocator;                       // empty: the plugin's cudaMallocAsync
   std::vector<std::string> plugin_candidates;      // empty: cuda::default_plugin_candidates()
-  // Config::device_plane == "host": the host-memory plane (host_plane/host_device_plane.h) in
-  // place of the CUDA plugin, for tests and CPU proofs of this executor.
-  bool host_plane = false;
-  // Makes the plane instead of loading the plugin (unit tests drive the executor with a
-  // recording plane); empty: the host plane or cuda::load_device_plane(context, plugin_candidates).
+  // Makes the plane instead of loading the CUDA plugin: the host-memory plane for
+  // Config::device_plane == "host" (host_plane/host_device_plane.h: tests and CPU proofs of this
+  // executor), a recording plane in unit tests; empty: cuda::load_device_plane(context,
+  // plugin_candidates).
   std::function<Result<std::unique_ptr<cuda::DevicePlane>>(const cuda::PluginContext&)> plane_factory;
 };
 

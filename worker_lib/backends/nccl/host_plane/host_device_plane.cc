@@ -31,6 +31,13 @@ std::unique_ptr<DevicePlane> make_host_device_plane(const PluginContext& context
   return std::make_unique<HostDevicePlane>(context);
 }
 
+std::function<Result<std::unique_ptr<DevicePlane>>(const PluginContext&)>
+host_device_plane_factory() {
+  return [](const PluginContext& context) -> Result<std::unique_ptr<DevicePlane>> {
+    return make_host_device_plane(context);
+  };
+}
+
 HostDevicePlane::HostDevicePlane(const PluginContext& context)
     : who_{context.rank, context.size, context.host, ""}, op_timeout_(context.op_timeout) {}
 

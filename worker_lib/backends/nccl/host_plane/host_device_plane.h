@@ -102,7 +102,12 @@ class HostDevicePlane final : public DevicePlane {
   std::unique_ptr<HostStream> stream_;
 };
 
-// The factory the executor's loader calls for --device-plane host.
+// Makes the host plane for one rank.
 std::unique_ptr<DevicePlane> make_host_device_plane(const PluginContext& context);
+
+// What GpuJob::plane_factory takes for --device-plane host: the runtime picks the plane, so the
+// executor (which this folder builds on) never includes this one.
+std::function<Result<std::unique_ptr<DevicePlane>>(const PluginContext&)>
+host_device_plane_factory();
 
 }  // namespace hvrun::detail::cuda

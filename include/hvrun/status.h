@@ -2,12 +2,12 @@
 // boundaries inside hvrun, which includes this header through common/status.h).
 //
 // A small closed set of codes, the same numbers as the C API's hvrun_status_t, mapped one-to-one
-// onto gRPC status codes at the coordinator's edge (see coordinator/service/grpc_status.h). A message says
-// what failed, where (rank, host, tensor) and what to try. Exceptions never cross a component
-// boundary; broken invariants are assertions.
+// onto gRPC status codes at the coordinator's edge (see coordinator/service/grpc_status.h). A
+// message says what failed, where (rank, host, tensor) and what to try. Exceptions never cross a
+// component boundary; broken invariants are assertions.
 //
 // Self-contained (the standard library only): installed as <prefix>/include/hvrun/status.h.
-#ifndef HVRUN_STATUS_H_  // also reached as worker_lib/include/hvrun/status.h from common/
+#ifndef HVRUN_STATUS_H_  // a guard, not #pragma once: installed and source copies may both be seen
 #define HVRUN_STATUS_H_
 
 #include <cassert>

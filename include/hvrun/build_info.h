@@ -1,7 +1,7 @@
 // What this build of hvrun contains (CUDA, NCCL, Gloo, MPI and their versions), for programs:
 // hvrun::build_info() and hvrun::describe_build(), as `hvrun --check-build` prints them
 // (filled from the generated build_config.h, in common/build_info.cc).
-#ifndef HVRUN_BUILD_INFO_H_  // also reached as worker_lib/include/hvrun/build_info.h from common/
+#ifndef HVRUN_BUILD_INFO_H_  // a guard, not #pragma once: installed and source copies may both be seen
 #define HVRUN_BUILD_INFO_H_
 
 #include <string>
