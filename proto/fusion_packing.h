@@ -1,6 +1,6 @@
 // How ready tensors are packed into fused responses (step 4 of the negotiation protocol,
 // coordinator/engine/negotiation_engine.h). Pure: the coordinator's plan builder and the worker's
-// agreed rounds of cached submissions (worker_lib/runtime/cached_rounds.h) both place tensors
+// agreed rounds of cached submissions (worker_lib/agreement/cached_rounds.h) both place tensors
 // with it, so a set of tensors fuses alike whichever of them plans it.
 #pragma once
 

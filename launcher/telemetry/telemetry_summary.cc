@@ -165,7 +165,7 @@ std::string format_telemetry_summary(const JobTelemetry& job) {
         << seconds_text(r.wait_seconds) << "\n";
   }
   // Collectives that ran without the coordinator (the fast path and the cached rounds, counted
-  // under "<cpu backend>-fast": worker_lib/runtime/fast_path.h): a user tuning latency wants to
+  // under "<cpu backend>-fast": worker_lib/agreement/fast_path.h): a user tuning latency wants to
   // see whether the steady state took them.
   std::string fast;
   for (const RankTelemetry& r : job.ranks) {

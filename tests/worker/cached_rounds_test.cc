@@ -1,4 +1,4 @@
-// The cached rounds (worker_lib/runtime/cached_rounds.h): asynchronous allreduces of negotiated
+// The cached rounds (worker_lib/agreement/cached_rounds.h): asynchronous allreduces of negotiated
 // tensors on a single-host shared-memory job run through rounds the ranks agree on among
 // themselves, with the coordinator's bits, and the coordinator sees no request for them; what
 // does not agree (ranks submitting in different orders, a late rank, a mismatch, a join) goes

@@ -1,6 +1,6 @@
 // hvrun_cached_rounds_worker: one rank of the cached-rounds tests (cached_rounds_test.cc).
 // Asynchronous allreduces of negotiated tensors run through rounds agreed among the ranks
-// (worker_lib/runtime/cached_rounds.h) instead of the coordinator; everything else must go
+// (worker_lib/agreement/cached_rounds.h) instead of the coordinator; everything else must go
 // through the coordinator with the same results. Each step submits a gradient-like set of
 // tensors asynchronously, then waits for them all; every result is checked against a reference,
 // and every result's bytes go into a digest the test compares with the coordinator path's.

@@ -1,4 +1,4 @@
-// The fast path (worker_lib/runtime/fast_path.h): blocking allreduces of negotiated tensors run
+// The fast path (worker_lib/agreement/fast_path.h): blocking allreduces of negotiated tensors run
 // without the coordinator, on one host and across (simulated) hosts, and whatever does not fit
 // (other ops in flight, threads meeting in different orders, reshapes, late ranks, a rank with
 // the fast path off, joins, a dying rank) goes through the coordinator with the same results.

@@ -6,7 +6,7 @@
 
 #include "tests/worker/plan_entries.h"
 #include "worker_lib/runtime/in_flight_table.h"
-#include "worker_lib/runtime/request_cache.h"
+#include "worker_lib/agreement/request_cache.h"
 
 namespace hvrun::detail {
 namespace {

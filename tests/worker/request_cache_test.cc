@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/worker/plan_entries.h"
-#include "worker_lib/runtime/request_cache.h"
+#include "worker_lib/agreement/request_cache.h"
 
 namespace hvrun::detail {
 namespace {

@@ -10,7 +10,7 @@
 #include "worker_lib/backends/gloo/sparse_plane.h"
 #include "worker_lib/backends/shm/hierarchical_backend.h"
 #include "worker_lib/backends/shm/shm_backend.h"
-#include "worker_lib/runtime/fast_path.h"
+#include "worker_lib/agreement/fast_path.h"
 
 namespace hvrun::detail {
 namespace {

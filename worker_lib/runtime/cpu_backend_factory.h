@@ -40,7 +40,7 @@ struct CpuBackendContext {
   std::chrono::milliseconds op_timeout{300000};
   // Whether the plane comes with its round agreement (the job's global set; a process set's
   // plane runs only planned collectives), and how long a rank waits for the others in a round
-  // (runtime/fast_path.h's round_wait): on several hosts, the cross-host rounds' arbiter's wait.
+  // (agreement/fast_path.h's round_wait): on several hosts, the cross-host rounds' arbiter's wait.
   bool round_agreement = true;
   std::chrono::nanoseconds round_wait{std::chrono::milliseconds(50)};
 };

@@ -223,7 +223,12 @@ void PlanRunner::execute_plan(v1::Plan& plan) {
   finished_plan_seq_.store(plan.seq());
   // Still waiting for something (a join, an op sent meanwhile): this rank cannot take part
   // in the round the plan just moved it to, and peers should not wait for it there.
-  c_.lane.refuse_if_busy();
+  bool busy = false;
+  {
+    std::lock_guard<std::mutex> lock(c_.state.mutex);
+    busy = c_.state.waiting_for_coordinator();
+  }
+  c_.lane.refuse_if_busy(busy);
 }
 
 PlanExecutor* PlanRunner::executor_for(const v1::Response& response) {

@@ -13,11 +13,11 @@
 #include <thread>
 
 #include "hvrun.pb.h"
-#include "worker_lib/runtime/cached_rounds.h"
+#include "worker_lib/agreement/cached_rounds.h"
+#include "worker_lib/agreement/execution_lane.h"
+#include "worker_lib/execution/plan_executor.h"
 #include "worker_lib/runtime/cached_tensor_names.h"
 #include "worker_lib/runtime/coordinator_client.h"
-#include "worker_lib/runtime/execution_lane.h"
-#include "worker_lib/execution/plan_executor.h"
 #include "worker_lib/runtime/process_set_planes.h"
 #include "worker_lib/runtime/submitter.h"
 #include "worker_lib/runtime/work_state.h"

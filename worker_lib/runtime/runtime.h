@@ -8,11 +8,11 @@
 //   stream_reader.h    the reader thread: coordinator messages in, JobAbort, a lost stream.
 //   heartbeat.h        the heartbeat thread.
 //   plan_runner.h      the background thread: sends, executes plans (execution/plan_executor.h).
-//   execution_lane.h   the executor's lock and the fast path's round counter.
-//   fast_path.h        blocking allreduces agreed among the ranks (round_agreement.h), on the
-//                      caller's thread.
-//   cached_rounds.h    async submissions of cached allreduces agreed among the ranks the same
-//                      way, instead of a RequestBatch.
+//   runtime_rank_state.h  the parts above as the steady state sees them (agreement/rank_state.h).
+//   agreement/         the steady state: execution_lane.h (the executor's lock and the rounds'
+//                      counter); fast_path.h (blocking allreduces agreed among the ranks, on
+//                      the caller's thread); cached_rounds.h (async submissions of cached
+//                      allreduces agreed the same way, instead of a RequestBatch).
 //   process_set_planes.h  the process sets this rank knows, and its sets' own data planes.
 //   call_counters.h    the ids of barriers, groups and process-set calls.
 //   autopsy/          the flight recorder (this rank's latest collectives) and the answer to
@@ -33,8 +33,9 @@
 //  5. The background thread executes every Plan's responses in order and completes handles;
 //     JobAbort fails everything with kAborted; a lost stream with kUnavailable.
 //  6. shutdown: fail what is pending with kCancelled, send Goodbye, close the stream (bounded).
-//  7. The fast path (fast_path.h) runs some blocking allreduces without the coordinator, and
-//     the cached rounds (cached_rounds.h) async ones: step 3 becomes a round among the ranks.
+//  7. The fast path (agreement/fast_path.h) runs some blocking allreduces without the
+//     coordinator, and the cached rounds (agreement/cached_rounds.h) async ones: step 3 becomes
+//     a round among the ranks.
 //
 // Threads: submit/abort/shutdown/send_pending/try_fast_allreduce from any thread; the loop,
 // reader, heartbeat and telemetry threads as above.

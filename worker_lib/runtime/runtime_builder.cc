@@ -126,12 +126,13 @@ Status RuntimeBuilder::build_negotiation() {
   const int rank = p.topology.rank;
   p.submitter = std::make_unique<Submitter>(p.state, p.lane, *p.stream, *p.telemetry, rank);
   p.submitter->set_flight_recorder(p.recorder.get());
+  p.rank_state = std::make_unique<RuntimeRankState>(p.state, *p.submitter, *p.telemetry);
   p.fast_path = std::make_unique<FastPath>(
-      FastPath::Context{p.state, p.lane, *p.submitter, p.executor->cpu(), *p.telemetry,
+      FastPath::Context{*p.rank_state, p.lane, p.executor->cpu(), *p.telemetry,
                         p.topology.size, p.config.op_timeout, p.config.fast_path, p.recorder.get()},
       rounds());
   p.cached_rounds = std::make_unique<CachedRounds>(
-      CachedRounds::Context{p.state, p.lane, *p.submitter, *p.executor, *p.telemetry,
+      CachedRounds::Context{*p.rank_state, p.lane, *p.executor, *p.telemetry,
                             *p.fast_path, p.topology.size, registered_.fusion_threshold_bytes},
       rounds());
   p.plan_runner = std::make_unique<PlanRunner>(

@@ -10,21 +10,22 @@
 #include <string>
 
 #include "hvrun/hvrun.h"
+#include "worker_lib/agreement/cached_rounds.h"
+#include "worker_lib/agreement/execution_lane.h"
+#include "worker_lib/agreement/fast_path.h"
 #include "worker_lib/autopsy/flight_recorder.h"
 #include "worker_lib/autopsy/responder.h"
 #include "worker_lib/backend.h"
 #include "worker_lib/backends/nccl/gpu_executor.h"
 #include "worker_lib/execution/plan_executor.h"
-#include "worker_lib/runtime/cached_rounds.h"
 #include "worker_lib/runtime/call_counters.h"
 #include "worker_lib/runtime/coordinator_client.h"
-#include "worker_lib/runtime/execution_lane.h"
-#include "worker_lib/runtime/fast_path.h"
 #include "worker_lib/runtime/heartbeat.h"
 #include "worker_lib/runtime/live_workers.h"
 #include "worker_lib/runtime/plan_runner.h"
 #include "worker_lib/runtime/private_coordinator.h"
 #include "worker_lib/runtime/process_set_planes.h"
+#include "worker_lib/runtime/runtime_rank_state.h"
 #include "worker_lib/runtime/stream_reader.h"
 #include "worker_lib/runtime/submitter.h"
 #include "worker_lib/runtime/work_state.h"
@@ -65,9 +66,10 @@ struct RuntimeParts {
 
   // Negotiation: the shared work state, the executor's lane, and the parts around them.
   WorkState state;
-  ExecutionLane lane{state};
+  ExecutionLane lane;
   CallCounters counters;
   std::unique_ptr<Submitter> submitter;
+  std::unique_ptr<RuntimeRankState> rank_state;  // the parts as the fast path sees them
   std::unique_ptr<FastPath> fast_path;
   std::unique_ptr<CachedRounds> cached_rounds;
   std::unique_ptr<PlanRunner> plan_runner;

@@ -17,11 +17,11 @@
 #include <vector>
 
 #include "hvrun/handle.h"
+#include "worker_lib/agreement/execution_lane.h"
+#include "worker_lib/agreement/request_cache.h"
 #include "worker_lib/autopsy/flight_recorder.h"
 #include "worker_lib/runtime/coordinator_client.h"
-#include "worker_lib/runtime/execution_lane.h"
 #include "worker_lib/runtime/one_shot_timer.h"
-#include "worker_lib/runtime/request_cache.h"
 #include "worker_lib/runtime/work_state.h"
 #include "worker_lib/telemetry/worker_telemetry.h"
 

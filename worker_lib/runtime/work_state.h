@@ -1,10 +1,11 @@
 // The one state the runtime's parts share under one lock: the background thread's inbox (what
 // the submitters, the reader and the lifecycle hand it) and the table of ops in flight.
 //
-// Why one lock for all of it: the fast path (fast_path.h) and the cached rounds
-// (cached_rounds.h) decide whether this rank may meet its peers in a round by looking at every
-// field below at one instant (nothing in flight, nothing unsent, no message unhandled, no abort
-// or stop asked); split over several locks that look would see a state that never existed.
+// Why one lock for all of it: the fast path (agreement/fast_path.h) and the cached rounds
+// (agreement/cached_rounds.h) decide whether this rank may meet its peers in a round by looking
+// at every field below at one instant (nothing in flight, nothing unsent, no message unhandled,
+// no abort or stop asked; runtime_rank_state.h is how they look); split over several locks that
+// look would see a state that never existed.
 // Everything else has one owner and lives there: the API calls' counters (call_counters.h), the
 // phase of start and stop (lifecycle.h), the coordinator's HostsUpdated (stream_reader.h), the
 // plans that went unexecuted (plan_runner.h), the batch timer's state (submitter.h).

@@ -1,6 +1,6 @@
 // Cross-host rounds: the round agreement (round_agreement.h) of a multi-host job, so that
 // asynchronous submissions of cached tensors run without the coordinator across hosts too
-// (runtime/cached_rounds.h). Two levels:
+// (agreement/cached_rounds.h). Two levels:
 //   1. the host's ranks meet on their shm segment's round board (round_board.h), as a
 //      single-host job's do; a host of one rank has no board and meets itself, and so does
 //      every rank of a job on Gloo alone (each one its own "host" for the arbiter);
@@ -15,7 +15,7 @@
 // and, from the speaker, tells the arbiter, so the other hosts fall back at once.
 //
 // Only the AND of payloads crosses hosts: payloads() is null, so the blocking fast path
-// (runtime/fast_path.h) uses these rounds for the agreement alone and moves every call's data
+// (agreement/fast_path.h) uses these rounds for the agreement alone and moves every call's data
 // through the data plane.
 //
 // Waits: the local round ends at the caller's deadline; the verdict of a round agreed locally

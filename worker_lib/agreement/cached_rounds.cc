@@ -1,4 +1,4 @@
-#include "worker_lib/runtime/cached_rounds.h"
+#include "worker_lib/agreement/cached_rounds.h"
 
 #include <algorithm>
 #include <cstring>
@@ -39,7 +39,7 @@ CachedRounds::CachedRounds(Context context, RoundAgreement* rounds)
 
 void CachedRounds::dispatch() {
   if (!enabled_) {
-    c_.submitter.flush_outbox();
+    c_.rank.send_outbox();
     return;
   }
   std::lock_guard<std::mutex> exec_lock(c_.lane.mutex);
@@ -61,79 +61,40 @@ void CachedRounds::send_pending() {
     // ops would refuse the round the other ranks are about to meet in, and each step through
     // the coordinator would end the same way. Anything else (a GPU op: its plan may hold the
     // lock for a whole collective) goes to the coordinator now, to be negotiated meanwhile.
-    if (outbox_may_hold()) {
+    if (c_.rank.outbox_may_hold()) {
       exec_lock.lock();
       dispatch_locked();
       return;
     }
   }
-  c_.submitter.send_pending();
-}
-
-bool CachedRounds::outbox_may_hold() const {
-  std::lock_guard<std::mutex> lock(c_.state.mutex);
-  return std::all_of(c_.state.outbox.begin(), c_.state.outbox.end(),
-                     [](const auto& op) { return RequestCache::may_run_fast(*op); });
+  c_.rank.send_pending();
 }
 
 void CachedRounds::dispatch_locked() {
   dispatching_.store(true, std::memory_order_release);
   bool done = false;
   while (!done) {
-    switch (take_outbox()) {
-      case Next::kDone:
+    switch (c_.rank.take_outbox(kMaxCacheId, held_)) {
+      case RankState::Taken::kNothing:
         done = true;
         break;
-      case Next::kSend:
-        send_held();
+      case RankState::Taken::kTerminal:  // terminate() failed every op in flight, held ones too
+        held_.clear();
         done = true;
         break;
-      case Next::kRound:
+      case RankState::Taken::kSend:
+        c_.rank.send_held(held_);
+        done = true;
+        break;
+      case RankState::Taken::kHeld:
         if (!run_round()) {
-          send_held();
+          c_.rank.send_held(held_);
           done = true;
         }
         break;
     }
   }
   dispatching_.store(false, std::memory_order_release);
-}
-
-CachedRounds::Next CachedRounds::take_outbox() {
-  std::lock_guard<std::mutex> lock(c_.state.mutex);
-  WorkState& s = c_.state;
-  if (s.terminal) {  // terminate() failed every op in flight, the held ones too
-    held_.clear();
-    s.held_for_rounds = 0;
-    return Next::kDone;
-  }
-  if (s.outbox.empty() && held_.empty()) return Next::kDone;
-  const bool may_hold = !s.abort_reason && !s.stream_ended && !s.stop_requested &&
-                        s.inbox.empty() && s.plans_received == s.plans_started &&
-                        s.in_flight.size() == s.held_for_rounds + s.outbox.size() &&
-                        // The timeline shows every collective's negotiation.
-                        !c_.telemetry.recording();
-  if (!may_hold) return Next::kSend;
-  const RequestCache& cache = c_.submitter.cache();  // the executor's lock is held
-  outbox_ids_.clear();
-  for (const auto& op : s.outbox) {
-    const CacheEntry* entry = nullptr;
-    if (RequestCache::may_run_fast(*op)) {
-      if (op->cache_entry == nullptr) op->cache_entry = cache.find(op->name());
-      entry = op->cache_entry;
-    }
-    if (entry == nullptr || entry->id > kMaxCacheId ||
-        !RequestCache::fast_entry_matches(*entry, op->dtype, op->shape, op->reduce_op,
-                                          op->prescale, op->postscale))
-      return Next::kSend;
-    outbox_ids_.push_back(entry->id);
-  }
-  for (size_t i = 0; i < s.outbox.size(); ++i)
-    held_.push_back(Held{outbox_ids_[i], std::move(s.outbox[i])});
-  s.held_for_rounds += s.outbox.size();
-  s.outbox.clear();
-  c_.submitter.batch_taken();
-  return Next::kRound;
 }
 
 bool CachedRounds::run_round() {
@@ -179,17 +140,12 @@ bool CachedRounds::run_round() {
   std::sort(agreed.begin(), agreed.end(),
             [](const Held& a, const Held& b) { return a.id < b.id; });
   execute(std::move(agreed));
-  c_.lane.refuse_if_busy();
+  c_.lane.refuse_if_busy(c_.rank.waiting_for_coordinator());
   return true;
 }
 
 void CachedRounds::execute(std::vector<Held> agreed) {
-  {
-    std::lock_guard<std::mutex> lock(c_.state.mutex);
-    if (c_.state.terminal) return;  // already failed (take_outbox drops the rest)
-    for (const Held& h : agreed) c_.state.in_flight.remove(*h.op);
-    c_.state.held_for_rounds -= agreed.size();
-  }
+  if (!c_.rank.start_agreed(agreed)) return;  // already failed (take_outbox drops the rest)
   // The coordinator's fusion (proto/fusion_packing.h), in cache id order: the order in which
   // the coordinator first planned these tensors.
   FusionPacker packer(c_.fusion_threshold_bytes);
@@ -236,18 +192,6 @@ void CachedRounds::execute(std::vector<Held> agreed) {
                                     telemetry::PhaseClock::now(), bytes_of[i]);
     entries_[i].clear();  // the ops end here, as they did when the entries were the round's own
   }
-}
-
-void CachedRounds::send_held() {
-  {
-    std::lock_guard<std::mutex> lock(c_.state.mutex);
-    if (!c_.state.terminal)
-      for (auto it = held_.rbegin(); it != held_.rend(); ++it)
-        c_.state.outbox.push_front(std::move(it->op));
-    held_.clear();
-    c_.state.held_for_rounds = 0;
-  }
-  c_.submitter.flush_outbox();
 }
 
 }  // namespace hvrun::detail

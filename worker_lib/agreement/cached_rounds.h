@@ -32,7 +32,9 @@
 //
 // Threads: dispatch() on the background thread; send_pending() from a thread about to wait (it
 // waits for a plan that still runs when what it would send could take a round).
-// Both take the executor's lock (runtime.h's lock order), which guards `held_`.
+// Both take the executor's lock (the runtime's lock order), which guards `held_`. What they
+// need of the runtime (its state at one instant, its outbox and request cache) comes through
+// RankState (rank_state.h).
 #pragma once
 
 #include <atomic>
@@ -41,13 +43,12 @@
 #include <memory>
 #include <vector>
 
+#include "worker_lib/agreement/execution_lane.h"
+#include "worker_lib/agreement/fast_path.h"
+#include "worker_lib/agreement/rank_state.h"
 #include "worker_lib/agreement/round_agreement.h"
 #include "worker_lib/execution/pending_op.h"
 #include "worker_lib/execution/plan_executor.h"
-#include "worker_lib/runtime/execution_lane.h"
-#include "worker_lib/runtime/fast_path.h"
-#include "worker_lib/runtime/submitter.h"
-#include "worker_lib/runtime/work_state.h"
 #include "worker_lib/telemetry/worker_telemetry.h"
 
 namespace hvrun::detail {
@@ -58,9 +59,8 @@ class CachedRounds {
   static constexpr uint32_t kMaxCacheId = 4095;
 
   struct Context {
-    WorkState& state;
+    RankState& rank;  // what this rank's runtime holds, and its outbox
     ExecutionLane& lane;
-    Submitter& submitter;
     PlanExecutor& executor;
     telemetry::WorkerTelemetry& telemetry;
     const FastPath& fast_path;  // whether rounds are on, and the wait
@@ -75,35 +75,24 @@ class CachedRounds {
   void dispatch();
   // A thread about to block on a handle: dispatch() here when the executor's lock is free (no
   // thread hop) or, once it is, when every unsent op could take a round; else sends the outbox
-  // as Submitter::send_pending does.
+  // as RankState::send_pending does.
   void send_pending();
   // Whether submissions may run through agreed rounds at all (a multi-rank job with a round
   // board and the fast path on).
   bool enabled() const { return enabled_; }
 
  private:
-  enum class Next { kRound, kSend, kDone };
-  struct Held {
-    uint32_t id;  // its cache id
-    std::shared_ptr<PendingOp> op;
-  };
+  using Held = HeldOp;
   void dispatch_locked();  // the executor's lock held, as below
-  // Whether every op in the outbox is of a kind a round may run (a CPU allreduce).
-  bool outbox_may_hold() const;
-  // Moves the outbox to `held_` when this rank may hold it; says what to do next.
-  Next take_outbox();
   // One round over `held_`: true when it agreed on some ops and ran them.
   bool run_round();
   // Runs the agreed ops (ascending cache id) as responses fused as the coordinator fuses them.
   void execute(std::vector<Held> agreed);
-  // Held ops, then the outbox, to the coordinator.
-  void send_held();
 
   Context c_;
   RoundAgreement* rounds_ = nullptr;
   bool enabled_ = false;
   std::vector<Held> held_;  // in submission order
-  std::vector<uint32_t> outbox_ids_;  // take_outbox's: the outbox's cache ids, found once
   // execute()'s responses and their entries, kept from round to round: a step's rounds have
   // the same tensors, so clearing them keeps every ResponseTensor and vector for the next.
   std::vector<v1::Response> responses_;

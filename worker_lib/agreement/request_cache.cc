@@ -1,4 +1,4 @@
-#include "worker_lib/runtime/request_cache.h"
+#include "worker_lib/agreement/request_cache.h"
 
 #include <algorithm>
 
@@ -41,6 +41,16 @@ std::optional<uint32_t> RequestCache::cached_id(const PendingOp& op) const {
   if (op.group_id != 0 || it == entries_.end() || it->second.signature != op.cache_signature())
     return std::nullopt;
   return it->second.id;
+}
+
+const CacheEntry* RequestCache::round_entry(PendingOp& op) const {
+  if (!may_run_fast(op)) return nullptr;
+  if (op.cache_entry == nullptr) op.cache_entry = find(op.name());
+  const CacheEntry* entry = op.cache_entry;
+  if (entry == nullptr || !fast_entry_matches(*entry, op.dtype, op.shape, op.reduce_op,
+                                              op.prescale, op.postscale))
+    return nullptr;
+  return entry;
 }
 
 const CacheEntry* RequestCache::find(const std::string& name) const {

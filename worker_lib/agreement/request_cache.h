@@ -61,6 +61,10 @@ class RequestCache {
   static bool fast_entry_matches(const CacheEntry& entry, DataType dtype,
                                  const std::vector<int64_t>& shape, ReduceOp op, double prescale,
                                  double postscale);
+  // The entry `op` may run by agreement with (cached_rounds.h): an op the fast path may run,
+  // cached with its metadata unchanged; null otherwise. Keeps the entry in the op
+  // (PendingOp::cache_entry), so a step's later rounds look nothing up.
+  const CacheEntry* round_entry(PendingOp& op) const;
   // The id to send instead of `op`'s full request, when the coordinator cached it unchanged.
   std::optional<uint32_t> cached_id(const PendingOp& op) const;
   // Records the ids `response` assigned to this rank's ops (entries as in PlanExecutor).

@@ -10,15 +10,13 @@
 #include <mutex>
 
 #include "worker_lib/agreement/round_agreement.h"
-#include "worker_lib/runtime/work_state.h"
 
 namespace hvrun::detail {
 
 class ExecutionLane {
  public:
-  explicit ExecutionLane(WorkState& state) : state_(state) {}
-
-  // Outermost lock of work_state.h's order; held while an event (plan or fast collective) runs.
+  // Outermost lock of the runtime's lock order (runtime/work_state.h); held while an event (plan
+  // or fast collective) runs.
   std::mutex mutex;
 
   // Set once before the runtime's threads start: the job's round agreement, or null.
@@ -36,18 +34,12 @@ class ExecutionLane {
     if (rounds_) rounds_->refuse(static_cast<uint32_t>(round));
   }
   // After an event: refuses the new round when this rank still waits for the coordinator (a
-  // join, an op sent meanwhile). `state_.mutex` not held.
-  void refuse_if_busy() {
-    bool busy = false;
-    {
-      std::lock_guard<std::mutex> lock(state_.mutex);
-      busy = state_.waiting_for_coordinator();
-    }
-    if (busy) refuse_current_round();
+  // join, an op sent meanwhile), as the rank's state said once the event ran.
+  void refuse_if_busy(bool waiting_for_coordinator) {
+    if (waiting_for_coordinator) refuse_current_round();
   }
 
  private:
-  WorkState& state_;
   RoundAgreement* rounds_ = nullptr;
   std::atomic<uint64_t> events_{0};
 };

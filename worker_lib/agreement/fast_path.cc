@@ -1,4 +1,4 @@
-#include "worker_lib/runtime/fast_path.h"
+#include "worker_lib/agreement/fast_path.h"
 
 #include <algorithm>
 
@@ -32,23 +32,13 @@ FastPath::FastPath(Context context, RoundAgreement* rounds)
 }
 
 const CacheEntry* FastPath::entry_for(const FastAllreduce& call) const {
-  const CacheEntry* entry = c_.submitter.cache().find(call.name);
+  const CacheEntry* entry = c_.rank.negotiated().find(call.name);
   // The coordinator's entry holds only while the metadata is what was cached.
   if (entry == nullptr ||
       !RequestCache::fast_entry_matches(*entry, call.dtype, call.shape, call.options.op,
                                         call.options.prescale, call.options.postscale))
     return nullptr;
   return entry;
-}
-
-bool FastPath::idle() {
-  std::lock_guard<std::mutex> lock(c_.state.mutex);
-  const WorkState& s = c_.state;
-  return !s.terminal && !s.abort_reason && !s.stream_ended && !s.stop_requested &&
-         s.in_flight.empty() && s.outbox.empty() && s.inbox.empty() &&
-         s.plans_received == s.plans_started &&
-         // The timeline shows every collective's negotiation: recording takes the slow path.
-         !c_.telemetry.recording();
 }
 
 std::optional<Status> FastPath::try_allreduce(const FastAllreduce& call) {
@@ -58,7 +48,7 @@ std::optional<Status> FastPath::try_allreduce(const FastAllreduce& call) {
 
   std::lock_guard<std::mutex> exec_lock(c_.lane.mutex);
   const CacheEntry* cached = entry_for(call);
-  if (cached == nullptr || !idle()) return std::nullopt;
+  if (cached == nullptr || !c_.rank.idle()) return std::nullopt;
   const uint64_t events = c_.lane.events();
   const auto gen = static_cast<uint32_t>(events);
   const size_t payload_bytes = count * dtype_size(work_dtype(call.dtype));
@@ -102,7 +92,7 @@ std::optional<Status> FastPath::try_allreduce(const FastAllreduce& call) {
   if (!inline_payload) {
     rounds_->release();
     c_.lane.advance();
-    c_.lane.refuse_if_busy();
+    c_.lane.refuse_if_busy(c_.rank.waiting_for_coordinator());
     // Scale factors as a planned response carries them (0 = unset = 1).
     Status status = c_.executor.fast_allreduce(TensorAllreduce{
         .tensor = {call.input, call.output, count},
@@ -114,7 +104,7 @@ std::optional<Status> FastPath::try_allreduce(const FastAllreduce& call) {
     blocked.add(start, telemetry::PhaseClock::now());
     if (c_.recorder != nullptr) c_.recorder->ended(flight, status.is_ok());
     if (status.is_ok()) return status;
-    status = c_.state.explain_failure(std::move(status));
+    status = c_.rank.explain_failure(std::move(status));
     SPDLOG_ERROR("{}", status.message());
     return status;
   }
@@ -122,7 +112,7 @@ std::optional<Status> FastPath::try_allreduce(const FastAllreduce& call) {
   rounds_->release();
   if (c_.recorder != nullptr) c_.recorder->ended_untimed(flight, true);
   c_.lane.advance();
-  c_.lane.refuse_if_busy();
+  c_.lane.refuse_if_busy(c_.rank.waiting_for_coordinator());
   const auto end = telemetry::PhaseClock::now();
   c_.telemetry.on_fast_collective(v1::COLLECTIVE_OP_ALLREDUCE, start, end,
                                   count * dtype_size(call.dtype));

@@ -32,12 +32,11 @@
 #include <vector>
 
 #include "hvrun/hvrun.h"
+#include "worker_lib/agreement/execution_lane.h"
+#include "worker_lib/agreement/rank_state.h"
 #include "worker_lib/agreement/round_agreement.h"
 #include "worker_lib/autopsy/flight_recorder.h"
-#include "worker_lib/runtime/execution_lane.h"
 #include "worker_lib/execution/cpu_executor.h"
-#include "worker_lib/runtime/submitter.h"
-#include "worker_lib/runtime/work_state.h"
 #include "worker_lib/telemetry/worker_telemetry.h"
 
 namespace hvrun::detail {
@@ -62,9 +61,8 @@ std::chrono::nanoseconds round_wait(const FastPathConfig& settings,
 class FastPath {
  public:
   struct Context {
-    WorkState& state;
+    RankState& rank;  // what this rank's runtime holds, and its request cache
     ExecutionLane& lane;
-    const Submitter& submitter;  // its request cache
     CpuExecutor& executor;
     telemetry::WorkerTelemetry& telemetry;
     int world_size = 1;
@@ -87,7 +85,6 @@ class FastPath {
  private:
   // The executor's lock held: the cache entry of `call` when it may run fast (null otherwise).
   const CacheEntry* entry_for(const FastAllreduce& call) const;
-  bool idle();
 
   Context c_;
   RoundAgreement* rounds_ = nullptr;
