@@ -10,8 +10,8 @@
 // per tensor: the per-op work of a round (matching ops with the coordinator's cache) runs inside
 // take_outbox, on the runtime's side, with RequestCache's rules (request_cache.h).
 //
-// Threads: any. Each call takes the runtime's state lock itself (after the executor's lock in
-// the runtime's lock order), so none is called with that lock held.
+// Threads: any. Each call but negotiated() takes the runtime's state lock itself (after the
+// executor's lock in the runtime's lock order), so none is called with that lock held.
 #pragma once
 
 #include <cstdint>

@@ -1,7 +1,8 @@
 // The runtime's parts as the steady state sees them (agreement/rank_state.h): the shared work
 // state read at one instant under its lock, the submitter's outbox and request cache, and
-// whether the timeline records. A final class, so the fast path's and the cached rounds' calls
-// cost one indirection each, and the per-op loop of a round runs here without any.
+// whether the timeline records. The fast path and the cached rounds pay one virtual call per
+// question (a few per round or blocking call); the per-op loop of a round runs here, inside
+// take_outbox, with none.
 #pragma once
 
 #include <cstdint>
