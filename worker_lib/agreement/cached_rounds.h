@@ -2,8 +2,8 @@
 // everything a rank has submitted is an allreduce of a CPU tensor the coordinator already
 // negotiated (cached, metadata unchanged), the thread that would send the RequestBatch holds
 // the ops instead and posts their cache ids as a bit vector to the job's round agreement
-// (round_agreement.h: the shm segment's round board). The AND of every rank's bits is the set
-// ready everywhere; every rank builds the same responses from it (cache id order, the
+// (worker_lib/round_agreement.h: the shm segment's round board). The AND of every rank's bits
+// is the set ready everywhere; every rank builds the same responses from it (cache id order, the
 // coordinator's fusion rule and threshold: proto/fusion_packing.h) and executes them as it
 // executes a plan, so the results are the coordinator path's bits. What is not agreed goes to
 // the coordinator exactly as before. Why no op is lost, duplicated or run apart, step by step:
@@ -46,7 +46,7 @@
 #include "worker_lib/agreement/execution_lane.h"
 #include "worker_lib/agreement/fast_path.h"
 #include "worker_lib/agreement/rank_state.h"
-#include "worker_lib/agreement/round_agreement.h"
+#include "worker_lib/round_agreement.h"
 #include "worker_lib/execution/pending_op.h"
 #include "worker_lib/execution/plan_executor.h"
 #include "worker_lib/telemetry/worker_telemetry.h"

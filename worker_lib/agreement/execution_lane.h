@@ -2,14 +2,14 @@
 // plan) and an API thread (a fast collective): whoever holds `mutex` runs the next event, so a
 // fast collective falls between the same two plans on every rank. `events` counts plans
 // executed plus fast collectives run; idle ranks have counted the same events, which is how
-// they meet in the same round of the job's round agreement (round_agreement.h).
+// they meet in the same round of the job's round agreement (worker_lib/round_agreement.h).
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <mutex>
 
-#include "worker_lib/agreement/round_agreement.h"
+#include "worker_lib/round_agreement.h"
 
 namespace hvrun::detail {
 

@@ -1,8 +1,8 @@
 // The fast path: a blocking allreduce of a tensor the coordinator already negotiated (cached,
 // metadata unchanged) runs on the caller's thread when every rank is idle and calls the same
-// one. The ranks agree through the job's round agreement (round_agreement.h: the shm segment's
-// round board on one host; a board per host joined by the round arbiter across hosts), with no
-// message to the coordinator. Why it is safe, step by step:
+// one. The ranks agree through the job's round agreement (worker_lib/round_agreement.h: the shm
+// segment's round board on one host; a board per host joined by the round arbiter across
+// hosts), with no message to the coordinator. Why it is safe, step by step:
 //  - Only when this rank is idle: nothing in flight or unsent, every received plan executed,
 //    checked under the executor's lock (held until the collective ran). Idle ranks have
 //    executed the same plans of the global set, because each of its plans holds an op of every
@@ -34,7 +34,7 @@
 #include "hvrun/hvrun.h"
 #include "worker_lib/agreement/execution_lane.h"
 #include "worker_lib/agreement/rank_state.h"
-#include "worker_lib/agreement/round_agreement.h"
+#include "worker_lib/round_agreement.h"
 #include "worker_lib/autopsy/flight_recorder.h"
 #include "worker_lib/execution/cpu_executor.h"
 #include "worker_lib/telemetry/worker_telemetry.h"

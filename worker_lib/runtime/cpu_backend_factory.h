@@ -21,7 +21,7 @@
 #include "common/status.h"
 #include "hvrun.pb.h"
 #include "hvrun/hvrun.h"
-#include "worker_lib/agreement/round_agreement.h"
+#include "worker_lib/round_agreement.h"
 #include "worker_lib/backend.h"
 #include "worker_lib/kv_store.h"
 #include "worker_lib/runtime/registration.h"

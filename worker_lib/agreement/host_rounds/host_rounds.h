@@ -1,5 +1,5 @@
-// Cross-host rounds: the round agreement (round_agreement.h) of a multi-host job, so that
-// asynchronous submissions of cached tensors run without the coordinator across hosts too
+// Cross-host rounds: the round agreement (worker_lib/round_agreement.h) of a multi-host job, so
+// that asynchronous submissions of cached tensors run without the coordinator across hosts too
 // (agreement/cached_rounds.h). Two levels:
 //   1. the host's ranks meet on their shm segment's round board (round_board.h), as a
 //      single-host job's do; a host of one rank has no board and meets itself, and so does

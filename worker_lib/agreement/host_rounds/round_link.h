@@ -12,7 +12,7 @@
 #include <string>
 
 #include "common/status.h"
-#include "worker_lib/agreement/round_agreement.h"
+#include "worker_lib/round_agreement.h"
 
 namespace hvrun::detail::agreement {
 

@@ -1,6 +1,6 @@
 // The round board: how the ranks of a single-host job agree, without the coordinator, that they
 // all run the same small collective next (the RoundAgreement of
-// worker_lib/agreement/round_agreement.h, used by the worker's fast path). It lives in the
+// worker_lib/round_agreement.h, used by the worker's fast path). It lives in the
 // job's shared-memory segment (shm_segment.h).
 //
 // A round is numbered by a generation `gen`: the count of events (plans executed plus fast
@@ -37,7 +37,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "worker_lib/agreement/round_agreement.h"
+#include "worker_lib/round_agreement.h"
 
 namespace hvrun::detail::shm {
 

@@ -1,8 +1,8 @@
 // How the ranks of a job agree among themselves, without the coordinator, that they all run the
 // same small collective next, and exchange its data in the same step (the worker's fast path,
-// fast_path.h, cached_rounds.h). Implementations: backends/shm/round_board.h, in
-// a single-host job's shared-memory segment (its memory, futex bell and reduce kernels are the
-// segment's); host_rounds/host_rounds.h, a board per host joined across hosts by an arbiter
+// agreement/fast_path.h, agreement/cached_rounds.h). Implementations: backends/shm/round_board.h,
+// in a single-host job's shared-memory segment (its memory, futex bell and reduce kernels are the
+// segment's); agreement/host_rounds/host_rounds.h, a board per host joined across hosts by an arbiter
 // (multi-host jobs: only the AND of the ranks' payloads crosses hosts). docs/design/
 // steady-state.md tells the whole steady state.
 //
