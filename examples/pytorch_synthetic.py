@@ -10,12 +10,14 @@ benchmark uses).
 
 Every rank trains on its own shard of a synthetic, learnable data set (labels from a fixed
 random "teacher" network) with DistributedOptimizer, then times steps on random batches the way
-Horovod's pytorch_synthetic_benchmark.py does and reports img/sec per rank and in total.
+Horovod's pytorch_synthetic_benchmark.py does and reports img/sec per rank and in total. At the
+end every rank checks that its weights are those of every other rank.
 
 Written against Horovod's API: replacing the import below with `import horovod.torch as hvd`
 (and running it with horovodrun) needs no other change.
 """
 import argparse
+import hashlib
 import os
 import timeit
 
@@ -153,6 +155,24 @@ def benchmark(args, model, optimizer, device):
     report_rates(rates, "Benchmark", device)
 
 
+def check_weights_identical(model):
+    """Data parallelism's promise: every rank ends with the same weights, bit for bit (the
+    averaged gradients every rank applies are the same bytes). Prints it, or exits naming the
+    ranks that differ."""
+    digest = hashlib.sha256()
+    for name, value in sorted(model.state_dict().items()):
+        digest.update(name.encode())
+        digest.update(value.detach().cpu().contiguous().numpy().tobytes())
+    mine = digest.hexdigest()[:16]
+    every = hvd.allgather_object(mine)
+    differ = [rank for rank, theirs in enumerate(every) if theirs != mine]
+    if differ:
+        raise SystemExit("rank %d: weights differ from those of rank(s) %s (checksums %s)"
+                         % (hvd.rank(), differ, every))
+    print("rank %d: weights identical on all %d ranks (checksum %s)"
+          % (hvd.rank(), hvd.size(), mine), flush=True)
+
+
 def main(args):
     hvd.init()
     use_cuda = not args.no_cuda and torch.cuda.is_available()
@@ -174,6 +194,7 @@ def main(args):
     if not args.no_train:
         train(args, model, optimizer, device)
     benchmark(args, model, optimizer, device)
+    check_weights_identical(model)
     hvd.shutdown()
 
 
