@@ -84,9 +84,7 @@ Result<std::unique_ptr<ProcessSetPlanes::Set>> ProcessSetPlanes::connect(uint32_
                                                   .setup_timeout = config.start_timeout,
                                                   .store = set->store.get(),
                                                   .allocator = config.device_allocator,
-                                                  .plane_factory = config.device_plane == "host"
-                                                      ? cuda::host_device_plane_factory()
-                                                      : nullptr});
+                                                  .plane_factory = cuda::device_plane_factory(config.device_plane)});
   set->gpu = gpu.get();
   set->executor->set_gpu_executor(std::move(gpu));
   if (job_.observer) {

@@ -46,9 +46,7 @@ Status RuntimeBuilder::build_data_planes() {
                                                   .setup_timeout = p.config.start_timeout,
                                                   .store = p.client.get(),
                                                   .allocator = p.config.device_allocator,
-                                                  .plane_factory = p.config.device_plane == "host"
-                                                      ? cuda::host_device_plane_factory()
-                                                      : nullptr});
+                                                  .plane_factory = cuda::device_plane_factory(p.config.device_plane)});
   p.gpu = gpu.get();
   p.executor->set_gpu_executor(std::move(gpu));
   ProcessSetPlanes::Job set_job{.rank = p.topology.rank,

@@ -32,7 +32,8 @@ std::unique_ptr<DevicePlane> make_host_device_plane(const PluginContext& context
 }
 
 std::function<Result<std::unique_ptr<DevicePlane>>(const PluginContext&)>
-host_device_plane_factory() {
+device_plane_factory(const std::string& device_plane) {
+  if (device_plane != "host") return nullptr;
   return [](const PluginContext& context) -> Result<std::unique_ptr<DevicePlane>> {
     return make_host_device_plane(context);
   };

@@ -105,9 +105,10 @@ class HostDevicePlane final : public DevicePlane {
 // Makes the host plane for one rank.
 std::unique_ptr<DevicePlane> make_host_device_plane(const PluginContext& context);
 
-// What GpuJob::plane_factory takes for --device-plane host: the runtime picks the plane, so the
-// executor (which this folder builds on) never includes this one.
+// What GpuJob::plane_factory takes for `device_plane` (Config::device_plane): this plane for
+// "host", empty (the CUDA plugin) otherwise. The runtime picks the plane, so the executor (which
+// this folder builds on) never includes this one.
 std::function<Result<std::unique_ptr<DevicePlane>>(const PluginContext&)>
-host_device_plane_factory();
+device_plane_factory(const std::string& device_plane);
 
 }  // namespace hvrun::detail::cuda
