@@ -71,7 +71,10 @@ for elf in "$site/hvrun.scripts/hvrun" "$site/hvrun.scripts/hvrun-coordinator" \
              || true)"  # the manylinux platform's libraries (auditwheel's policy) may come from the system
   [ -z "$outside" ] || fail "$elf loads from this machine, not from the wheel: $outside"
 done
-ldd "$site/hvrun.scripts/hvrun-coordinator" | grep -q "libgrpc++.*=> $site/.*hvrun.libs/" \
+# Read whole before matching: under pipefail, `ldd | grep -q` fails when grep stops at the first
+# match and ldd is still writing (SIGPIPE).
+coordinator_needs="$(ldd "$site/hvrun.scripts/hvrun-coordinator")"
+grep -q "libgrpc++.*=> $site/.*hvrun.libs/" <<<"$coordinator_needs" \
   || fail "hvrun-coordinator does not load gRPC from the wheel"
 
 cd "$work"  # nothing of the source tree on sys.path
@@ -80,7 +83,8 @@ where="$(python -c 'import hvrun, hvrun.torch; print(hvrun.__file__)')"
 case "$where" in "$venv"/*) ;; *) fail "hvrun imported from $where, not from the wheel";; esac
 [ "$(command -v hvrun)" = "$venv/bin/hvrun" ] || fail "hvrun is not the wheel's: $(command -v hvrun)"
 hvrun-coordinator --help >/dev/null || fail "hvrun-coordinator --help"
-horovodrun --version | grep -q '^hvrun ' || fail "horovodrun --version does not run the wheel's hvrun"
+horovodrun_version="$(horovodrun --version)"
+grep -q '^hvrun ' <<<"$horovodrun_version" || fail "horovodrun --version does not run the wheel's hvrun"
 
 echo "==> hvrun -np 2 -H localhost:2 python examples/pytorch_synthetic.py"
 out="$(timeout 180 hvrun -np 2 -H localhost:2 python "$src/examples/pytorch_synthetic.py" --epochs 1 \
