@@ -39,6 +39,11 @@ inline constexpr SettingKey<int64_t> kSlotsPerHost{"slots_per_host"};
 inline constexpr SettingKey<double> kElasticTimeoutSeconds{"elastic_timeout_s"};
 inline constexpr SettingKey<int64_t> kResetLimit{"reset_limit"};
 inline constexpr SettingKey<std::string> kBlacklistCooldownRange{"blacklist_cooldown_range"};
+inline constexpr SettingKey<bool> kHealthCheck{"health_check"};
+inline constexpr SettingKey<std::string> kHealthCheckScript{"health_check_script"};
+inline constexpr SettingKey<double> kHealthCheckTimeoutSeconds{"health_check_timeout_s"};
+inline constexpr SettingKey<int64_t> kHealthMinFreeDiskMb{"health_min_free_disk_mb"};
+inline constexpr SettingKey<std::string> kHealthDiskPath{"health_disk_path"};
 inline constexpr SettingKey<bool> kSummary{"summary"};
 inline constexpr SettingKey<std::string> kAutopsyDir{"autopsy_dir"};
 

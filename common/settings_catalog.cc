@@ -283,6 +283,38 @@ constexpr std::array kCatalog = {
                                "random time between MIN and MAX seconds, doubled at each "
                                "further failure (Horovod's 'MIN MAX' is accepted too); empty = "
                                "for the rest of the job."},
+    SettingSpec{.name = "health_check", .flag = "--health-check", .env = "HVRUN_HEALTH_CHECK",
+                .kind = SettingKind::kBool, .default_value = "false",
+                .scope = "launcher",
+                .description = "Check every host before its ranks start (and, in elastic jobs, "
+                               "before each later rank there): free disk on --health-disk-path, "
+                               "the link of --network-interface, NVML's ECC and retired-page "
+                               "counters of the GPUs its ranks pin. A failing host is not used "
+                               "(docs/elastic.md, Health). --health-check-script implies it."},
+    SettingSpec{.name = "health_check_script", .flag = "--health-check-script",
+                .env = "HVRUN_HEALTH_CHECK_SCRIPT", .kind = SettingKind::kString,
+                .default_value = "", .unit = "program", .scope = "launcher",
+                .description = "Run on each host as part of its health check (through /bin/sh "
+                               "-c): exit 0 = healthy; otherwise its first line of output is the "
+                               "reason given."},
+    SettingSpec{.name = "health_check_timeout_s", .flag = "--health-check-timeout",
+                .env = "HVRUN_HEALTH_CHECK_TIMEOUT", .kind = SettingKind::kDouble,
+                .default_value = "30", .min = 0.1, .max = 3600, .unit = "seconds",
+                .scope = "launcher",
+                .description = "How long a host's health check (the script included) may take; "
+                               "a host that has not answered by then fails it."},
+    SettingSpec{.name = "health_min_free_disk_mb", .flag = "--health-min-free-disk",
+                .env = "HVRUN_HEALTH_MIN_FREE_DISK", .kind = SettingKind::kInt,
+                .default_value = "1024", .min = 0, .max = 1e12, .unit = "MiB",
+                .scope = "launcher",
+                .description = "The health check's free space needed on --health-disk-path; 0 = "
+                               "disk not checked."},
+    SettingSpec{.name = "health_disk_path", .flag = "--health-disk-path",
+                .env = "HVRUN_HEALTH_DISK_PATH", .kind = SettingKind::kString,
+                .default_value = "", .unit = "directory", .scope = "launcher",
+                .description = "Where the trainer writes checkpoints and output, for the health "
+                               "check's free-disk test; empty = --output-filename's directory, "
+                               "else hvrun's working directory."},
     SettingSpec{.name = "metrics_port", .flag = "--metrics-port", .env = "HVRUN_METRICS_PORT",
                 .kind = SettingKind::kInt, .default_value = "-1", .min = -1, .max = 65535,
                 .unit = "port", .scope = "coordinator",

@@ -26,6 +26,9 @@ NvmlApi NvmlApi::resolve(void* library) {
   bind_function(library, "nvmlDeviceGetP2PStatus", api.p2p_status);
   bind_function(library, "nvmlDeviceGetNvLinkState", api.nvlink_state);
   bind_function(library, "nvmlDeviceGetNvLinkRemotePciInfo_v2", api.nvlink_remote_pci_info_v2);
+  bind_function(library, "nvmlDeviceGetTotalEccErrors", api.total_ecc_errors);
+  bind_function(library, "nvmlDeviceGetRetiredPagesPendingStatus", api.retired_pages_pending);
+  bind_function(library, "nvmlErrorString", api.error_string);
   return api;
 }
 

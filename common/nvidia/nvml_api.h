@@ -29,6 +29,9 @@ inline constexpr int kNvmlTemperatureGpu = 0;   // NVML_TEMPERATURE_GPU
 inline constexpr int kNvmlNvlinkMaxLinks = 18;  // NVML_NVLINK_MAX_LINKS
 inline constexpr int kNvmlP2pCapsRead = 0;      // NVML_P2P_CAPS_INDEX_READ
 inline constexpr int kNvmlFeatureEnabled = 1;   // NVML_FEATURE_ENABLED
+inline constexpr int kNvmlErrorNotSupported = 3;         // NVML_ERROR_NOT_SUPPORTED
+inline constexpr int kNvmlMemoryErrorUncorrected = 1;    // NVML_MEMORY_ERROR_TYPE_UNCORRECTED
+inline constexpr int kNvmlVolatileEcc = 0;               // NVML_VOLATILE_ECC (since the driver loaded)
 
 // The entry points; each is null where the loaded library lacks it (older drivers, stand-ins).
 struct NvmlApi {
@@ -52,6 +55,9 @@ struct NvmlApi {
   int (*p2p_status)(NvmlDevice, NvmlDevice, int, int*) = nullptr;  // nvmlDeviceGetP2PStatus
   int (*nvlink_state)(NvmlDevice, unsigned, int*) = nullptr;       // nvmlDeviceGetNvLinkState
   int (*nvlink_remote_pci_info_v2)(NvmlDevice, unsigned, NvmlPciInfo*) = nullptr;
+  int (*total_ecc_errors)(NvmlDevice, int, int, unsigned long long*) = nullptr;  // ...TotalEccErrors
+  int (*retired_pages_pending)(NvmlDevice, int*) = nullptr;  // ...RetiredPagesPendingStatus
+  const char* (*error_string)(int) = nullptr;                // nvmlErrorString
 
   // Looks every entry point up in `library` (an open_library() handle; null gives all null).
   static NvmlApi resolve(void* library);

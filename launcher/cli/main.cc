@@ -24,7 +24,9 @@
 #include "launcher/autopsy/dump_command.h"
 #include "launcher/autopsy/report_directory_card.h"
 #include "launcher/cli/restart_policy.h"
+#include "launcher/doctor/child_process.h"
 #include "launcher/doctor/doctor_command.h"
+#include "launcher/health/health_command.h"
 #include "launcher/elastic/elastic_options.h"
 #include "launcher/estimate/estimate_command.h"
 #include "launcher/mpi/mpi_handoff.h"
@@ -34,6 +36,7 @@
 #include "launcher/plan/gpu_probe.h"
 #include "launcher/plan/job_plan.h"
 #include "launcher/plan/slurm_allocation.h"
+#include "launcher/remote/remote_health.h"
 #include "launcher/process/orphan_guard.h"
 #include "launcher/remote/agent.h"
 #include "launcher/remote/remote_agents.h"
@@ -136,6 +139,14 @@ int run_job(const LaunchOptions& given) {
   // Where the ranks start is decided once, here (launcher/attempt/placement_choice.h).
   const PlacementKind where = choose_placement(*plan, *elastic, mpi.has_value());
   if (where == PlacementKind::kRemoteAgents) *plan = plan_for_agents(*plan);
+  // Every host is checked before any rank starts: a fixed job cannot go on without one, and an
+  // elastic job's first hosts are the ones named to start it.
+  if (const RemoteHealth health = remote_health(settings, hvrun::doctor::self_executable());
+      health.options.enabled) {
+    std::vector<std::string> notes;
+    if (Status s = check_plan_hosts(*plan, health, &notes); !s.is_ok()) return fail(s.message());
+    for (const std::string& note : notes) std::cerr << "hvrun: health check: " << note << "\n";
+  }
   RestartPolicy restarts(static_cast<int>(settings.get(setting::kMaxRestarts)));
   for (int attempt = 0;; ++attempt) {
     // Workers (local, and remote through the forwarded environment) see which attempt this is.
@@ -187,6 +198,8 @@ int main(int argc, char** argv) {
                                                              std::cout, std::cerr);
   if (!args.empty() && args[0] == "dump")  // an autopsy of a running job (launcher/autopsy/)
     return run_dump_command({args.begin() + 1, args.end()}, std::cout, std::cerr);
+  if (!args.empty() && args[0] == "health-check")  // run by hvrun on each host it checks
+    return run_health_check_command({args.begin() + 1, args.end()}, std::cout, std::cerr);
   if (!args.empty() && args[0] == "agent")  // started by hvrun on each host of a multi-host job
     return run_agent(std::vector<std::string>(args.begin() + 1, args.end()));
   auto parsed = parse_command_line(args, [](const char* name) { return std::getenv(name); });

@@ -21,7 +21,7 @@ std::string self_executable() {
 
 ChildResult run_child_process(const std::vector<std::string>& argv,
                               const std::vector<std::pair<std::string, std::string>>& env,
-                              double timeout_seconds) {
+                              double timeout_seconds, const std::function<void(pid_t)>& started) {
   ChildResult result;
   int fds[2];
   if (argv.empty() || pipe2(fds, O_CLOEXEC) != 0) {
@@ -52,6 +52,7 @@ ChildResult run_child_process(const std::vector<std::string>& argv,
     _exit(127);
   }
   setpgid(pid, pid);
+  if (started) started(pid);
   close(fds[1]);
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::milliseconds(static_cast<int64_t>(timeout_seconds * 1000));

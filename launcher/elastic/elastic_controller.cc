@@ -1,6 +1,7 @@
 #include "launcher/elastic/elastic_controller.h"
 
 #include <algorithm>
+#include <map>
 
 #include "launcher/supervisor/job_verdict.h"
 
@@ -199,6 +200,7 @@ void ElasticController::on_discovered(const Result<std::vector<HostSlots>>& host
     return;
   }
   discovery_error_.clear();
+  last_discovered_ = hosts;
   if (hosts->empty()) {
     // Most likely a script that failed quietly: taking every rank away would end the job.
     if (!empty_said_) runner_.say("elastic: the discovery script listed no host; the hosts known stay");
@@ -208,7 +210,7 @@ void ElasticController::on_discovered(const Result<std::vector<HostSlots>>& host
   empty_said_ = false;
   withdraw_unlisted(*hosts);
   const std::vector<ElasticSlot> slots =
-      membership_.free_slots(*hosts, ElasticMembership::Clock::now());
+      healthy_slots(membership_.free_slots(*hosts, ElasticMembership::Clock::now()));
   if (slots.empty()) return;
   if (!membership_.count_reset()) {
     runner_.fail("elastic: --reset-limit " + std::to_string(membership_.options().reset_limit) +
@@ -235,6 +237,33 @@ void ElasticController::on_discovered(const Result<std::vector<HostSlots>>& host
     return;
   }
   hooks_.add_slots(membership_.plan(), added);
+}
+
+std::vector<ElasticSlot> ElasticController::healthy_slots(const std::vector<ElasticSlot>& slots) {
+  if (!runner_.host_cleared) return slots;
+  std::map<std::string, int> per_host;
+  for (const ElasticSlot& slot : slots) ++per_host[slot.host];
+  std::set<std::string> cleared;
+  // Asked once per host: a clearance is used up by the ranks it lets start.
+  for (const auto& [host, count] : per_host)
+    if (runner_.host_cleared(host, count)) cleared.insert(host);
+  std::vector<ElasticSlot> out;
+  for (const ElasticSlot& slot : slots)
+    if (cleared.count(slot.host) > 0) out.push_back(slot);
+  return out;
+}
+
+void ElasticController::on_host_checked(const std::string& host, bool healthy,
+                                        const std::string& reason) {
+  if (runner_.ending() || training_over_) return;
+  if (healthy) {
+    if (last_discovered_) on_discovered(*last_discovered_);
+    return;
+  }
+  const auto now = ElasticMembership::Clock::now();
+  membership_.blacklist(host, now, "failed its health check: " + reason);
+  runner_.say("elastic: host " + host + " failed its health check: " + reason +
+              "; no rank is started there (" + membership_.blacklisting(host, now) + ")");
 }
 
 }  // namespace hvrun::launcher

@@ -9,6 +9,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -49,6 +50,10 @@ struct ElasticRunnerSide {
   // Stops process `id` (SIGTERM to its process group, wherever it runs); its exit is then
   // taken as a withdrawal. Empty: this runner takes no slot away.
   std::function<void(int id)> stop;
+  // Whether `host` may get `slots` new ranks now: its health check passed since it last got
+  // ranks. When not, its check is under way and on_host_checked() follows. Empty: hosts are not
+  // checked (no --health-check).
+  std::function<bool(const std::string& host, int slots)> host_cleared;
 };
 
 class ElasticController {
@@ -68,6 +73,9 @@ class ElasticController {
   void exited(int id);
   // What the discovery script printed (or why it failed).
   void on_discovered(const Result<std::vector<HostSlots>>& hosts);
+  // The health check of `host` (asked for through host_cleared) ended: a healthy host's slots
+  // are offered again; an unhealthy one is blacklisted, named with `reason`.
+  void on_host_checked(const std::string& host, bool healthy, const std::string& reason);
   // "the worker started as rank 2 on host b (pid 7) was killed by SIGKILL".
   static std::string describe(const WorkerRecord& record);
 
@@ -76,6 +84,8 @@ class ElasticController {
   // Stops the members whose slots `hosts` no longer lists (their exits are withdrawals).
   void withdraw_unlisted(const std::vector<HostSlots>& hosts);
   void stop_waiting();
+  // `slots` less those on hosts not cleared by their health check (whose checks start).
+  std::vector<ElasticSlot> healthy_slots(const std::vector<ElasticSlot>& slots);
   // A rank finished its training (exited 0): the job ends as its ranks do. Workers started
   // for added slots that no formed membership took in never trained: they are stopped.
   void end_training(const WorkerRecord& finished);
@@ -91,6 +101,7 @@ class ElasticController {
   bool waiting_for_hosts_ = false;
   std::string discovery_error_;            // the last one said (each is said once)
   bool empty_said_ = false;                // "listed no host" was said
+  std::optional<Result<std::vector<HostSlots>>> last_discovered_;  // offered again once a host is cleared
 };
 
 }  // namespace hvrun::launcher

@@ -25,6 +25,20 @@ bool ElasticMembership::remove_failed(int id, Clock::time_point now) {
     members_.erase(it);
     return true;
   }
+  count_failure(host, now);
+  host.reason.clear();
+  members_.erase(it);
+  return true;
+}
+
+void ElasticMembership::blacklist(const std::string& host, Clock::time_point now,
+                                  const std::string& reason) {
+  HostState& state = failed_[host];
+  count_failure(state, now);
+  state.reason = reason;
+}
+
+void ElasticMembership::count_failure(HostState& host, Clock::time_point now) {
   host.failed_at = now;
   ++host.failures;
   if (options_.cooldown) {
@@ -36,8 +50,6 @@ bool ElasticMembership::remove_failed(int id, Clock::time_point now) {
   } else {
     host.usable_from.reset();
   }
-  members_.erase(it);
-  return true;
 }
 
 bool ElasticMembership::remove_finished(int id) {
@@ -90,21 +102,22 @@ std::vector<ElasticSlot> ElasticMembership::free_slots(const std::vector<HostSlo
   return slots;
 }
 
+std::string ElasticMembership::blacklisting(const std::string& host, Clock::time_point now) const {
+  auto it = failed_.find(host);
+  if (it == failed_.end()) return "";
+  const HostState& state = it->second;
+  std::string text = std::to_string(state.failures) + " failure" + (state.failures == 1 ? "" : "s") + ", ";
+  if (!state.usable_from) return text + "blacklisted for the rest of the job";
+  if (now >= *state.usable_from) return text + "cool-down over";
+  const auto left = std::chrono::duration<double>(*state.usable_from - now).count();
+  return text + "blacklisted for " + std::to_string(static_cast<int>(std::ceil(left))) + " s more";
+}
+
 std::vector<std::string> ElasticMembership::failed_hosts(Clock::time_point now) const {
   std::vector<std::string> text;
-  for (const auto& [host, state] : failed_) {
-    std::string line = host + " (" + std::to_string(state.failures) + " failure" +
-                       (state.failures == 1 ? "" : "s") + ", ";
-    if (!state.usable_from) {
-      line += "blacklisted for the rest of the job)";
-    } else if (now < *state.usable_from) {
-      const auto left = std::chrono::duration<double>(*state.usable_from - now).count();
-      line += "blacklisted for " + std::to_string(static_cast<int>(std::ceil(left))) + " s more)";
-    } else {
-      line += "cool-down over)";
-    }
-    text.push_back(line);
-  }
+  for (const auto& [host, state] : failed_)
+    text.push_back(host + " (" + blacklisting(host, now) +
+                   (state.reason.empty() ? "" : "; " + state.reason) + ")");
   return text;
 }
 

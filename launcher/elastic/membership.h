@@ -40,6 +40,8 @@ class ElasticMembership {
   // `id` failed: it leaves and its host is blacklisted. False when it was no member. Ranks of
   // one host that fail at the same `now` (its agent was lost) count as one failure of it.
   bool remove_failed(int id, Clock::time_point now);
+  // `host` failed its health check (`reason`): blacklisted as if a rank had failed there.
+  void blacklist(const std::string& host, Clock::time_point now, const std::string& reason);
   // `id` exited 0, or was withdrawn: it leaves (its host stays usable).
   bool remove_finished(int id);
   // Members whose slot `hosts` no longer has (its host missing, or fewer slots there), by id.
@@ -55,8 +57,11 @@ class ElasticMembership {
   // many as --max-np leaves room for.
   std::vector<ElasticSlot> free_slots(const std::vector<HostSlots>& hosts, Clock::time_point now) const;
   bool blacklisted(const std::string& host, Clock::time_point now) const;
-  // "localhost (2 failures, blacklisted for the rest of the job)" for each failed host.
+  // "localhost (2 failures, blacklisted for the rest of the job)" for each failed host (with the
+  // reason of a failed health check).
   std::vector<std::string> failed_hosts(Clock::time_point now) const;
+  // "1 failure, blacklisted for 9 s more" of a failed host; empty for one that never failed.
+  std::string blacklisting(const std::string& host, Clock::time_point now) const;
 
   // Counts a reset (a lost rank or added slots); false once --reset-limit is passed.
   bool count_reset();
@@ -67,7 +72,11 @@ class ElasticMembership {
     int failures = 0;
     std::optional<Clock::time_point> usable_from;  // none: never again
     std::optional<Clock::time_point> failed_at;    // the latest failure
+    std::string reason;                            // of the latest failure, when it was not a rank's
   };
+
+  // One more failure of `host` at `now`: its cool-down starts again, doubled.
+  void count_failure(HostState& host, Clock::time_point now);
 
   ElasticOptions options_;
   std::function<double()> uniform_;

@@ -29,6 +29,7 @@
 #include "launcher/remote/multi_host_runner.h"
 #include "launcher/remote/reach_probe.h"
 #include "launcher/remote/remote_growth.h"
+#include "launcher/remote/remote_health.h"
 #include "launcher/remote/remote_shell.h"
 
 namespace hvrun::launcher {
@@ -172,6 +173,7 @@ class AgentStart final : public MultiHostRunner::Starter {
   std::unique_ptr<ElasticController> controller_;
   std::unique_ptr<RemoteGrowth> growth_;  // with --host-discovery-script
   std::unique_ptr<DiscoveryThread> discovery_;
+  std::unique_ptr<HealthGate> health_gate_;  // with --health-check: hosts checked before new ranks
   std::unique_ptr<AgentProcessViews> process_views_;  // once the job started
 };
 
@@ -506,6 +508,17 @@ void AgentStart::start_elastic_controller() {
       // A rank whose host's agent is still starting was never sent: its start is ended.
       if (!(growth_ && growth_->cancel_waiting(id))) runner.links().stop_rank(id);
     };
+    if (const RemoteHealth health = remote_health(settings_, hvrun_path_); health.options.enabled) {
+      health_gate_ = std::make_unique<HealthGate>(
+          health.command, health.deadline,
+          [&runner](std::function<void()> task) { runner.post_task(std::move(task)); },
+          [this](const std::string& host, const HealthVerdict& verdict) {
+            if (controller_) controller_->on_host_checked(host, verdict.healthy, verdict.reason);
+          });
+      side.host_cleared = [this](const std::string& host, int slots) {
+        return health_gate_->take_clearance(host, slots);
+      };
+    }
   }
   controller_ = std::make_unique<ElasticController>(elastic_, attempt_.elastic_hooks(),
                                                     std::move(side), runner.io());
@@ -535,6 +548,7 @@ int AgentStart::run() {
   const int code = runner_->run(std::move(links_), *this);
   if (process_views_) process_views_->flush();  // an autopsy's report still waiting for agents
   discovery_.reset();
+  health_gate_.reset();
   growth_.reset();
   controller_.reset();
   process_views_.reset();

@@ -74,6 +74,13 @@ std::string shell_quote(const std::string& word) {
 std::vector<std::string> remote_agent_command(const RemoteShellOptions& options,
                                               const std::string& host,
                                               const std::string& hvrun_path) {
+  return remote_hvrun_command(options, host, hvrun_path, {"agent"});
+}
+
+std::vector<std::string> remote_hvrun_command(const RemoteShellOptions& options,
+                                              const std::string& host,
+                                              const std::string& hvrun_path,
+                                              const std::vector<std::string>& words) {
   if (options.srun) {
     std::vector<std::string> argv = {"srun",         "--nodes=1",        "--ntasks=1",
                                      "--nodelist=" + host, "--overlap",  "--whole",
@@ -81,7 +88,7 @@ std::vector<std::string> remote_agent_command(const RemoteShellOptions& options,
                                      "--quiet", "--job-name=hvrun-agent"};
     for (const std::string& w : split_words(options.srun_args)) argv.push_back(w);
     argv.push_back(hvrun_path);
-    argv.push_back("agent");
+    argv.insert(argv.end(), words.begin(), words.end());
     return argv;
   }
   std::vector<std::string> argv = split_words(options.rsh);
@@ -94,7 +101,13 @@ std::vector<std::string> remote_agent_command(const RemoteShellOptions& options,
   if (options.port > 0) argv.insert(argv.end(), {"-p", std::to_string(options.port)});
   if (!options.identity_file.empty()) argv.insert(argv.end(), {"-i", options.identity_file});
   argv.push_back(host);
-  argv.push_back(shell_quote(hvrun_path) + " agent");
+  // One word for the remote user's shell; a bare word (the subcommand) needs no quotes.
+  std::string remote = shell_quote(hvrun_path);
+  for (const std::string& w : words)
+    remote += " " + (w.find_first_not_of("abcdefghijklmnopqrstuvwxyz-") == std::string::npos
+                         ? w
+                         : shell_quote(w));
+  argv.push_back(remote);
   return argv;
 }
 

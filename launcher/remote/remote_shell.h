@@ -30,6 +30,13 @@ std::vector<std::string> remote_agent_command(const RemoteShellOptions& options,
                                               const std::string& host,
                                               const std::string& hvrun_path);
 
+// The same for `HVRUN_PATH WORDS...` (`agent`, `health-check ARGS`): the words are quoted for the
+// remote shell (srun passes them as they are).
+std::vector<std::string> remote_hvrun_command(const RemoteShellOptions& options,
+                                              const std::string& host,
+                                              const std::string& hvrun_path,
+                                              const std::vector<std::string>& words);
+
 // What srun reads from the allocation's environment to shape a step's tasks (SLURM_NTASKS,
 // SLURM_CPUS_PER_TASK, SLURM_GPUS_PER_TASK, SLURM_MEM_PER_CPU, ...): an agent's step must get
 // its node whole, not one task's share, so these are left out of srun's environment.

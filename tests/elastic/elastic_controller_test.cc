@@ -1,11 +1,14 @@
 // ElasticController without processes: what it does when a rank finishes its training while a
 // worker of an added slot waits for a membership, and how much of a discovery script's flood it
-// looks at. The runner side records what the controller asked for.
+// looks at; which hosts its health checks let ranks start on. The runner side records what the
+// controller asked for.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <set>
 
 #include <boost/asio/io_context.hpp>
 
@@ -135,6 +138,63 @@ TEST(ElasticController, AFloodOfHostsBeyondMaxNpStartsNothing) {
   EXPECT_EQ(runner.records.size(), 2u);
   EXPECT_EQ(runner.slot_additions, 0);
   EXPECT_TRUE(controller.membership().free_slots(*hosts, ElasticMembership::Clock::now()).empty());
+}
+
+// With health checks, a discovered host gets ranks only once its check passed: not before, not
+// while it is blacklisted for failing one (named with the reason), and again once its
+// cool-down is over and a new check passes.
+TEST(ElasticControllerHealth, AHostGetsRanksOnlyAfterItsCheckPassed) {
+  boost::asio::io_context io;
+  FakeRunner runner;
+  std::vector<std::string> asked;   // hosts whose check the controller asked for
+  std::set<std::string> cleared;    // hosts whose check passed (a clearance is used up)
+  ElasticRunnerSide side = runner.side();
+  side.host_cleared = [&](const std::string& host, int) {
+    if (cleared.erase(host) > 0) return true;
+    asked.push_back(host);
+    return false;
+  };
+  ElasticController controller(
+      ElasticOptions{.enabled = true, .start_np = 2, .min_np = 1, .max_np = 4,
+                     .cooldown = CooldownRange{0.3, 0.3}},
+      runner.hooks(), std::move(side), io);
+  for (int i = 0; i < 2; ++i) {
+    runner.side().start({"a", i});
+    controller.started(i, {"a", i});
+  }
+  const std::vector<HostSlots> hosts = {{"a", 2}, {"b", 2}};
+
+  controller.on_discovered(hosts);
+  EXPECT_EQ(asked, std::vector<std::string>{"b"});
+  EXPECT_EQ(runner.records.size(), 2u) << "no rank on b before its check";
+  EXPECT_EQ(runner.slot_additions, 0);
+
+  controller.on_host_checked("b", false, "fan 2 stopped");
+  ASSERT_FALSE(runner.said.empty());
+  EXPECT_NE(runner.said.back().find("host b failed its health check: fan 2 stopped"),
+            std::string::npos) << runner.said.back();
+  EXPECT_NE(runner.said.back().find("1 failure, blacklisted for 1 s more"), std::string::npos)
+      << runner.said.back();
+  const auto failed = controller.membership().failed_hosts(ElasticMembership::Clock::now());
+  ASSERT_EQ(failed.size(), 1u);
+  EXPECT_NE(failed[0].find("failed its health check: fan 2 stopped"), std::string::npos) << failed[0];
+  controller.on_discovered(hosts);
+  EXPECT_EQ(asked.size(), 1u) << "a blacklisted host is not even checked";
+  EXPECT_EQ(runner.records.size(), 2u);
+
+  // The cool-down (0.3 s, doubled per further failure: this is the first) runs out.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (controller.membership().blacklisted("b", ElasticMembership::Clock::now()) &&
+         std::chrono::steady_clock::now() < until)
+    ::usleep(20000);
+  controller.on_discovered(hosts);
+  EXPECT_EQ(asked, (std::vector<std::string>{"b", "b"})) << "checked again after the cool-down";
+  EXPECT_EQ(runner.records.size(), 2u);
+  cleared.insert("b");
+  controller.on_host_checked("b", true, "");
+  EXPECT_EQ(runner.records.size(), 4u) << "b's two slots start once its check passed";
+  EXPECT_EQ(runner.slot_additions, 1);
+  EXPECT_TRUE(cleared.empty());
 }
 
 // The script runs every second: reading 40,000 names must cost next to nothing (a scan of the
