@@ -144,7 +144,10 @@ int run_job(const LaunchOptions& given) {
   if (const RemoteHealth health = remote_health(settings, hvrun::doctor::self_executable());
       health.options.enabled) {
     std::vector<std::string> notes;
-    if (Status s = check_plan_hosts(*plan, health, &notes); !s.is_ok()) return fail(s.message());
+    if (Status s = check_plan_hosts(*plan, health, &notes); !s.is_ok()) {
+      std::cerr << "hvrun: " << s.message() << "\n";
+      return 1;  // as a failed pre-flight check of the hosts: the job did not start
+    }
     for (const std::string& note : notes) std::cerr << "hvrun: health check: " << note << "\n";
   }
   RestartPolicy restarts(static_cast<int>(settings.get(setting::kMaxRestarts)));

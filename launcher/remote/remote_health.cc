@@ -53,7 +53,7 @@ Status check_plan_hosts(const JobPlan& plan, const RemoteHealth& health,
   }
   if (failed.empty()) return Status::ok();
   return failed_precondition("health check failed before any rank started: " + failed +
-                             " (mend the host or leave it out of -H)");
+                             ". Mend each host named or leave it out of the job's hosts");
 }
 
 }  // namespace hvrun::launcher
