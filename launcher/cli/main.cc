@@ -136,20 +136,26 @@ int run_job(const LaunchOptions& given) {
     return fail("--max-restarts restarts every rank; an elastic job replaces lost ranks instead: "
                 "give one or the other");
   }
+  // Every host is checked before any rank starts (an elastic job may go on without some).
+  if (const RemoteHealth health = remote_health(settings, hvrun::doctor::self_executable());
+      health.options.enabled) {
+    std::vector<std::string> said;
+    auto replan = screen_hosts_at_start(*plan, health, *elastic, *job_options, &said);
+    for (const std::string& line : said) std::cerr << "hvrun: health check: " << line << "\n";
+    if (!replan.is_ok()) {
+      std::cerr << "hvrun: " << replan.status().message() << "\n";
+      return 1;  // as a failed pre-flight check of the hosts: the job did not start
+    }
+    if (*replan) {
+      plan = plan_job(opts, gpus, device, LocalHostNames::of_this_machine());
+      if (!plan.is_ok()) return fail(plan.status().message());
+      elastic = elastic_options(settings, plan->size);
+      if (!elastic.is_ok()) return fail(elastic.status().message());
+    }
+  }
   // Where the ranks start is decided once, here (launcher/attempt/placement_choice.h).
   const PlacementKind where = choose_placement(*plan, *elastic, mpi.has_value());
   if (where == PlacementKind::kRemoteAgents) *plan = plan_for_agents(*plan);
-  // Every host is checked before any rank starts: a fixed job cannot go on without one, and an
-  // elastic job's first hosts are the ones named to start it.
-  if (const RemoteHealth health = remote_health(settings, hvrun::doctor::self_executable());
-      health.options.enabled) {
-    std::vector<std::string> notes;
-    if (Status s = check_plan_hosts(*plan, health, &notes); !s.is_ok()) {
-      std::cerr << "hvrun: " << s.message() << "\n";
-      return 1;  // as a failed pre-flight check of the hosts: the job did not start
-    }
-    for (const std::string& note : notes) std::cerr << "hvrun: health check: " << note << "\n";
-  }
   RestartPolicy restarts(static_cast<int>(settings.get(setting::kMaxRestarts)));
   for (int attempt = 0;; ++attempt) {
     // Workers (local, and remote through the forwarded environment) see which attempt this is.

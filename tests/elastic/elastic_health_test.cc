@@ -1,12 +1,14 @@
 // Health before membership (docs/elastic.md, "Health"), through the real hvrun:
 // - on this machine alone: a fixed job whose host fails its check starts no rank and names the
-//   host and the reason (the script's, or too little free disk); an elastic job's host that
+//   host and the reason (the script's, or too little free disk), as does an elastic job left
+//   short of --min-np by its failing hosts; an elastic job's host that
 //   fails its check when the discovery script offers a slot gets no rank, is named, and gets
 //   the slot after its cool-down once its check passes (a script whose answer changes);
 // - in a network namespace of the test's own (root): a data interface set down is refused by
 //   the built-in link check, and passes once it is up with a link;
-// - across two namespace hosts (scripts/netns-cluster up DIR 2, root): hostB, failing the
-//   script on hostB itself, is never given ranks, and joins after its cool-down once healthy.
+// - across two namespace hosts (scripts/netns-cluster up DIR 2, root): hostB, named in -H but
+//   failing the script on hostB itself, is left out of the first membership and never given
+//   ranks while it fails, and joins after its cool-down once healthy.
 //
 // Every wait is bounded; every process is found and killed by pid.
 #include <gtest/gtest.h>
@@ -109,6 +111,24 @@ TEST_F(HealthOneHostTest, TooLittleFreeDiskOnTheOutputDirectoryIsRefused) {
   EXPECT_TRUE(std::filesystem::exists(ran));
 }
 
+// An elastic job goes on without a failing host only when the others hold --min-np ranks: here
+// none is left, so it does not start, naming the host, the reason and what was short.
+TEST_F(HealthOneHostTest, AnElasticJobWithoutEnoughHealthyHostsDoesNotStart) {
+  const std::string ran = dir_ + "/ran";
+  RunResult r = run_process(
+      {bin_path("hvrun"), "-np", "2", "-H", "localhost:2", "--min-np", "1", "--max-np", "3",
+       "--health-min-free-disk", "1", "--health-check-script", "echo 'PSU 1 failed'; exit 2",
+       "sh", "-c", "touch " + ran},
+      {.timeout = std::chrono::milliseconds(60000)});
+  ASSERT_FALSE(r.timed_out) << r.err;
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.err.find("health check failed before any rank started: host localhost: PSU 1 failed "
+                       "(--health-check-script exited with code 2); the other hosts have 0 slots, "
+                       "fewer than --min-np 1"),
+            std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(ran));
+}
+
 // An elastic job on this machine: the discovery script offers a second slot while the host's
 // check fails. No rank starts for it and hvrun names the host and the reason; once the check
 // passes again (after the cool-down) the slot gets its rank, which joins the training.
@@ -200,8 +220,8 @@ TEST_F(HealthLinkTest, ADataInterfaceThatIsDownIsRefused) {
   EXPECT_NE(up.out.find("RAN"), std::string::npos) << up.out << up.err;
 }
 
-// Two hosts (hostA runs hvrun, the discovery script offers hostB:1 from the start); the health
-// script fails on hostB itself while a file exists.
+// Two hosts (hvrun runs on hostA; -H and the discovery script name hostB:1 from the start); the
+// health script fails on hostB itself while a file exists.
 class ElasticHealthHostsTest : public NamespaceHostsTest<ElasticHealthHostsTest> {
  public:
   static constexpr const char* kScript = "netns-cluster";
@@ -223,16 +243,23 @@ TEST_F(ElasticHealthHostsTest, AHostFailingItsCheckGetsNoRankUntilItPassesAfterI
   auto p = start_logged(
       {ip_command(), "netns", "exec", env_["NS_A"], bin_path("hvrun"), "-p", env_["SSH_PORT"], "-i",
        env_["KEY"], "--rsh", kNamespaceRsh, "--start-timeout", "30", "--network-interface",
-       env_["IFACE_A"] + "," + env_["IFACE_B"], "-np", "2", "-H", "localhost:2", "--max-np", "3",
+       env_["IFACE_A"] + "," + env_["IFACE_B"], "-np", "3", "-H", "localhost:2,hostB:1",
+       "--min-np", "2", "--max-np", "3",
        "--host-discovery-script", "cat " + hosts, "--blacklist-cooldown-range", "3,3",
        "--elastic-timeout", "30", "--health-min-free-disk", "1", "--health-check-script",
        sick_while(sick, "scratch disk is read-only", "hostB"), "-x", "ELASTIC_STEPS=120", "-x",
        "ELASTIC_STEP_MS=150", bin_path("hvrun_elastic_grow_job")},
       dir_, "health-hosts");
-  // The check ran on hostB (its hostname, in hostB's own UTS namespace, made the script fail).
+  // Checked at start (through ssh: its hostname, in hostB's own UTS namespace, made the script
+  // fail), hostB is left out of the first membership; checked again when the discovery script
+  // offers its slot, it fails again and is blacklisted.
   const std::string refused = wait_for_text(
       p->err_path, "elastic: host hostB failed its health check: scratch disk is read-only",
       seconds(40));
+  EXPECT_NE(refused.find("hvrun: health check: host hostB is left out of the elastic job: scratch "
+                         "disk is read-only (--health-check-script exited with code 1); it starts "
+                         "on 2 ranks"),
+            std::string::npos) << refused;
   ASSERT_NE(refused.find("host hostB failed its health check: scratch disk is read-only "
                          "(--health-check-script exited with code 1); no rank is started there"),
             std::string::npos) << refused;
