@@ -101,7 +101,8 @@ class ElasticController {
   bool waiting_for_hosts_ = false;
   std::string discovery_error_;            // the last one said (each is said once)
   bool empty_said_ = false;                // "listed no host" was said
-  std::optional<Result<std::vector<HostSlots>>> last_discovered_;  // offered again once a host is cleared
+  // The script's latest output: offered again as soon as a host's health check passes.
+  std::optional<Result<std::vector<HostSlots>>> last_discovered_;
 };
 
 }  // namespace hvrun::launcher

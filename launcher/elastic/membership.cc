@@ -106,7 +106,8 @@ std::string ElasticMembership::blacklisting(const std::string& host, Clock::time
   auto it = failed_.find(host);
   if (it == failed_.end()) return "";
   const HostState& state = it->second;
-  std::string text = std::to_string(state.failures) + " failure" + (state.failures == 1 ? "" : "s") + ", ";
+  std::string text =
+      std::to_string(state.failures) + " failure" + (state.failures == 1 ? "" : "s") + ", ";
   if (!state.usable_from) return text + "blacklisted for the rest of the job";
   if (now >= *state.usable_from) return text + "cool-down over";
   const auto left = std::chrono::duration<double>(*state.usable_from - now).count();

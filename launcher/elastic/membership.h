@@ -72,7 +72,7 @@ class ElasticMembership {
     int failures = 0;
     std::optional<Clock::time_point> usable_from;  // none: never again
     std::optional<Clock::time_point> failed_at;    // the latest failure
-    std::string reason;                            // of the latest failure, when it was not a rank's
+    std::string reason;  // why, when the latest failure was not a rank's (a health check)
   };
 
   // One more failure of `host` at `now`: its cool-down starts again, doubled.

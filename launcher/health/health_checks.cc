@@ -68,11 +68,12 @@ std::string check_free_disk(const std::string& path, int64_t min_free_mb) {
 std::string check_link(const std::vector<std::string>& names) {
   if (names.empty()) return "";
   const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return std::string("cannot open a socket to read interface flags: ") + std::strerror(errno);
+  if (fd < 0)
+    return std::string("cannot open a socket to read interface flags: ") + std::strerror(errno);
   std::string listed;
   for (const std::string& name : names) {
     listed += (listed.empty() ? "" : ",") + name;
-    ifreq request {};
+    ifreq request{};
     if (name.size() >= sizeof request.ifr_name) continue;
     std::memcpy(request.ifr_name, name.c_str(), name.size());
     if (::ioctl(fd, SIOCGIFFLAGS, &request) != 0) continue;  // not on this host: the next
@@ -83,7 +84,8 @@ std::string check_link(const std::vector<std::string>& names) {
     return "";
   }
   ::close(fd);
-  return "none of the data interfaces named by --network-interface (" + listed + ") is on this host";
+  return "none of the data interfaces named by --network-interface (" + listed +
+         ") is on this host";
 }
 
 std::string check_gpus(int pinned, std::vector<std::string>& notes, const std::string& library) {
@@ -137,9 +139,9 @@ std::string check_gpus(int pinned, std::vector<std::string>& notes, const std::s
 }
 
 std::string run_health_script(const std::string& script, std::chrono::milliseconds timeout) {
-  const doctor::ChildResult r = doctor::run_child_process(
-      {"/bin/sh", "-c", script}, {}, static_cast<double>(timeout.count()) / 1000.0,
-      record_own_child);
+  const doctor::ChildResult r =
+      doctor::run_child_process({"/bin/sh", "-c", script}, {},
+                                static_cast<double>(timeout.count()) / 1000.0, record_own_child);
   if (r.timed_out)
     return "--health-check-script did not answer within " + seconds_text(timeout) +
            " s (--health-check-timeout)";

@@ -15,8 +15,8 @@ namespace hvrun::launcher {
 
 struct HealthVerdict {
   bool healthy = true;
-  std::string reason;               // why not, in one line
-  std::vector<std::string> notes;   // of a healthy host: what was not checked, and why
+  std::string reason;              // why not, in one line
+  std::vector<std::string> notes;  // of a healthy host: what was not checked, and why
 };
 
 // Free space under `path` (the nearest directory of it that exists: the trainer may create the

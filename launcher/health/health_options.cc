@@ -45,11 +45,14 @@ HealthOptions health_options(const Settings& settings, const std::string& cwd) {
 
 std::vector<std::string> health_check_arguments(const HostCheckRequest& request) {
   const HealthOptions& o = request.options;
-  std::vector<std::string> args = {
-      "--timeout-ms", std::to_string(o.timeout.count()),
-      "--min-free-disk-mb", std::to_string(o.min_free_disk_mb),
-      "--disk-path", o.disk_path,
-      "--gpus", std::to_string(o.pins_gpus ? request.slots : 0)};
+  std::vector<std::string> args = {"--timeout-ms",
+                                   std::to_string(o.timeout.count()),
+                                   "--min-free-disk-mb",
+                                   std::to_string(o.min_free_disk_mb),
+                                   "--disk-path",
+                                   o.disk_path,
+                                   "--gpus",
+                                   std::to_string(o.pins_gpus ? request.slots : 0)};
   if (!o.interfaces.empty()) args.insert(args.end(), {"--interfaces", join_commas(o.interfaces)});
   if (!o.script.empty()) args.insert(args.end(), {"--script", o.script});
   return args;
@@ -64,7 +67,8 @@ Result<HostCheckRequest> parse_health_check_arguments(const std::vector<std::str
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& flag = args[i];
     if (i + 1 >= args.size())
-      return invalid_argument("hvrun health-check: " + flag + " needs a value (usage: hvrun "
+      return invalid_argument("hvrun health-check: " + flag +
+                              " needs a value (usage: hvrun "
                               "health-check [--timeout-ms MS] [--min-free-disk-mb MIB] "
                               "[--disk-path DIR] [--gpus N] [--interfaces A,B] [--script CMD])");
     const std::string& value = args[++i];

@@ -22,9 +22,8 @@ HealthVerdict run_host_check(const std::vector<std::string>& argv,
   // env finds the remote shell on PATH as the agents' start does.
   std::vector<std::string> command = {"/usr/bin/env"};
   command.insert(command.end(), argv.begin(), argv.end());
-  const doctor::ChildResult r =
-      doctor::run_child_process(command, {}, static_cast<double>(deadline.count()) / 1000.0,
-                                record_own_child);
+  const doctor::ChildResult r = doctor::run_child_process(
+      command, {}, static_cast<double>(deadline.count()) / 1000.0, record_own_child);
   HealthVerdict verdict;
   std::istringstream lines(r.output);
   std::string line;
@@ -39,17 +38,17 @@ HealthVerdict run_host_check(const std::vector<std::string>& argv,
     if (line == "healthy" || line.rfind("healthy; ", 0) == 0) {
       for (size_t at = line.find("; "); at != std::string::npos; at = line.find("; ", at + 2)) {
         const size_t next = line.find("; ", at + 2);
-        verdict.notes.push_back(line.substr(at + 2, next == std::string::npos ? next : next - at - 2));
+        verdict.notes.push_back(
+            line.substr(at + 2, next == std::string::npos ? next : next - at - 2));
       }
       return verdict;
     }
     if (!line.empty()) said = line;
   }
   verdict.healthy = false;
-  verdict.reason = r.timed_out ? "its health check did not answer within " + seconds_text(deadline) +
-                                     " s"
-                               : "its health check did not run (exit code " +
-                                     std::to_string(r.exit_code) + ")";
+  verdict.reason =
+      r.timed_out ? "its health check did not answer within " + seconds_text(deadline) + " s"
+                  : "its health check did not run (exit code " + std::to_string(r.exit_code) + ")";
   if (!said.empty()) verdict.reason += ": " + said;
   return verdict;
 }
@@ -60,9 +59,8 @@ std::vector<HealthVerdict> check_hosts(const std::vector<HostToCheck>& hosts,
   std::vector<HealthVerdict> verdicts(hosts.size());
   std::vector<std::thread> threads;
   for (size_t i = 0; i < hosts.size(); ++i)
-    threads.emplace_back([&, i] {
-      verdicts[i] = run_host_check(command(hosts[i].host, hosts[i].slots), deadline);
-    });
+    threads.emplace_back(
+        [&, i] { verdicts[i] = run_host_check(command(hosts[i].host, hosts[i].slots), deadline); });
   for (std::thread& t : threads) t.join();
   return verdicts;
 }
@@ -85,19 +83,19 @@ bool HealthGate::take_clearance(const std::string& host, int slots) {
   if (!running_.insert(host).second) return false;
   auto done = std::make_shared<std::atomic<bool>>(false);
   std::vector<std::string> argv = command_(host, slots);
-  checks_.push_back(Check{std::thread([this, host, argv = std::move(argv), done,
-                                       alive = std::weak_ptr<bool>(alive_)] {
-                            HealthVerdict verdict = run_host_check(argv, deadline_);
-                            post_([this, host, verdict = std::move(verdict), alive] {
-                              const std::shared_ptr<bool> still = alive.lock();
-                              if (!still || !*still) return;
-                              running_.erase(host);
-                              if (verdict.healthy) cleared_.insert(host);
-                              checked_(host, verdict);
-                            });
-                            *done = true;
-                          }),
-                          done});
+  checks_.push_back(Check{
+      std::thread([this, host, argv = std::move(argv), done, alive = std::weak_ptr<bool>(alive_)] {
+        HealthVerdict verdict = run_host_check(argv, deadline_);
+        post_([this, host, verdict = std::move(verdict), alive] {
+          const std::shared_ptr<bool> still = alive.lock();
+          if (!still || !*still) return;
+          running_.erase(host);
+          if (verdict.healthy) cleared_.insert(host);
+          checked_(host, verdict);
+        });
+        *done = true;
+      }),
+      done});
   return false;
 }
 

@@ -48,8 +48,7 @@ class HealthGate {
   using Post = std::function<void(std::function<void()>)>;
   using Checked = std::function<void(const std::string& host, const HealthVerdict& verdict)>;
 
-  HealthGate(HealthCommand command, std::chrono::milliseconds deadline, Post post,
-             Checked checked);
+  HealthGate(HealthCommand command, std::chrono::milliseconds deadline, Post post, Checked checked);
   ~HealthGate();
   HealthGate(const HealthGate&) = delete;
   HealthGate& operator=(const HealthGate&) = delete;
@@ -71,7 +70,7 @@ class HealthGate {
   const Post post_;
   const Checked checked_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  // for the verdicts posted late
-  std::set<std::string> running_;  // hosts whose check runs
+  std::set<std::string> running_;                               // hosts whose check runs
   std::set<std::string> cleared_;  // hosts whose last check passed, not yet given ranks
   std::vector<Check> checks_;
 };

@@ -59,7 +59,8 @@ Result<bool> screen_hosts_at_start(const JobPlan& plan, const RemoteHealth& heal
   if (failed.empty()) return false;
   const std::string refused = "health check failed before any rank started: " + failed;
   if (!elastic.enabled || options.hosts.empty())
-    return failed_precondition(refused + ". Mend each host named or leave it out of the job's hosts");
+    return failed_precondition(refused +
+                               ". Mend each host named or leave it out of the job's hosts");
   // An elastic job goes on with what is left, as it would after losing those hosts.
   std::vector<HostSlots> kept;
   int slots = 0;
@@ -77,7 +78,8 @@ Result<bool> screen_hosts_at_start(const JobPlan& plan, const RemoteHealth& heal
   options.num_proc = np;
   for (const auto& [host, why] : unhealthy)
     said->push_back("host " + host + " is left out of the elastic job: " + why + "; it starts on " +
-                    std::to_string(np) + " ranks, and the host is checked again before the "
+                    std::to_string(np) +
+                    " ranks, and the host is checked again before the "
                     "discovery script's slots there get ranks");
   return true;
 }

@@ -18,7 +18,7 @@ namespace hvrun::launcher {
 
 struct RemoteHealth {
   HealthOptions options;
-  HealthCommand command;                // `hvrun health-check ...` for a host
+  HealthCommand command;                 // `hvrun health-check ...` for a host
   std::chrono::milliseconds deadline{};  // the check's timeout, and the remote shell's connect
 };
 

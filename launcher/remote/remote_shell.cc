@@ -103,10 +103,11 @@ std::vector<std::string> remote_hvrun_command(const RemoteShellOptions& options,
   argv.push_back(host);
   // One word for the remote user's shell; a bare word (the subcommand) needs no quotes.
   std::string remote = shell_quote(hvrun_path);
-  for (const std::string& w : words)
-    remote += " " + (w.find_first_not_of("abcdefghijklmnopqrstuvwxyz-") == std::string::npos
-                         ? w
-                         : shell_quote(w));
+  for (const std::string& w : words) {
+    const bool bare =
+        !w.empty() && w.find_first_not_of("abcdefghijklmnopqrstuvwxyz-") == std::string::npos;
+    remote += " " + (bare ? w : shell_quote(w));
+  }
   argv.push_back(remote);
   return argv;
 }

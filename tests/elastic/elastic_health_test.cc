@@ -76,10 +76,10 @@ class HealthOneHostTest : public ::testing::Test {
 // A fixed job: the host fails the script, so no rank ever starts; hvrun names host and reason.
 TEST_F(HealthOneHostTest, AFixedJobWhoseHostFailsTheScriptStartsNoRank) {
   const std::string ran = dir_ + "/ran";
-  RunResult r = run_process(
-      {bin_path("hvrun"), "-np", "2", "--health-check-script",
-       "echo \"fan 2 stopped on $(hostname)\"; exit 1", "sh", "-c", "touch " + ran},
-      {.timeout = std::chrono::milliseconds(60000)});
+  RunResult r =
+      run_process({bin_path("hvrun"), "-np", "2", "--health-check-script",
+                   "echo \"fan 2 stopped on $(hostname)\"; exit 1", "sh", "-c", "touch " + ran},
+                  {.timeout = std::chrono::milliseconds(60000)});
   ASSERT_FALSE(r.timed_out) << r.err;
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
   EXPECT_TRUE(std::regex_search(
@@ -92,21 +92,21 @@ TEST_F(HealthOneHostTest, AFixedJobWhoseHostFailsTheScriptStartsNoRank) {
 // Too little free space on the checkpoint/output directory (a threshold above what it has).
 TEST_F(HealthOneHostTest, TooLittleFreeDiskOnTheOutputDirectoryIsRefused) {
   const std::string ran = dir_ + "/ran";
-  RunResult r = run_process({bin_path("hvrun"), "-np", "1", "--health-check", "--health-disk-path",
-                             dir_ + "/checkpoints", "--health-min-free-disk", "1000000000000",
-                             "sh", "-c", "touch " + ran},
-                            {.timeout = std::chrono::milliseconds(60000)});
+  RunResult r = run_process(
+      {bin_path("hvrun"), "-np", "1", "--health-check", "--health-disk-path", dir_ + "/checkpoints",
+       "--health-min-free-disk", "1000000000000", "sh", "-c", "touch " + ran},
+      {.timeout = std::chrono::milliseconds(60000)});
   ASSERT_FALSE(r.timed_out) << r.err;
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
-  EXPECT_TRUE(std::regex_search(r.err, std::regex("host \\S+: only \\d+ MiB free on " + dir_ +
-                                                  ", below 1000000000000 MiB")))
+  EXPECT_TRUE(std::regex_search(
+      r.err, std::regex("host \\S+: only \\d+ MiB free on " + dir_ + ", below 1000000000000 MiB")))
       << r.err;
   EXPECT_FALSE(std::filesystem::exists(ran));
   // The same job with what the disk has: it runs.
-  RunResult ok = run_process({bin_path("hvrun"), "-np", "1", "--health-check", "--health-disk-path",
-                              dir_ + "/checkpoints", "--health-min-free-disk", "1", "sh", "-c",
-                              "touch " + ran},
-                             {.timeout = std::chrono::milliseconds(60000)});
+  RunResult ok = run_process(
+      {bin_path("hvrun"), "-np", "1", "--health-check", "--health-disk-path", dir_ + "/checkpoints",
+       "--health-min-free-disk", "1", "sh", "-c", "touch " + ran},
+      {.timeout = std::chrono::milliseconds(60000)});
   EXPECT_EQ(ok.exit_code, 0) << ok.out << ok.err;
   EXPECT_TRUE(std::filesystem::exists(ran));
 }
@@ -115,17 +115,18 @@ TEST_F(HealthOneHostTest, TooLittleFreeDiskOnTheOutputDirectoryIsRefused) {
 // none is left, so it does not start, naming the host, the reason and what was short.
 TEST_F(HealthOneHostTest, AnElasticJobWithoutEnoughHealthyHostsDoesNotStart) {
   const std::string ran = dir_ + "/ran";
-  RunResult r = run_process(
-      {bin_path("hvrun"), "-np", "2", "-H", "localhost:2", "--min-np", "1", "--max-np", "3",
-       "--health-min-free-disk", "1", "--health-check-script", "echo 'PSU 1 failed'; exit 2",
-       "sh", "-c", "touch " + ran},
-      {.timeout = std::chrono::milliseconds(60000)});
+  RunResult r =
+      run_process({bin_path("hvrun"), "-np", "2", "-H", "localhost:2", "--min-np", "1", "--max-np",
+                   "3", "--health-min-free-disk", "1", "--health-check-script",
+                   "echo 'PSU 1 failed'; exit 2", "sh", "-c", "touch " + ran},
+                  {.timeout = std::chrono::milliseconds(60000)});
   ASSERT_FALSE(r.timed_out) << r.err;
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
   EXPECT_NE(r.err.find("health check failed before any rank started: host localhost: PSU 1 failed "
                        "(--health-check-script exited with code 2); the other hosts have 0 slots, "
                        "fewer than --min-np 1"),
-            std::string::npos) << r.err;
+            std::string::npos)
+      << r.err;
   EXPECT_FALSE(std::filesystem::exists(ran));
 }
 
@@ -135,21 +136,39 @@ TEST_F(HealthOneHostTest, AnElasticJobWithoutEnoughHealthyHostsDoesNotStart) {
 TEST_F(HealthOneHostTest, AnElasticSlotWaitsUntilItsHostPassesItsCheck) {
   const std::string hosts = dir_ + "/hosts", sick = dir_ + "/sick";
   write_text(hosts, "localhost:1\n");
-  auto p = start_logged(
-      {bin_path("hvrun"), "-np", "1", "--min-np", "1", "--max-np", "2", "--host-discovery-script",
-       "cat " + hosts, "--blacklist-cooldown-range", "2,2", "--elastic-timeout", "30",
-       "--health-check-script", sick_while(sick, "GPU 0 reports uncorrected ECC errors"),
-       "--health-min-free-disk", "1", "-x", "ELASTIC_STEPS=150", "-x", "ELASTIC_STEP_MS=100",
-       bin_path("hvrun_elastic_grow_job")},
-      dir_, "one-host");
+  auto p = start_logged({bin_path("hvrun"),
+                         "-np",
+                         "1",
+                         "--min-np",
+                         "1",
+                         "--max-np",
+                         "2",
+                         "--host-discovery-script",
+                         "cat " + hosts,
+                         "--blacklist-cooldown-range",
+                         "2,2",
+                         "--elastic-timeout",
+                         "30",
+                         "--health-check-script",
+                         sick_while(sick, "GPU 0 reports uncorrected ECC errors"),
+                         "--health-min-free-disk",
+                         "1",
+                         "-x",
+                         "ELASTIC_STEPS=150",
+                         "-x",
+                         "ELASTIC_STEP_MS=100",
+                         bin_path("hvrun_elastic_grow_job")},
+                        dir_, "one-host");
   ASSERT_NE(wait_for_text(p->out_path, "MEMBER launched-as 0", seconds(30)).find("MEMBER"),
-            std::string::npos) << read_file(p->err_path);
+            std::string::npos)
+      << read_file(p->err_path);
   write_text(sick, "");
   write_text(hosts, "localhost:2\n");
   const std::string refused = wait_for_text(
-      p->err_path, "elastic: host localhost failed its health check: GPU 0 reports uncorrected ECC "
-                   "errors (--health-check-script exited with code 1); no rank is started there "
-                   "(1 failure, blacklisted for 2 s more)",
+      p->err_path,
+      "elastic: host localhost failed its health check: GPU 0 reports uncorrected ECC "
+      "errors (--health-check-script exited with code 1); no rank is started there "
+      "(1 failure, blacklisted for 2 s more)",
       seconds(20));
   ASSERT_NE(refused.find("failed its health check"), std::string::npos) << refused;
   EXPECT_EQ(refused.find("rank(s) added"), std::string::npos) << refused;
@@ -174,7 +193,8 @@ class HealthLinkTest : public ::testing::Test {
     ns_ = "hvrun-health-" + std::to_string(::getpid());
     ASSERT_EQ(ip({"netns", "add", ns_}).exit_code, 0);
     made_ = true;
-    ASSERT_EQ(ip({"-n", ns_, "link", "add", "hv0", "type", "veth", "peer", "name", "hv1"}).exit_code, 0);
+    ASSERT_EQ(
+        ip({"-n", ns_, "link", "add", "hv0", "type", "veth", "peer", "name", "hv1"}).exit_code, 0);
     ASSERT_EQ(ip({"-n", ns_, "link", "set", "lo", "up"}).exit_code, 0);
   }
   void TearDown() override {
@@ -186,10 +206,10 @@ class HealthLinkTest : public ::testing::Test {
     return run_process(argv, {.timeout = std::chrono::milliseconds(10000)});
   }
   RunResult job() const {
-    return run_process({ip_command(), "netns", "exec", ns_, bin_path("hvrun"), "-np", "1",
-                        "--health-check", "--health-min-free-disk", "1", "--network-interface",
-                        "hv0", "sh", "-c", "echo RAN"},
-                       {.timeout = std::chrono::milliseconds(60000)});
+    return run_process(
+        {ip_command(), "netns", "exec", ns_, bin_path("hvrun"), "-np", "1", "--health-check",
+         "--health-min-free-disk", "1", "--network-interface", "hv0", "sh", "-c", "echo RAN"},
+        {.timeout = std::chrono::milliseconds(60000)});
   }
   std::string ns_;
   bool made_ = false;
@@ -231,7 +251,8 @@ class ElasticHealthHostsTest : public NamespaceHostsTest<ElasticHealthHostsTest>
   void TearDown() override {
     for (pid_t pid : processes_running(bin_path("hvrun_elastic_grow_job"))) {
       const std::string ns = netns_of_pid(pid);
-      if (ns == netns_of_name(env_["NS_A"]) || ns == netns_of_name(env_["NS_B"])) ::kill(pid, SIGKILL);
+      if (ns == netns_of_name(env_["NS_A"]) || ns == netns_of_name(env_["NS_B"]))
+        ::kill(pid, SIGKILL);
     }
   }
 };
@@ -240,16 +261,45 @@ TEST_F(ElasticHealthHostsTest, AHostFailingItsCheckGetsNoRankUntilItPassesAfterI
   const std::string hosts = dir_ + "/health-hosts", sick = dir_ + "/hostB-sick";
   write_text(sick, "");
   write_text(hosts, "localhost:2\nhostB:1\n");
-  auto p = start_logged(
-      {ip_command(), "netns", "exec", env_["NS_A"], bin_path("hvrun"), "-p", env_["SSH_PORT"], "-i",
-       env_["KEY"], "--rsh", kNamespaceRsh, "--start-timeout", "30", "--network-interface",
-       env_["IFACE_A"] + "," + env_["IFACE_B"], "-np", "3", "-H", "localhost:2,hostB:1",
-       "--min-np", "2", "--max-np", "3",
-       "--host-discovery-script", "cat " + hosts, "--blacklist-cooldown-range", "3,3",
-       "--elastic-timeout", "30", "--health-min-free-disk", "1", "--health-check-script",
-       sick_while(sick, "scratch disk is read-only", "hostB"), "-x", "ELASTIC_STEPS=120", "-x",
-       "ELASTIC_STEP_MS=150", bin_path("hvrun_elastic_grow_job")},
-      dir_, "health-hosts");
+  auto p = start_logged({ip_command(),
+                         "netns",
+                         "exec",
+                         env_["NS_A"],
+                         bin_path("hvrun"),
+                         "-p",
+                         env_["SSH_PORT"],
+                         "-i",
+                         env_["KEY"],
+                         "--rsh",
+                         kNamespaceRsh,
+                         "--start-timeout",
+                         "30",
+                         "--network-interface",
+                         env_["IFACE_A"] + "," + env_["IFACE_B"],
+                         "-np",
+                         "3",
+                         "-H",
+                         "localhost:2,hostB:1",
+                         "--min-np",
+                         "2",
+                         "--max-np",
+                         "3",
+                         "--host-discovery-script",
+                         "cat " + hosts,
+                         "--blacklist-cooldown-range",
+                         "3,3",
+                         "--elastic-timeout",
+                         "30",
+                         "--health-min-free-disk",
+                         "1",
+                         "--health-check-script",
+                         sick_while(sick, "scratch disk is read-only", "hostB"),
+                         "-x",
+                         "ELASTIC_STEPS=120",
+                         "-x",
+                         "ELASTIC_STEP_MS=150",
+                         bin_path("hvrun_elastic_grow_job")},
+                        dir_, "health-hosts");
   // Checked at start (through ssh: its hostname, in hostB's own UTS namespace, made the script
   // fail), hostB is left out of the first membership; checked again when the discovery script
   // offers its slot, it fails again and is blacklisted.
@@ -259,10 +309,12 @@ TEST_F(ElasticHealthHostsTest, AHostFailingItsCheckGetsNoRankUntilItPassesAfterI
   EXPECT_NE(refused.find("hvrun: health check: host hostB is left out of the elastic job: scratch "
                          "disk is read-only (--health-check-script exited with code 1); it starts "
                          "on 2 ranks"),
-            std::string::npos) << refused;
+            std::string::npos)
+      << refused;
   ASSERT_NE(refused.find("host hostB failed its health check: scratch disk is read-only "
                          "(--health-check-script exited with code 1); no rank is started there"),
-            std::string::npos) << refused;
+            std::string::npos)
+      << refused;
   EXPECT_EQ(refused.find("starting the agent of hostB"), std::string::npos) << refused;
   EXPECT_EQ(refused.find("rank(s) added"), std::string::npos) << refused;
   EXPECT_EQ(hvrun_agent_in(env_["NS_B"]), -1) << "an agent runs on the unhealthy hostB";

@@ -48,16 +48,18 @@ TEST(HealthChecks, TooLittleFreeDiskIsRefusedNamingThePlaceAndTheFigures) {
   EXPECT_EQ(check_free_disk("/tmp/hvrun-health-not-made-yet/ckpt", 1), "");
   const std::string refused = check_free_disk("/tmp", int64_t{1} << 40);  // an exbibyte
   EXPECT_NE(refused.find("MiB free on /tmp, below 1099511627776 MiB (--health-min-free-disk)"),
-            std::string::npos) << refused;
+            std::string::npos)
+      << refused;
 }
 
 TEST(HealthChecks, TheDataInterfaceMustBeUpWithALink) {
-  EXPECT_EQ(check_link({}), "");               // none named: checked by probing instead
+  EXPECT_EQ(check_link({}), "");                       // none named: checked by probing instead
   EXPECT_EQ(check_link({"hvrun-nosuch0", "lo"}), "");  // the first this host has: lo, up
   const std::string none = check_link({"hvrun-nosuch0", "hvrun-nosuch1"});
   EXPECT_NE(none.find("none of the data interfaces named by --network-interface "
                       "(hvrun-nosuch0,hvrun-nosuch1) is on this host"),
-            std::string::npos) << none;
+            std::string::npos)
+      << none;
 }
 
 TEST(HealthChecks, AHostWithoutNvmlPassesSayingNoGpu) {
@@ -92,9 +94,10 @@ TEST(HealthChecks, PinnedGpusMustAnswerWithoutEccErrorsOrPendingRetirements) {
 
 TEST(HealthChecks, TheScriptSaysWhyInOneLineAndIsBoundedByItsTimeout) {
   EXPECT_EQ(run_health_script("exit 0", milliseconds(5000)), "");
-  EXPECT_EQ(run_health_script("echo; echo '  disk controller reports errors  ' >&2; echo more; exit 3",
-                              milliseconds(5000)),
-            "disk controller reports errors (--health-check-script exited with code 3)");
+  EXPECT_EQ(
+      run_health_script("echo; echo '  disk controller reports errors  ' >&2; echo more; exit 3",
+                        milliseconds(5000)),
+      "disk controller reports errors (--health-check-script exited with code 3)");
   EXPECT_EQ(run_health_script("exit 1", milliseconds(5000)),
             "--health-check-script said nothing (--health-check-script exited with code 1)");
   const auto started = std::chrono::steady_clock::now();
@@ -113,12 +116,14 @@ TEST(HostHealth, TheHostsAnswerIsReadAndAFailedCommandIsUnhealthy) {
   EXPECT_FALSE(sick.healthy);
   EXPECT_EQ(sick.reason, "fan 2 stopped (--health-check-script exited with code 1)");
   HealthVerdict unreachable =
-      run_host_check({"sh", "-c", "echo 'ssh: connect to host b port 22: Connection refused' >&2; "
-                                  "exit 255"},
+      run_host_check({"sh", "-c",
+                      "echo 'ssh: connect to host b port 22: Connection refused' >&2; "
+                      "exit 255"},
                      milliseconds(20000));
   EXPECT_FALSE(unreachable.healthy);
-  EXPECT_EQ(unreachable.reason, "its health check did not run (exit code 255): ssh: connect to "
-                                "host b port 22: Connection refused");
+  EXPECT_EQ(unreachable.reason,
+            "its health check did not run (exit code 255): ssh: connect to "
+            "host b port 22: Connection refused");
   const auto started = std::chrono::steady_clock::now();
   HealthVerdict hung = run_host_check({"sleep", "30"}, milliseconds(300));
   EXPECT_FALSE(hung.healthy);

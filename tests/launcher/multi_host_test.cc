@@ -224,6 +224,22 @@ TEST(RemoteShellTest, CommandLineCarriesOptionsButNeverTheSecret) {
   EXPECT_EQ(shell_quote("it's"), "'it'\\''s'");
 }
 
+// `hvrun health-check ARGS` through the remote shell: every argument reaches hvrun there as one
+// word (the remote user's shell splits the command line), an empty one too.
+TEST(RemoteShellTest, HvrunSubcommandArgumentsAreQuotedForTheRemoteShell) {
+  RemoteShellOptions o;
+  o.rsh = "/usr/bin/rsh";
+  EXPECT_EQ(remote_hvrun_command(o, "n", "/h", {"health-check", "--script", "echo it's sick; exit 1",
+                                                "--disk-path", ""}),
+            (std::vector<std::string>{
+                "/usr/bin/rsh", "n",
+                "'/h' health-check --script 'echo it'\\''s sick; exit 1' --disk-path ''"}));
+  o.srun = true;  // srun passes its words as they are
+  const auto srun = remote_hvrun_command(o, "n", "/h", {"health-check", "--script", "a b"});
+  EXPECT_EQ(std::vector<std::string>(srun.end() - 4, srun.end()),
+            (std::vector<std::string>{"/h", "health-check", "--script", "a b"}));
+}
+
 TEST(RemoteShellTest, FailuresNameTheHostAndCarrySshsWords) {
   std::string refused = describe_remote_failure(
       "node2", "ssh", 255, "ssh: connect to host node2 port 22: Connection refused\r\n",
