@@ -106,6 +106,11 @@ class HostPlane final : public cuda::DevicePlane {
     std::memmove(out, in, send[0]);
     return call("alltoallv");
   }
+  Status shrink_support() const override { return unimplemented("the recording plane does not shrink"); }
+  Status revoke_communicator() override { return call("revoke_communicator"); }
+  Status shrink_communicator(std::span<const int>, const cuda::PluginContext&) override {
+    return call("shrink_communicator");
+  }
   Status synchronize(const std::string&) override { return call("synchronize"); }
   void abort(const std::string& reason) override { log_.aborted = reason; }
 

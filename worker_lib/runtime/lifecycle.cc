@@ -34,7 +34,8 @@ RuntimeLifecycle::Phase RuntimeLifecycle::begin_stop() {
   return found;
 }
 
-void RuntimeLifecycle::tear_down(const std::string& reason) {
+void RuntimeLifecycle::tear_down(const std::string& reason, TearDown why) {
+  if (why == TearDown::kMembershipChanged && parts_.gpu) parts_.gpu->membership_changed(reason);
   if (parts_.executor) parts_.executor->abort(reason);
   if (parts_.process_sets) parts_.process_sets->abort(reason);
 }

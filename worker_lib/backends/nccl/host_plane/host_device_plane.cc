@@ -219,6 +219,54 @@ Status HostDevicePlane::init_communicator(const std::string& unique_id) {
   return Status::ok();
 }
 
+Status HostDevicePlane::revoke_communicator() {
+  if (!comm_) return failed_precondition("host plane: no communicator to revoke");
+  // ncclCommRevoke: this rank's queued and running work ends; the segment is left as it is
+  // (the peers are revoked by their own reset, or see this rank gone).
+  if (!failed_) failed_ = unavailable("rank " + std::to_string(who_.rank) + " on host " + who_.host +
+                                      ": the host plane communicator was revoked for an elastic reset");
+  stop_.store(true);
+  if (stream_) stream_->interrupt();
+  return Status::ok();
+}
+
+Status HostDevicePlane::shrink_communicator(std::span<const int> excluded, const PluginContext& now) {
+  if (!comm_) return failed_precondition("host plane: no communicator to shrink");
+  HVRUN_RETURN_IF_ERROR(revoke_communicator());
+  const int old_rank = comm_->rank(), old_size = comm_->size();
+  if (rank_after_shrink(old_rank, excluded) != now.rank || old_size - static_cast<int>(excluded.size()) != now.size)
+    return internal_error("host plane shrink: rank " + std::to_string(old_rank) + " of " + std::to_string(old_size) +
+                          " less " + std::to_string(excluded.size()) + " excluded rank(s) is not rank " +
+                          std::to_string(now.rank) + " of " + std::to_string(now.size) + " (protocol error)");
+  // The old membership's stream, failure and abort end here; the new one starts clean.
+  stream_.reset();
+  failed_.reset();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    async_error_.reset();
+    abort_reason_.clear();
+    aborted_.store(false);
+  }
+  stop_.store(false);
+  who_ = RankIdentity{now.rank, now.size, now.host, who_.gpu};
+  op_timeout_ = now.op_timeout;
+  stream_ = std::make_unique<HostStream>("hvrun-hplane");
+  HostCommunicatorOptions options{.id = HostCommunicator::shrunk_id(comm_->id(), excluded),
+                                  .rank = now.rank,
+                                  .size = now.size,
+                                  .slot_bytes = comm_->slot_bytes()};
+  auto child = HostCommunicator::attach(options, aborted_, Clock::now() + op_timeout_);
+  if (!child.is_ok()) {
+    if (auto reason = abort_reason())
+      return fail(aborted("job aborted: " + *reason + " (while shrinking the host plane communicator)"));
+    if (child.status().code() == StatusCode::kDeadlineExceeded)
+      return fail(gpu_timeout_status(who_, "communicator shrink", op_timeout_));
+    return fail(child.status());
+  }
+  comm_ = std::move(child).value();
+  return Status::ok();
+}
+
 Status HostDevicePlane::enqueue_exchange(const std::string& what,
                                          std::function<Status(HostCommunicator&)> op) {
   HVRUN_RETURN_IF_ERROR(usable(what));
