@@ -201,6 +201,8 @@ TEST(GpuExecutor, FusedAllreduceIsOnePackOneCollectiveOneUnpackOnEachStreamOnce)
   EXPECT_EQ(f.log.calls, want);
   EXPECT_EQ(f.store.values.at("nccl/gpu/0"), "h\t0000:00:00.0\t0");
   EXPECT_EQ(f.store.values.at("nccl/unique_id"), "id:" + std::string(128, 'u'));
+  EXPECT_EQ(f.store.values.at("nccl/rebuild"),
+            "init (a new unique id): no rank holds a communicator of an earlier membership");
 }
 
 TEST(GpuExecutor, LoneAllreduceGoesStraightFromInputToOutputAndAverageIsNcclAvg) {
@@ -336,6 +338,7 @@ TEST(GpuExecutor, AnotherRankReadsOnlyRankZerosAnswer) {
   Fixture f(3);
   f.job.rank = 2;
   f.job.setup_timeout = std::chrono::milliseconds(2000);
+  f.store.values["nccl/rebuild"] = "init (a new unique id): no rank holds a communicator";  // before the id
   f.store.values["nccl/unique_id"] = "id:" + std::string(128, 'u');
   GpuExecutor ex(f.job);
   std::vector<float> x(2);

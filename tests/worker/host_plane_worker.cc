@@ -407,8 +407,8 @@ int elastic() {
   const int kill_rank = env_int("ELASTIC_KILL_RANK", -1), kill_at = env_int("ELASTIC_KILL_AT", -1);
   const Growth growth = growth_from_env();
   // Growing: the new slot is taken in at a commit after the discovery script lists it; steps
-  // are paced until then, at most kWaitSteps of them (20 s).
-  constexpr int64_t kSteps = 10, kWaitSteps = 400;
+  // are paced until then, at most kWaitSteps of them (20 s), and a few run on the grown job.
+  constexpr int64_t kSteps = 10, kWaitSteps = 400, kStepsGrown = 4;
   double total = 0, expected = 0;
   int64_t step = 0;
   int resets = 0, size = 0, rank = -1;
@@ -420,8 +420,10 @@ int elastic() {
   hvrun::Status status = hvrun::elastic::run(state, [&](hvrun::Worker& w, hvrun::elastic::State& st) {
     size = w.size();
     rank = w.rank();
+    int64_t steps_here = 0;  // in this membership
     auto waiting_to_grow = [&] { return growth.wanted() && size < growth.to; };
-    while (step < kSteps || (waiting_to_grow() && step < kSteps + kWaitSteps)) {
+    auto growing = [&] { return growth.wanted() && (size < growth.to || steps_here < kStepsGrown); };
+    while (step < kSteps || (growing() && step < kSteps + kWaitSteps)) {
       if (launch_rank == kill_rank && step == kill_at) ::raise(SIGKILL);
       if (growth.wanted() && rank == 0 && step == growth.at) {
         FILE* f = std::fopen(growth.file.c_str(), "w");
@@ -433,6 +435,7 @@ int elastic() {
       total += one;
       expected += size;
       ++step;
+      ++steps_here;
       if (step % 2 == 0) HVRUN_RETURN_IF_ERROR(st.commit(w));
     }
     return hvrun::Status::ok();

@@ -80,6 +80,11 @@ Status RuntimeLifecycle::shutdown(const std::optional<std::string>& failure) {
   p.reader->join();
   release_peers_of_skipped_plans();  // plans that arrived after the loop stopped
   (void)p.stream->finish();  // cancelled or aborted streams end with an error: nothing to do
+  // After a membership change, the next Worker of this process may shrink the communicator (or
+  // say that it held one, when slots were added and it cannot).
+  if (p.gpu && p.reader->hosts_updated())
+    p.gpu->membership_changed("slots were added to the job: the membership changes at this reset");
+  if (p.gpu) p.gpu->carry_communicator_over();
   p.claim.reset();  // this process may init() again
   if (p.private_coordinator) p.private_coordinator->wait_for_exit();  // it ends on Goodbye
   phase_.store(Phase::kStopped);

@@ -90,7 +90,7 @@ std::optional<CarriedCommunicator> take_carried_communicator() {
 }
 
 std::string held_text(const CommunicatorLineage& lineage, const std::string& why_not) {
-  if (lineage.tag.empty()) return std::string(kNone) + "\t" + why_not;
+  if (lineage.tag.empty()) return why_not.empty() ? std::string() : std::string(kNone) + "\t" + why_not;
   return std::string(kHeld) + "\t" + lineage.tag + "\t" + std::to_string(lineage.rank) + "\t" +
          std::to_string(lineage.size);
 }

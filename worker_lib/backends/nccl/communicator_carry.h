@@ -49,8 +49,8 @@ void carry_communicator(CarriedCommunicator carried);
 // What the last membership's executor parked in this process, if anything (once).
 std::optional<CarriedCommunicator> take_carried_communicator();
 
-// What a rank posts for rank 0: its lineage, or that it holds none and why (empty why: it never
-// had one in this job, e.g. it joined).
+// What a rank posts for rank 0: its lineage, or that it holds none and why; empty when it holds
+// none and has no why (it never had one in this job: a first start, or it joined).
 std::string held_text(const CommunicatorLineage& lineage, const std::string& why_not);
 
 struct RebuildChoice {

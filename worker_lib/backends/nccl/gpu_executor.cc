@@ -18,10 +18,8 @@ constexpr const char* kErrorPrefix = "error:";
 constexpr const char* kIdPrefix = "id:";
 constexpr const char* kUniqueIdKey = "nccl/unique_id";
 constexpr const char* kRebuildKey = "nccl/rebuild";  // rank 0's how and why, for the log line
-constexpr const char* kHeldPrefix = "nccl/held/";
 
 std::string gpu_key(int rank) { return "nccl/gpu/" + std::to_string(rank); }
-std::string held_key(int rank) { return kHeldPrefix + std::to_string(rank); }
 
 bool is_floating(DataType t) {
   return t == DataType::kFloat16 || t == DataType::kBFloat16 || t == DataType::kFloat32 ||
@@ -62,21 +60,25 @@ GpuExecutor::GpuExecutor(GpuJob job) : job_(std::move(job)), allocator_(job_.all
   }
 }
 
-GpuExecutor::~GpuExecutor() { carry_communicator_over(); }
+GpuExecutor::~GpuExecutor() = default;
 
 void GpuExecutor::carry_communicator_over() {
+  std::unique_ptr<cuda::DevicePlane> plane;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (!membership_changed_) return;
+    if (!membership_changed_ || carried_over_) return;
+    carried_over_ = true;
+    // abort() from another thread finds no plane from here on.
+    plane = std::move(plane_);
   }
   // The survivors' next executor may shrink this communicator. One that set nothing up (no
   // CUDA tensor in this membership) passes on what it was given, if anything.
   CarriedCommunicator carried{.why_not = why_not_carried_};
-  if (plane_ && !lineage_.tag.empty()) {
-    Status support = plane_->shrink_support();
-    Status revoked = support.is_ok() ? plane_->revoke_communicator() : support;
+  if (plane && !lineage_.tag.empty()) {
+    Status support = plane->shrink_support();
+    Status revoked = support.is_ok() ? plane->revoke_communicator() : support;
     if (revoked.is_ok()) {
-      carried.plane = std::move(plane_);
+      carried.plane = std::move(plane);
       carried.lineage = lineage_;
     } else {
       carried.why_not = revoked.message();
@@ -148,7 +150,6 @@ Status GpuExecutor::ensure_ready(const std::vector<std::shared_ptr<PendingOp>>& 
     // Tell the other ranks, who would otherwise wait for this rank's key (rank 0) or for rank
     // 0's answer (the others) until the timeout.
     if (job_.store) {
-      (void)job_.store->set(held_key(job_.rank), held_text({}, "it could not set up"));
       (void)job_.store->set(gpu_key(job_.rank), kErrorPrefix + s.message());
       if (job_.rank == 0 && !answered_)
         (void)job_.store->set(kUniqueIdKey, std::string(kErrorPrefix) +
@@ -213,9 +214,10 @@ Result<GpuExecutor::Rebuild> GpuExecutor::agree_on_rebuild(const std::string& bu
   // alone reads them all and answers with a unique id, a shrink, or what went wrong, which
   // every other rank reads. O(N) keys in all, not N per rank.
   if (job_.store == nullptr) return internal_error("GPU data plane without a key-value store");
-  HVRUN_RETURN_IF_ERROR(job_.store->set(held_key(job_.rank), held_text(lineage_, why_not_carried_)));
-  HVRUN_RETURN_IF_ERROR(job_.store->set(gpu_key(job_.rank),
-                                        job_.host + "\t" + bus_id + "\t" + std::to_string(ordinal)));
+  // "host, PCI bus id, ordinal", then what this rank holds, when it holds anything or says why not.
+  const std::string held = held_text(lineage_, why_not_carried_);
+  HVRUN_RETURN_IF_ERROR(job_.store->set(gpu_key(job_.rank), job_.host + "\t" + bus_id + "\t" + std::to_string(ordinal) +
+                                                                (held.empty() ? "" : "\t" + held)));
   if (job_.rank == 0) return answer_as_rank_0();
   auto got = job_.store->get({kUniqueIdKey}, job_.setup_timeout);
   if (!got.is_ok())
@@ -241,7 +243,6 @@ Result<GpuExecutor::Rebuild> GpuExecutor::agree_on_rebuild(const std::string& bu
 Result<GpuExecutor::Rebuild> GpuExecutor::answer_as_rank_0() {
   std::vector<std::string> keys;
   for (int r = 0; r < job_.size; ++r) keys.push_back(gpu_key(r));
-  for (int r = 0; r < job_.size; ++r) keys.push_back(held_key(r));
   auto values = job_.store->get(keys, job_.setup_timeout);
   if (!values.is_ok())
     return values.status().with_context("rank 0 waiting for every rank's GPU (NCCL set-up)");
@@ -252,6 +253,7 @@ Result<GpuExecutor::Rebuild> GpuExecutor::answer_as_rank_0() {
     return failed;
   };
   std::vector<cuda::GpuOfRank> gpus;
+  std::vector<std::string> held;
   for (int r = 0; r < job_.size; ++r) {
     const std::string& v = (*values)[static_cast<size_t>(r)];
     if (v.rfind(kErrorPrefix, 0) == 0)
@@ -263,13 +265,15 @@ Result<GpuExecutor::Rebuild> GpuExecutor::answer_as_rank_0() {
     std::string ordinal_text;
     std::getline(in, g.host, '\t');
     std::getline(in, g.bus_id, '\t');
-    std::getline(in, ordinal_text);
+    std::getline(in, ordinal_text, '\t');
     g.ordinal = std::atoi(ordinal_text.c_str());
     gpus.push_back(std::move(g));
+    held.emplace_back();
+    std::getline(in, held.back());
   }
   if (Status one_each = cuda::check_one_gpu_per_rank(gpus); !one_each.is_ok())
     return answer_failure(std::move(one_each));
-  RebuildChoice choice = choose_rebuild(std::span<const std::string>(*values).subspan(static_cast<size_t>(job_.size)));
+  RebuildChoice choice = choose_rebuild(held);
   Rebuild rebuild{.how = choice.how};
   std::string answer;
   if (choice.shrink) {

@@ -77,6 +77,11 @@ class GpuExecutor final : public Executor {
   // operations as abort() does, and makes the destructor keep the communicator for the next
   // membership's survivors.
   void membership_changed(const std::string& reason);
+  // At the end of the Worker's shutdown, once nothing executes any more: after a membership
+  // change, parks the plane with its revoked communicator for this process's next Worker (or
+  // why it could not: communicator_carry.h). Once; before the next Worker's init in any
+  // binding, whenever this object itself is destroyed.
+  void carry_communicator_over();
   void set_device_allocator(DeviceAllocator allocator);
 
  private:
@@ -96,9 +101,6 @@ class GpuExecutor final : public Executor {
   // Rank 0: what every rank posted is read, checked and answered.
   Result<Rebuild> answer_as_rank_0();
   Status make_communicator(const Rebuild& rebuild, int ordinal);
-  // At the end of an executor ended by a membership change: parks the plane, revoked, for the
-  // next membership (or why it could not).
-  void carry_communicator_over();
   Status check_devices(const std::vector<std::shared_ptr<PendingOp>>& e) const;
   Result<int> local_rank_gpu();
   Result<std::shared_ptr<void>> allocate(const PendingOp& op, size_t bytes);
@@ -129,6 +131,7 @@ class GpuExecutor final : public Executor {
   std::unique_ptr<cuda::DevicePlane> plane_;  // written under mutex_ (abort() reads it)
   std::optional<std::string> abort_reason_;   // mutex_
   bool membership_changed_ = false;           // mutex_
+  bool carried_over_ = false;                 // mutex_
   DeviceAllocator allocator_;                 // mutex_
 };
 
