@@ -86,6 +86,18 @@ TEST(HostPlaneJobs, AnElasticResetShrinksTheSurvivorsCommunicator) {
                          "without rank(s) 2;"), 2) << r.err;
 }
 
+// A middle rank leaves: the survivors above it move down one rank, as ncclCommShrink orders them.
+TEST(HostPlaneJobs, LosingAMiddleRankShrinksTheCommunicatorInTheOldOrder) {
+  RunResult r = host_plane_job(4, {"--min-np", "2"}, "elastic", std::chrono::seconds(120),
+                               {{"ELASTIC_KILL_RANK", "1"}, {"ELASTIC_KILL_AT", "5"}});
+  ASSERT_FALSE(r.timed_out) << r.out << r.err;
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  // Steps 1-4 on 4 ranks, then 5-10 on 3: 4 * 4 + 3 * 6.
+  EXPECT_NE(r.out.find("TOTAL 34 EXPECTED 34 SIZE 3 RESETS 1"), std::string::npos) << r.out << r.err;
+  EXPECT_EQ(count(r.err, "(3 ranks), made by shrink of the last membership's 4-rank communicator "
+                         "without rank(s) 1;"), 3) << r.err;
+}
+
 // A rank joins: a shrink cannot add it, so every rank makes a new communicator (init).
 TEST(HostPlaneJobs, ARankJoiningRebuildsTheCommunicatorByInit) {
   TempDir dir("host-plane-grow");
