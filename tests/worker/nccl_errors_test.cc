@@ -146,7 +146,9 @@ TEST(PluginLoader, TheBuiltPluginFindsTheRunningNcclsOptionalFunctions) {
   const bool shrinks = contains(features, "elastic reset: shrink (ncclCommRevoke + ncclCommShrink) when ranks only leave");
   EXPECT_EQ(shrinks, (*plane)->shrink_support().is_ok()) << features;
   EXPECT_EQ(shrinks, version >= 228) << features;
-  if (!shrinks) EXPECT_TRUE(contains(features, "elastic reset: abort and init (this NCCL")) << features;
+  if (!shrinks) {
+    EXPECT_TRUE(contains(features, "elastic reset: abort and init (this NCCL")) << features;
+  }
 }
 
 }  // namespace

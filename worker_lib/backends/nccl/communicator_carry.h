@@ -35,6 +35,8 @@ struct CommunicatorLineage {
   int size = 0;
 };
 
+// 16 hex digits every member computes alike: from the unique id the communicator was made with,
+// or from the parent's tag (or id) and the old ranks a shrink excluded.
 std::string lineage_tag_of_init(const std::string& unique_id);
 std::string lineage_tag_of_shrink(const std::string& parent_tag, std::span<const int> excluded);
 

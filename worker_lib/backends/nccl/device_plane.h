@@ -73,6 +73,18 @@ inline int rank_after_shrink(int old_rank, std::span<const int> excluded) {
   return old_rank - below;
 }
 
+// Ok when rank `old_rank` of `old_size`, less `excluded`, is who `now` says this process is.
+inline Status check_shrunk_rank(int old_rank, int old_size, std::span<const int> excluded,
+                                const PluginContext& now) {
+  if (rank_after_shrink(old_rank, excluded) == now.rank &&
+      old_size - static_cast<int>(excluded.size()) == now.size)
+    return Status::ok();
+  return internal_error("communicator shrink: rank " + std::to_string(old_rank) + " of " +
+                        std::to_string(old_size) + " less " + std::to_string(excluded.size()) +
+                        " excluded rank(s) is not rank " + std::to_string(now.rank) + " of " +
+                        std::to_string(now.size) + " (protocol error)");
+}
+
 class DevicePlane {
  public:
   virtual ~DevicePlane() = default;

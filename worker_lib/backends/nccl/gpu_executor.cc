@@ -280,13 +280,7 @@ Result<GpuExecutor::Rebuild> GpuExecutor::answer_as_rank_0() {
     rebuild.shrink = choice.excluded;
     answer = shrink_answer(choice.excluded);
   } else {
-    // A new communicator: a new plane too, as a first set-up has (the carried one is revoked).
-    if (!lineage_.tag.empty()) {
-      HVRUN_ASSIGN_OR_RETURN(auto plane, make_plane());
-      install_plane(std::move(plane));
-      lineage_ = {};
-      HVRUN_RETURN_IF_ERROR(plane_->use_device(ordinal_));
-    }
+    HVRUN_RETURN_IF_ERROR(replace_carried_plane(ordinal_));  // the unique id comes from the new one
     HVRUN_ASSIGN_OR_RETURN(rebuild.id, plane_->make_unique_id());
     answer = kIdPrefix + rebuild.id;
   }
@@ -305,15 +299,18 @@ Status GpuExecutor::make_communicator(const Rebuild& rebuild, int ordinal) {
     lineage_ = {.tag = lineage_tag_of_shrink(lineage_.tag, *rebuild.shrink), .rank = job_.rank, .size = job_.size};
     return Status::ok();
   }
-  if (!lineage_.tag.empty()) {  // a carried plane, not shrunk: replaced (rank 0 did already)
-    HVRUN_ASSIGN_OR_RETURN(auto plane, make_plane());
-    install_plane(std::move(plane));
-    lineage_ = {};
-    HVRUN_RETURN_IF_ERROR(plane_->use_device(ordinal));
-  }
+  HVRUN_RETURN_IF_ERROR(replace_carried_plane(ordinal));  // rank 0's was replaced already
   HVRUN_RETURN_IF_ERROR(plane_->init_communicator(rebuild.id));
   lineage_ = {.tag = lineage_tag_of_init(rebuild.id), .rank = job_.rank, .size = job_.size};
   return Status::ok();
+}
+
+Status GpuExecutor::replace_carried_plane(int ordinal) {
+  if (lineage_.tag.empty()) return Status::ok();  // a plane of this membership already
+  HVRUN_ASSIGN_OR_RETURN(auto plane, make_plane());
+  install_plane(std::move(plane));  // the carried one, revoked, goes here
+  lineage_ = {};
+  return plane_->use_device(ordinal);
 }
 
 Status GpuExecutor::execute(const v1::Response& r, const std::vector<std::shared_ptr<PendingOp>>& e) {

@@ -24,8 +24,8 @@
 // new communicator from a new unique id. The "communicator ready" line says which, and why.
 //
 // Threads: execute() and the setters on the worker's background thread; abort(),
-// membership_changed() and set_device_allocator() from any thread; the constructor and the
-// destructor on the thread that builds or ends the Worker.
+// membership_changed() and set_device_allocator() from any thread; carry_communicator_over()
+// on the thread that shuts the Worker down, once the background thread has ended.
 #pragma once
 
 #include <chrono>
@@ -74,13 +74,13 @@ class GpuExecutor final : public Executor {
 
   void abort(const std::string& reason) override;
   // The job's membership changed (an elastic reset follows): fails the running and later
-  // operations as abort() does, and makes the destructor keep the communicator for the next
-  // membership's survivors.
+  // operations as abort() does, and makes carry_communicator_over() keep the communicator for
+  // the next membership's survivors.
   void membership_changed(const std::string& reason);
-  // At the end of the Worker's shutdown, once nothing executes any more: after a membership
-  // change, parks the plane with its revoked communicator for this process's next Worker (or
-  // why it could not: communicator_carry.h). Once; before the next Worker's init in any
-  // binding, whenever this object itself is destroyed.
+  // Called by the Worker's shutdown, which precedes the next init() in every binding (this
+  // object itself may go later): after a membership change, parks the plane with its revoked
+  // communicator for this process's next Worker, or why it could not (communicator_carry.h).
+  // Does nothing after the first call.
   void carry_communicator_over();
   void set_device_allocator(DeviceAllocator allocator);
 
@@ -101,6 +101,8 @@ class GpuExecutor final : public Executor {
   // Rank 0: what every rank posted is read, checked and answered.
   Result<Rebuild> answer_as_rank_0();
   Status make_communicator(const Rebuild& rebuild, int ordinal);
+  // A carried plane that is not shrunk gives way to a new one, as a first set-up makes.
+  Status replace_carried_plane(int ordinal);
   Status check_devices(const std::vector<std::shared_ptr<PendingOp>>& e) const;
   Result<int> local_rank_gpu();
   Result<std::shared_ptr<void>> allocate(const PendingOp& op, size_t bytes);

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "worker_lib/backends/nccl/communicator_carry.h"
 #include "worker_lib/backends/shm/futex.h"
 
 namespace hvrun::detail::cuda {
@@ -73,17 +74,8 @@ std::string HostCommunicator::new_id() {
 }
 
 std::string HostCommunicator::shrunk_id(const std::string& id, std::span<const int> excluded) {
-  // FNV-1a of the parent's id and the excluded ranks: a name of fixed length however many
-  // shrinks came before (shm names are limited to NAME_MAX).
-  uint64_t hash = 0xcbf29ce484222325ull;
-  auto mix = [&hash](const std::string& text) {
-    for (unsigned char c : text) hash = (hash ^ c) * 0x100000001b3ull;
-  };
-  mix(id);
-  for (int rank : excluded) mix("/" + std::to_string(rank));
-  char child[64];
-  std::snprintf(child, sizeof child, "/hvrun-hostplane-shrunk-%016llx", static_cast<unsigned long long>(hash));
-  return child;
+  // A name of fixed length however many shrinks came before (shm names are at most NAME_MAX).
+  return "/hvrun-hostplane-shrunk-" + lineage_tag_of_shrink(id, excluded);
 }
 
 HostCommunicator::HostCommunicator(void* base, size_t bytes, int rank, int size, size_t slot_bytes,

@@ -233,11 +233,7 @@ Status HostDevicePlane::revoke_communicator() {
 Status HostDevicePlane::shrink_communicator(std::span<const int> excluded, const PluginContext& now) {
   if (!comm_) return failed_precondition("host plane: no communicator to shrink");
   HVRUN_RETURN_IF_ERROR(revoke_communicator());
-  const int old_rank = comm_->rank(), old_size = comm_->size();
-  if (rank_after_shrink(old_rank, excluded) != now.rank || old_size - static_cast<int>(excluded.size()) != now.size)
-    return internal_error("host plane shrink: rank " + std::to_string(old_rank) + " of " + std::to_string(old_size) +
-                          " less " + std::to_string(excluded.size()) + " excluded rank(s) is not rank " +
-                          std::to_string(now.rank) + " of " + std::to_string(now.size) + " (protocol error)");
+  HVRUN_RETURN_IF_ERROR(check_shrunk_rank(comm_->rank(), comm_->size(), excluded, now));
   // The old membership's stream, failure and abort end here; the new one starts clean.
   stream_.reset();
   failed_.reset();

@@ -267,6 +267,8 @@ Status CudaDevicePlane::wait_until_quiescent() {
   const auto deadline = Clock::now() + op_timeout_;
   Backoff backoff;
   for (;;) {
+    // Quiescent is anything but in progress: an error the lost rank left is the shrink's to
+    // handle (NCCL_SHRINK_ABORT).
     ncclResult_t state = ncclSuccess;
     if (ncclCommGetAsyncError(comm_, &state) != ncclSuccess || state != ncclInProgress) return Status::ok();
     if (Clock::now() > deadline) return gpu_timeout_status(who_, "revoking the communicator (ncclCommRevoke)", op_timeout_);
@@ -292,11 +294,7 @@ Status CudaDevicePlane::revoke_communicator() {
 
 Status CudaDevicePlane::shrink_communicator(std::span<const int> excluded, const PluginContext& now) {
   HVRUN_RETURN_IF_ERROR(revoke_communicator());
-  const int old_rank = who_.rank, old_size = who_.size;
-  if (rank_after_shrink(old_rank, excluded) != now.rank || old_size - static_cast<int>(excluded.size()) != now.size)
-    return internal_error("ncclCommShrink: rank " + std::to_string(old_rank) + " of " + std::to_string(old_size) +
-                          " less " + std::to_string(excluded.size()) + " excluded rank(s) is not rank " +
-                          std::to_string(now.rank) + " of " + std::to_string(now.size) + " (protocol error)");
+  HVRUN_RETURN_IF_ERROR(check_shrunk_rank(who_.rank, who_.size, excluded, now));
   // The old membership's failure and abort end here.
   failed_.reset();
   {
