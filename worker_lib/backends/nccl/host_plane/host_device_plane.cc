@@ -206,13 +206,16 @@ Result<std::string> HostDevicePlane::make_unique_id() { return HostCommunicator:
 
 Status HostDevicePlane::init_communicator(const std::string& unique_id) {
   HVRUN_RETURN_IF_ERROR(usable("communicator init"));
-  HostCommunicatorOptions options{.id = unique_id, .rank = who_.rank, .size = who_.size};
+  return attach({.id = unique_id, .rank = who_.rank, .size = who_.size}, "init");
+}
+
+Status HostDevicePlane::attach(const HostCommunicatorOptions& options, const std::string& what) {
   auto comm = HostCommunicator::attach(options, aborted_, Clock::now() + op_timeout_);
   if (!comm.is_ok()) {
     if (auto reason = abort_reason())
-      return fail(aborted("job aborted: " + *reason + " (during host plane communicator init)"));
+      return fail(aborted("job aborted: " + *reason + " (during host plane communicator " + what + ")"));
     if (comm.status().code() == StatusCode::kDeadlineExceeded)
-      return fail(gpu_timeout_status(who_, "communicator init", op_timeout_));
+      return fail(gpu_timeout_status(who_, "communicator " + what, op_timeout_));
     return fail(comm.status());
   }
   comm_ = std::move(comm).value();
@@ -247,20 +250,11 @@ Status HostDevicePlane::shrink_communicator(std::span<const int> excluded, const
   who_ = RankIdentity{now.rank, now.size, now.host, who_.gpu};
   op_timeout_ = now.op_timeout;
   stream_ = std::make_unique<HostStream>("hvrun-hplane");
-  HostCommunicatorOptions options{.id = HostCommunicator::shrunk_id(comm_->id(), excluded),
-                                  .rank = now.rank,
-                                  .size = now.size,
-                                  .slot_bytes = comm_->slot_bytes()};
-  auto child = HostCommunicator::attach(options, aborted_, Clock::now() + op_timeout_);
-  if (!child.is_ok()) {
-    if (auto reason = abort_reason())
-      return fail(aborted("job aborted: " + *reason + " (while shrinking the host plane communicator)"));
-    if (child.status().code() == StatusCode::kDeadlineExceeded)
-      return fail(gpu_timeout_status(who_, "communicator shrink", op_timeout_));
-    return fail(child.status());
-  }
-  comm_ = std::move(child).value();
-  return Status::ok();
+  return attach({.id = HostCommunicator::shrunk_id(comm_->id(), excluded),
+                 .rank = now.rank,
+                 .size = now.size,
+                 .slot_bytes = comm_->slot_bytes()},
+                "shrink");
 }
 
 Status HostDevicePlane::enqueue_exchange(const std::string& what,

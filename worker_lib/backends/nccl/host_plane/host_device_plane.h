@@ -85,6 +85,9 @@ class HostDevicePlane final : public DevicePlane {
   Status usable(const std::string& what);
   Status fail(Status failure);
   Result<void*> grow(Buffer& buffer, size_t bytes, const std::string& what);
+  // Attaches comm_ to the communicator `options` name (`what`: "init", "shrink"), bounded by
+  // the op timeout and the abort; a failure aborts the plane.
+  Status attach(const HostCommunicatorOptions& options, const std::string& what);
   // Queues `op` on the internal stream; its failure becomes the asynchronous error.
   void enqueue(std::function<Status()> op);
   // Queues one exchange of the communicator (a collective); `what` names it in errors.
