@@ -66,7 +66,7 @@ void GpuExecutor::carry_communicator_over() {
   std::unique_ptr<cuda::DevicePlane> plane;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (!membership_changed_ || carried_over_) return;
+    if (!job_.elastic || !membership_changed_ || carried_over_) return;
     carried_over_ = true;
     // abort() from another thread finds no plane from here on.
     plane = std::move(plane_);

@@ -116,9 +116,11 @@ void CudaDevicePlane::start_revoke() {
 }
 
 Status CudaDevicePlane::fail(Status failure) {
-  if (comm_ && elastic_ && shrink_support().is_ok()) {
-    // The survivors of a lost rank shrink this communicator at the elastic reset: its work ends
-    // as with an abort, but it stays.
+  // The survivors of a lost rank shrink this communicator at the elastic reset: a peer's error
+  // or the job's abort (which the coordinator sends every rank) revokes it, so its work ends as
+  // with an abort, but it stays. The op timeout still aborts: the peers, held in the collective
+  // this rank gives up on, learn of it from NCCL at once, not at their own timeout.
+  if (comm_ && elastic_ && failure.code() != StatusCode::kDeadlineExceeded && shrink_support().is_ok()) {
     start_revoke();
     if (!failed_) failed_ = failure;
     return failure;

@@ -69,8 +69,9 @@ class CudaDevicePlane final : public DevicePlane {
   // Aborts the communicator after `failure`; later calls fail with it. Returns it at once:
   // ncclCommAbort runs on abort_thread_, because it can wait for work queued on the internal
   // stream (e.g. behind a caller's stream that never finishes) and the handle must fail now.
-  // In an elastic job that can shrink, the communicator is revoked (ncclCommRevoke, on
-  // abort_thread_ too) instead, and kept for revoke_communicator() and shrink_communicator().
+  // In an elastic job that can shrink, a failure other than the op timeout revokes the
+  // communicator instead (ncclCommRevoke, on abort_thread_ too), kept for
+  // revoke_communicator() and shrink_communicator().
   Status fail(Status failure);
   // Starts ncclCommRevoke on abort_thread_ (once); comm_ stays.
   void start_revoke();
