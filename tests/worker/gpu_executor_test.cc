@@ -106,6 +106,11 @@ class HostPlane final : public cuda::DevicePlane {
     std::memmove(out, in, send[0]);
     return call("alltoallv");
   }
+  Status shrink_support() const override { return unimplemented("the recording plane does not shrink"); }
+  Status revoke_communicator() override { return call("revoke_communicator"); }
+  Status shrink_communicator(std::span<const int>, const cuda::PluginContext&) override {
+    return call("shrink_communicator");
+  }
   Status synchronize(const std::string&) override { return call("synchronize"); }
   void abort(const std::string& reason) override { log_.aborted = reason; }
 
@@ -196,6 +201,8 @@ TEST(GpuExecutor, FusedAllreduceIsOnePackOneCollectiveOneUnpackOnEachStreamOnce)
   EXPECT_EQ(f.log.calls, want);
   EXPECT_EQ(f.store.values.at("nccl/gpu/0"), "h\t0000:00:00.0\t0");
   EXPECT_EQ(f.store.values.at("nccl/unique_id"), "id:" + std::string(128, 'u'));
+  EXPECT_EQ(f.store.values.at("nccl/rebuild"),
+            "init (a new unique id): no rank holds a communicator of an earlier membership");
 }
 
 TEST(GpuExecutor, LoneAllreduceGoesStraightFromInputToOutputAndAverageIsNcclAvg) {
@@ -331,6 +338,7 @@ TEST(GpuExecutor, AnotherRankReadsOnlyRankZerosAnswer) {
   Fixture f(3);
   f.job.rank = 2;
   f.job.setup_timeout = std::chrono::milliseconds(2000);
+  f.store.values["nccl/rebuild"] = "init (a new unique id): no rank holds a communicator";  // before the id
   f.store.values["nccl/unique_id"] = "id:" + std::string(128, 'u');
   GpuExecutor ex(f.job);
   std::vector<float> x(2);
@@ -386,6 +394,55 @@ TEST(GpuExecutor, AbortAfterSetUpIsPassedToThePlane) {
                          {cuda_op("x", {2}, x.data(), x.data(), nullptr)}).is_ok());
   ex.abort("stall shutdown");
   EXPECT_EQ(f.log.aborted, "stall shutdown");
+}
+
+// An elastic reset hands what the ended executor kept to the next one in this process: here a
+// plane that cannot shrink, so the next membership is told why, and makes a new communicator.
+TEST(GpuExecutor, AfterAMembershipChangeTheNextExecutorSaysWhyItMakesANewCommunicator) {
+  (void)take_carried_communicator();  // nothing left from another test
+  Fixture first;
+  first.job.elastic = true;
+  std::vector<float> x(2);
+  auto allreduce = response(v1::COLLECTIVE_OP_ALLREDUCE, {{"x", {2}}});
+  {
+    GpuExecutor ex(first.job);
+    ASSERT_TRUE(ex.execute(allreduce, {cuda_op("x", {2}, x.data(), x.data(), nullptr)}).is_ok());
+    ex.membership_changed("rank 1 left");
+    EXPECT_EQ(first.log.aborted, "rank 1 left");
+    ex.carry_communicator_over();
+  }
+  Fixture second;
+  second.job.elastic = true;
+  GpuExecutor next(second.job);
+  Status s = next.execute(allreduce, {cuda_op("x", {2}, x.data(), x.data(), nullptr)});
+  ASSERT_TRUE(s.is_ok()) << s.to_string();
+  EXPECT_EQ(second.store.values.at("nccl/gpu/0"), "h\t0000:00:00.0\t0\tnone\tthe recording plane does not shrink");
+  EXPECT_EQ(second.store.values.at("nccl/rebuild"),
+            "init (a new unique id) after an elastic reset: rank 0 kept no communicator: the recording plane "
+            "does not shrink");
+  EXPECT_FALSE(take_carried_communicator().has_value());  // taken by `next`
+}
+
+TEST(GpuExecutor, WithoutAMembershipChangeOrOutsideAnElasticJobNothingIsCarried) {
+  (void)take_carried_communicator();
+  std::vector<float> x(2);
+  auto allreduce = response(v1::COLLECTIVE_OP_ALLREDUCE, {{"x", {2}}});
+  Fixture elastic;
+  elastic.job.elastic = true;
+  {
+    GpuExecutor ex(elastic.job);
+    ASSERT_TRUE(ex.execute(allreduce, {cuda_op("x", {2}, x.data(), x.data(), nullptr)}).is_ok());
+    ex.carry_communicator_over();  // a shutdown that ends the job
+  }
+  EXPECT_FALSE(take_carried_communicator().has_value());
+  Fixture plain;
+  {
+    GpuExecutor ex(plain.job);
+    ASSERT_TRUE(ex.execute(allreduce, {cuda_op("x", {2}, x.data(), x.data(), nullptr)}).is_ok());
+    ex.membership_changed("no elastic job");
+    ex.carry_communicator_over();
+  }
+  EXPECT_FALSE(take_carried_communicator().has_value());
 }
 
 }  // namespace

@@ -5,9 +5,12 @@
 // group. These tests need no GPU and never skip.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <regex>
 #include <string>
 
 #include "tests/support/subprocess.h"
+#include "tests/support/temp_dir.h"
 
 namespace hvrun::test {
 namespace {
@@ -68,16 +71,51 @@ TEST(HostPlaneJobs, OpTimeoutFailsAHeldCollectiveOnEveryRank) {
   EXPECT_GE(count(r.out, "op timeout named"), 1) << r.out << r.err;
 }
 
-TEST(HostPlaneJobs, AnElasticResetRebuildsTheCommunicator) {
+// Ranks only leave: the survivors keep their communicator and shrink it, with no new unique id.
+TEST(HostPlaneJobs, AnElasticResetShrinksTheSurvivorsCommunicator) {
   RunResult r = host_plane_job(3, {"--min-np", "2"}, "elastic", std::chrono::seconds(120),
                                {{"ELASTIC_KILL_RANK", "2"}, {"ELASTIC_KILL_AT", "5"}});
   ASSERT_FALSE(r.timed_out) << r.out << r.err;
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   // Steps 1-4 on 3 ranks (committed at step 4), then 5-10 on 2: 3 * 4 + 2 * 6.
-  EXPECT_NE(r.out.find("TOTAL 24 SIZE 2 RESETS 1"), std::string::npos) << r.out << r.err;
-  // A communicator of 3 ranks, then one of the 2 survivors each.
+  EXPECT_NE(r.out.find("TOTAL 24 EXPECTED 24 SIZE 2 RESETS 1"), std::string::npos) << r.out << r.err;
+  // A communicator of 3 ranks made by init, then the 2 survivors' shrunk from it.
   EXPECT_EQ(count(r.err, "communicator ready on host plane device"), 3 + 2) << r.err;
-  EXPECT_EQ(count(r.err, "(2 ranks)"), 2) << r.err;
+  EXPECT_EQ(count(r.err, "(3 ranks), made by init (a new unique id): no rank holds a communicator"), 3) << r.err;
+  EXPECT_EQ(count(r.err, "(2 ranks), made by shrink of the last membership's 3-rank communicator "
+                         "without rank(s) 2;"), 2) << r.err;
+}
+
+// A middle rank leaves: the survivors above it move down one rank, as ncclCommShrink orders them.
+TEST(HostPlaneJobs, LosingAMiddleRankShrinksTheCommunicatorInTheOldOrder) {
+  RunResult r = host_plane_job(4, {"--min-np", "2"}, "elastic", std::chrono::seconds(120),
+                               {{"ELASTIC_KILL_RANK", "1"}, {"ELASTIC_KILL_AT", "5"}});
+  ASSERT_FALSE(r.timed_out) << r.out << r.err;
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  // Steps 1-4 on 4 ranks, then 5-10 on 3: 4 * 4 + 3 * 6.
+  EXPECT_NE(r.out.find("TOTAL 34 EXPECTED 34 SIZE 3 RESETS 1"), std::string::npos) << r.out << r.err;
+  EXPECT_EQ(count(r.err, "(3 ranks), made by shrink of the last membership's 4-rank communicator "
+                         "without rank(s) 1;"), 3) << r.err;
+}
+
+// A rank joins: a shrink cannot add it, so every rank makes a new communicator (init).
+TEST(HostPlaneJobs, ARankJoiningRebuildsTheCommunicatorByInit) {
+  TempDir dir("host-plane-grow");
+  const std::string hosts = dir.file("hosts");
+  {
+    std::ofstream out(hosts);
+    out << "localhost:2\n";
+  }
+  RunResult r = host_plane_job(2, {"--max-np", "3", "--elastic-timeout", "60", "--host-discovery-script", "cat " + hosts},
+                               "elastic", std::chrono::seconds(150), {{"ELASTIC_GROW", hosts + ":3:localhost:3"}});
+  ASSERT_FALSE(r.timed_out) << r.out << r.err;
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.out, m, std::regex(R"(TOTAL (\d+) EXPECTED (\d+) SIZE 3 RESETS 1)"))) << r.out << r.err;
+  EXPECT_EQ(m[1], m[2]) << r.out;
+  EXPECT_EQ(count(r.err, "(2 ranks), made by init (a new unique id): no rank holds a communicator"), 2) << r.err;
+  EXPECT_EQ(count(r.err, "(3 ranks), made by init (a new unique id) after an elastic reset: rank 2 joined"), 3)
+      << r.err;
 }
 
 }  // namespace

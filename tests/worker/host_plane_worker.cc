@@ -9,7 +9,9 @@
 //                  kAborted naming the reason, promptly, when rank 0 aborts the job
 //   ... timeout    (with --op-timeout 3) the same collective fails at the op timeout
 //   ... elastic    an elastic trainer on CUDA tensors; the rank ELASTIC_KILL_RANK SIGKILLs
-//                  itself at step ELASTIC_KILL_AT and the survivors rebuild the communicator
+//                  itself at step ELASTIC_KILL_AT and the survivors shrink the communicator;
+//                  with ELASTIC_GROW=FILE:STEP:TEXT rank 0 writes TEXT (the discovery script's
+//                  input) into FILE at STEP, and the job steps on until a rank has joined
 //
 // Prints "PASS ..." / "FAIL ..." lines and a summary; exits non-zero on any failure.
 #include <signal.h>
@@ -374,25 +376,66 @@ int env_int(const char* name, int fallback) {
   return v ? std::atoi(v) : fallback;
 }
 
-// elastic_cpp_job.cc's arithmetic on a CUDA tensor: every step adds the job's size to `total`.
+// ELASTIC_GROW: which file to write what into, at which step; `to`: the slots TEXT lists
+// ("localhost:3": one host).
+struct Growth {
+  std::string file, text;
+  int64_t at = -1;
+  int to = 0;
+  bool wanted() const { return at >= 0; }
+};
+
+Growth growth_from_env() {
+  Growth g;
+  const char* v = std::getenv("ELASTIC_GROW");
+  if (v == nullptr) return g;
+  std::string spec(v);
+  size_t first = spec.find(':'), second = spec.find(':', first + 1);
+  if (first == std::string::npos || second == std::string::npos) return g;
+  g.file = spec.substr(0, first);
+  g.at = std::atoll(spec.substr(first + 1, second - first - 1).c_str());
+  g.text = spec.substr(second + 1) + "\n";
+  g.to = std::atoi(spec.substr(spec.rfind(':') + 1).c_str());
+  return g;
+}
+
+// elastic_cpp_job.cc's arithmetic on a CUDA tensor: every step adds the job's size to `total`
+// through the allreduce, and to `expected` by the rank's own count, so that the two agree after
+// any reset only if every collective on the rebuilt communicator was right.
 int elastic() {
   const int launch_rank = env_int("HVRUN_RANK", -1);
   const int kill_rank = env_int("ELASTIC_KILL_RANK", -1), kill_at = env_int("ELASTIC_KILL_AT", -1);
-  double total = 0;
+  const Growth growth = growth_from_env();
+  // Growing: the new slot is taken in at a commit after the discovery script lists it; steps
+  // are paced until then, at most kWaitSteps of them (20 s), and a few run on the grown job.
+  constexpr int64_t kSteps = 10, kWaitSteps = 400, kStepsGrown = 4;
+  double total = 0, expected = 0;
   int64_t step = 0;
   int resets = 0, size = 0, rank = -1;
   hvrun::elastic::State state;
-  if (!state.add("total", &total, sizeof total).is_ok() || !state.add("step", &step, sizeof step).is_ok()) return 2;
+  if (!state.add("total", &total, sizeof total).is_ok() || !state.add("expected", &expected, sizeof expected).is_ok() ||
+      !state.add("step", &step, sizeof step).is_ok())
+    return 2;
   state.on_reset([&](hvrun::Worker&) { ++resets; });
   hvrun::Status status = hvrun::elastic::run(state, [&](hvrun::Worker& w, hvrun::elastic::State& st) {
     size = w.size();
     rank = w.rank();
-    while (step < 10) {
+    int64_t steps_here = 0;  // in this membership
+    auto waiting_to_grow = [&] { return growth.wanted() && size < growth.to; };
+    auto growing = [&] { return growth.wanted() && (size < growth.to || steps_here < kStepsGrown); };
+    while (step < kSteps || (growing() && step < kSteps + kWaitSteps)) {
       if (launch_rank == kill_rank && step == kill_at) ::raise(SIGKILL);
+      if (growth.wanted() && rank == 0 && step == growth.at) {
+        FILE* f = std::fopen(growth.file.c_str(), "w");
+        if (f == nullptr || std::fputs(growth.text.c_str(), f) < 0 || std::fclose(f) != 0) return hvrun::internal_error("could not write " + growth.file);
+      }
+      if (waiting_to_grow()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
       double one = 1.0;
       HVRUN_RETURN_IF_ERROR(w.allreduce("one", hvrun::TensorView{&one, DataType::kFloat64, {1}, kDev, nullptr}));
       total += one;
+      expected += size;
       ++step;
+      ++steps_here;
       if (step % 2 == 0) HVRUN_RETURN_IF_ERROR(st.commit(w));
     }
     return hvrun::Status::ok();
@@ -401,7 +444,7 @@ int elastic() {
     std::fprintf(stderr, "elastic run failed: %s\n", status.to_string().c_str());
     return 1;
   }
-  if (rank == 0) std::printf("TOTAL %g SIZE %d RESETS %d\n", total, size, resets);
+  if (rank == 0) std::printf("TOTAL %g EXPECTED %g SIZE %d RESETS %d\n", total, expected, size, resets);
   return 0;
 }
 

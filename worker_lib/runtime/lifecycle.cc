@@ -34,7 +34,8 @@ RuntimeLifecycle::Phase RuntimeLifecycle::begin_stop() {
   return found;
 }
 
-void RuntimeLifecycle::tear_down(const std::string& reason) {
+void RuntimeLifecycle::tear_down(const std::string& reason, TearDown why) {
+  if (why == TearDown::kMembershipChanged && parts_.gpu) parts_.gpu->membership_changed(reason);
   if (parts_.executor) parts_.executor->abort(reason);
   if (parts_.process_sets) parts_.process_sets->abort(reason);
 }
@@ -79,6 +80,11 @@ Status RuntimeLifecycle::shutdown(const std::optional<std::string>& failure) {
   p.reader->join();
   release_peers_of_skipped_plans();  // plans that arrived after the loop stopped
   (void)p.stream->finish();  // cancelled or aborted streams end with an error: nothing to do
+  // After a membership change, the next Worker of this process may shrink the communicator (or
+  // say that it held one, when slots were added and it cannot).
+  if (p.gpu && p.reader->hosts_updated())
+    p.gpu->membership_changed("slots were added to the job: the membership changes at this reset");
+  if (p.gpu) p.gpu->carry_communicator_over();
   p.claim.reset();  // this process may init() again
   if (p.private_coordinator) p.private_coordinator->wait_for_exit();  // it ends on Goodbye
   phase_.store(Phase::kStopped);

@@ -36,7 +36,10 @@ class RuntimeLifecycle {
   // coordinator (which aborts the job naming this rank) instead of Goodbye.
   Status shutdown(const std::optional<std::string>& failure);
   // Tears this rank's data planes down (CPU backend, GPU executor, the sets'): any thread.
-  void tear_down(const std::string& reason);
+  // kMembershipChanged: an elastic reset follows, and the GPU communicator is kept (revoked)
+  // for the survivors to shrink (backends/nccl/communicator_carry.h).
+  enum class TearDown { kAbort, kMembershipChanged };
+  void tear_down(const std::string& reason, TearDown why = TearDown::kAbort);
 
   Phase phase() const { return phase_.load(); }
   // Shutdown has begun: a stream that ends now ends as asked (the reader's question).

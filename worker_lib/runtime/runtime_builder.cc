@@ -46,7 +46,8 @@ Status RuntimeBuilder::build_data_planes() {
                                                   .setup_timeout = p.config.start_timeout,
                                                   .store = p.client.get(),
                                                   .allocator = p.config.device_allocator,
-                                                  .plane_factory = cuda::device_plane_factory(p.config.device_plane)});
+                                                  .plane_factory = cuda::device_plane_factory(p.config.device_plane),
+                                                  .elastic = p.config.elastic});
   p.gpu = gpu.get();
   p.executor->set_gpu_executor(std::move(gpu));
   ProcessSetPlanes::Job set_job{.rank = p.topology.rank,
@@ -155,7 +156,11 @@ Status RuntimeBuilder::build_negotiation() {
       .stream = *p.stream,
       .telemetry = *p.telemetry,
       .reporter = *p.reporter,
-      .tear_down = [&lifecycle](const std::string& reason) { lifecycle.tear_down(reason); },
+      .tear_down =
+          [&lifecycle](const std::string& reason, bool membership_changed) {
+            lifecycle.tear_down(reason, membership_changed ? RuntimeLifecycle::TearDown::kMembershipChanged
+                                                           : RuntimeLifecycle::TearDown::kAbort);
+          },
       .on_end = [&p] { p.heartbeat->stop(); },
       .stopping = [&lifecycle] { return lifecycle.stopping(); },
       .rank = rank,

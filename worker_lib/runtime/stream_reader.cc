@@ -58,7 +58,7 @@ void StreamReader::read() {
       if (abort_now) state.terminate(status);
       // Unblock a collective the background thread may be stuck in (a dead peer, a stopped
       // one) and make the remaining ones fail at once.
-      c_.tear_down(status.message());
+      c_.tear_down(status.message(), message.abort().membership_changed());
     }
     state.wake.notify_all();
     message.Clear();
@@ -69,7 +69,7 @@ void StreamReader::read() {
     Status status = stream_lost_status();
     SPDLOG_ERROR("{}", status.message());
     state.terminate(status);
-    c_.tear_down(status.message());
+    c_.tear_down(status.message(), false);
   }
   {
     std::lock_guard<std::mutex> lock(state.mutex);

@@ -33,7 +33,8 @@ class StreamReader {
     telemetry::WorkerTelemetry& telemetry;
     telemetry::ReportSender& reporter;
     // Tears this rank's data planes down (any thread): collectives in progress fail at once.
-    std::function<void(const std::string& reason)> tear_down;
+    // membership_changed: the JobAbort of an elastic membership change.
+    std::function<void(const std::string& reason, bool membership_changed)> tear_down;
     // The stream has ended (after WorkState::stream_ended is set).
     std::function<void()> on_end;
     // Whether this rank's shutdown has begun: a stream that ends then ends as asked.

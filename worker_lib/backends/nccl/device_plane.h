@@ -28,7 +28,7 @@
 
 namespace hvrun::detail::cuda {
 
-inline constexpr int kPluginAbiVersion = 2;
+inline constexpr int kPluginAbiVersion = 3;
 inline constexpr const char* kPluginFileName = "libhvrun_cuda.so";
 inline constexpr const char* kPluginCreateSymbol = "hvrun_cuda_plugin_create";
 inline constexpr const char* kPluginAbiSymbol = "hvrun_cuda_plugin_abi_version";
@@ -57,7 +57,33 @@ struct PluginContext {
   int local_rank = 0;
   std::string host;
   std::chrono::milliseconds op_timeout{300000};
+  // An elastic job: a failure revokes the communicator instead of destroying it, where the
+  // plane can shrink (shrink_support()), so that the survivors of a lost rank can shrink it.
+  bool elastic = false;
 };
+
+// A survivor's rank in the communicator shrunk without the old ranks `excluded` (ascending):
+// its old rank less the excluded ranks below it (NCCL's order); -1 when `old_rank` is excluded.
+inline int rank_after_shrink(int old_rank, std::span<const int> excluded) {
+  int below = 0;
+  for (int r : excluded) {
+    if (r == old_rank) return -1;
+    if (r < old_rank) ++below;
+  }
+  return old_rank - below;
+}
+
+// Ok when rank `old_rank` of `old_size`, less `excluded`, is who `now` says this process is.
+inline Status check_shrunk_rank(int old_rank, int old_size, std::span<const int> excluded,
+                                const PluginContext& now) {
+  if (rank_after_shrink(old_rank, excluded) == now.rank &&
+      old_size - static_cast<int>(excluded.size()) == now.size)
+    return Status::ok();
+  return internal_error("communicator shrink: rank " + std::to_string(old_rank) + " of " +
+                        std::to_string(old_size) + " less " + std::to_string(excluded.size()) +
+                        " excluded rank(s) is not rank " + std::to_string(now.rank) + " of " +
+                        std::to_string(now.size) + " (protocol error)");
+}
 
 class DevicePlane {
  public:
@@ -116,6 +142,28 @@ class DevicePlane {
   // recv_bytes[k] from rank k consecutively into `output`.
   virtual Status alltoallv(const void* input, std::span<const size_t> send_bytes, void* output,
                            std::span<const size_t> recv_bytes) = 0;
+
+  // ---- Elastic reset: the survivors' communicator made from the old one
+  // When the job's membership changes and ranks only left, the survivors keep their plane
+  // (device, stream, buffers) and shrink its communicator, as NCCL's ncclCommShrink does: no new
+  // unique id, no bootstrap of the ranks from scratch. When ranks joined, or the plane cannot
+  // shrink, the executor makes a new plane and a new communicator (abort and init).
+  //
+  // Ok when shrink_communicator() works here; otherwise why not (the NCCL loaded has no
+  // ncclCommRevoke/ncclCommShrink).
+  virtual Status shrink_support() const = 0;
+  // Stops the communicator's work without freeing it (ncclCommRevoke; already done when a
+  // failure of an elastic job revoked it), waiting until it is quiescent, bounded by the op
+  // timeout. Every operation fails after it until shrink_communicator(). Any thread that owns
+  // the plane; not concurrently with its other calls.
+  virtual Status revoke_communicator() = 0;
+  // Makes the survivors' communicator from the revoked one (ncclCommShrink), then frees the old
+  // one. `excluded`: the old ranks that left, ascending, the same list on every survivor; every
+  // survivor calls it (a collective of the survivors). A survivor's rank in the new
+  // communicator is its old rank less the excluded ranks below it, and `now` (who this process
+  // is in the new membership) must say the same. The failure and abort of the old membership
+  // are cleared; device, stream and buffers stay. Bounded by now.op_timeout and abort().
+  virtual Status shrink_communicator(std::span<const int> excluded, const PluginContext& now) = 0;
 
   // ---- Completion and failure
   // Waits until everything queued so far finished on the GPU; `what` names the operation for

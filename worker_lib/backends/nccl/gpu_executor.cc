@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <numeric>
 #include <sstream>
+#include <utility>
 
 #include "common/logging.h"
 #include "worker_lib/backends/nccl/nccl_errors.h"
@@ -16,6 +17,9 @@ namespace {
 constexpr const char* kErrorPrefix = "error:";
 constexpr const char* kIdPrefix = "id:";
 constexpr const char* kUniqueIdKey = "nccl/unique_id";
+constexpr const char* kRebuildKey = "nccl/rebuild";  // rank 0's how and why, for the log line
+
+std::string gpu_key(int rank) { return "nccl/gpu/" + std::to_string(rank); }
 
 bool is_floating(DataType t) {
   return t == DataType::kFloat16 || t == DataType::kBFloat16 || t == DataType::kFloat32 ||
@@ -45,14 +49,56 @@ std::vector<void*> streams_of(const std::vector<std::shared_ptr<PendingOp>>& e) 
 
 GpuExecutor::GpuExecutor(GpuJob job) : job_(std::move(job)), allocator_(job_.allocator) {
   if (job_.plugin_candidates.empty()) job_.plugin_candidates = cuda::default_plugin_candidates();
+  if (!job_.elastic) return;
+  // The last membership's communicator, if this process was in it and could keep it.
+  if (auto carried = take_carried_communicator()) {
+    why_not_carried_ = carried->why_not;
+    if (carried->plane) {
+      lineage_ = carried->lineage;
+      plane_ = std::move(carried->plane);
+    }
+  }
 }
 
 GpuExecutor::~GpuExecutor() = default;
+
+void GpuExecutor::carry_communicator_over() {
+  std::unique_ptr<cuda::DevicePlane> plane;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!job_.elastic || !membership_changed_ || carried_over_) return;
+    carried_over_ = true;
+    // abort() from another thread finds no plane from here on.
+    plane = std::move(plane_);
+  }
+  // The survivors' next executor may shrink this communicator. One that set nothing up (no
+  // CUDA tensor in this membership) passes on what it was given, if anything.
+  CarriedCommunicator carried{.why_not = why_not_carried_};
+  if (plane && !lineage_.tag.empty()) {
+    Status support = plane->shrink_support();
+    Status revoked = support.is_ok() ? plane->revoke_communicator() : support;
+    if (revoked.is_ok()) {
+      carried.plane = std::move(plane);
+      carried.lineage = lineage_;
+    } else {
+      carried.why_not = revoked.message();
+    }
+  }
+  carry_communicator(std::move(carried));
+}
 
 void GpuExecutor::abort(const std::string& reason) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!abort_reason_) abort_reason_ = reason;
   if (plane_) plane_->abort(reason);
+}
+
+void GpuExecutor::membership_changed(const std::string& reason) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    membership_changed_ = true;
+  }
+  abort(reason);
 }
 
 void GpuExecutor::set_device_allocator(DeviceAllocator allocator) {
@@ -104,7 +150,7 @@ Status GpuExecutor::ensure_ready(const std::vector<std::shared_ptr<PendingOp>>& 
     // Tell the other ranks, who would otherwise wait for this rank's key (rank 0) or for rank
     // 0's answer (the others) until the timeout.
     if (job_.store) {
-      (void)job_.store->set("nccl/gpu/" + std::to_string(job_.rank), kErrorPrefix + s.message());
+      (void)job_.store->set(gpu_key(job_.rank), kErrorPrefix + s.message());
       if (job_.rank == 0 && !answered_)
         (void)job_.store->set(kUniqueIdKey, std::string(kErrorPrefix) +
                                                 "rank 0 could not set up its GPU data plane: " +
@@ -116,26 +162,38 @@ Status GpuExecutor::ensure_ready(const std::vector<std::shared_ptr<PendingOp>>& 
   return check_devices(e);
 }
 
+cuda::PluginContext GpuExecutor::plugin_context() const {
+  return {.rank = job_.rank,
+          .size = job_.size,
+          .local_rank = job_.local_rank,
+          .host = job_.host,
+          .op_timeout = job_.op_timeout,
+          .elastic = job_.elastic};
+}
+
+Result<std::unique_ptr<cuda::DevicePlane>> GpuExecutor::make_plane() {
+  // Another plane (the host plane) is made where the plugin would be loaded: everything after
+  // this is the same code for both.
+  return job_.plane_factory ? job_.plane_factory(plugin_context())
+                            : cuda::load_device_plane(plugin_context(), job_.plugin_candidates);
+}
+
+void GpuExecutor::install_plane(std::unique_ptr<cuda::DevicePlane> plane) {
+  std::unique_ptr<cuda::DevicePlane> old;
+  std::lock_guard<std::mutex> lock(mutex_);
+  old = std::exchange(plane_, std::move(plane));
+  if (plane_ && abort_reason_) plane_->abort(*abort_reason_);
+}
+
 Status GpuExecutor::set_up(int ordinal) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (abort_reason_) return aborted("job aborted: " + *abort_reason_);
   }
-  cuda::PluginContext context{.rank = job_.rank,
-                              .size = job_.size,
-                              .local_rank = job_.local_rank,
-                              .host = job_.host,
-                              .op_timeout = job_.op_timeout};
-  // Another plane (the host plane) is made where the plugin would be loaded: everything after
-  // this line is the same code for both.
-  Result<std::unique_ptr<cuda::DevicePlane>> made =
-      job_.plane_factory ? job_.plane_factory(context)
-                         : cuda::load_device_plane(context, job_.plugin_candidates);
-  HVRUN_ASSIGN_OR_RETURN(auto plane, std::move(made));
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    plane_ = std::move(plane);
-    if (abort_reason_) plane_->abort(*abort_reason_);
+  // A plane carried over an elastic reset is used until rank 0 says whether it is shrunk.
+  if (!plane_) {
+    HVRUN_ASSIGN_OR_RETURN(auto plane, make_plane());
+    install_plane(std::move(plane));
   }
   if (ordinal < 0) {
     HVRUN_ASSIGN_OR_RETURN(ordinal, local_rank_gpu());
@@ -143,63 +201,116 @@ Status GpuExecutor::set_up(int ordinal) {
   HVRUN_RETURN_IF_ERROR(plane_->use_device(ordinal));
   ordinal_ = ordinal;
   HVRUN_ASSIGN_OR_RETURN(std::string bus_id, plane_->pci_bus_id(ordinal));
-
-  // One GPU per rank, checked before NCCL (which would only say "Duplicate GPU detected"), and
-  // rank 0's unique id: every rank posts its GPU, rank 0 alone reads them all and answers with
-  // the id or what went wrong, which every other rank reads. O(N) keys in all, not N per rank.
-  if (job_.store == nullptr) return internal_error("GPU data plane without a key-value store");
-  HVRUN_RETURN_IF_ERROR(job_.store->set("nccl/gpu/" + std::to_string(job_.rank),
-                                        job_.host + "\t" + bus_id + "\t" + std::to_string(ordinal)));
-  std::string id;
-  if (job_.rank == 0) {
-    std::vector<std::string> keys;
-    for (int r = 0; r < job_.size; ++r) keys.push_back("nccl/gpu/" + std::to_string(r));
-    auto values = job_.store->get(keys, job_.setup_timeout);
-    if (!values.is_ok())
-      return values.status().with_context("rank 0 waiting for every rank's GPU (NCCL set-up)");
-    // What rank 0 finds wrong with the others goes to them as it is (it names the rank).
-    auto answer_failure = [&](Status failed) {
-      answered_ = true;
-      (void)job_.store->set(kUniqueIdKey, kErrorPrefix + failed.message());
-      return failed;
-    };
-    std::vector<cuda::GpuOfRank> gpus;
-    for (int r = 0; r < job_.size; ++r) {
-      const std::string& v = (*values)[static_cast<size_t>(r)];
-      if (v.rfind(kErrorPrefix, 0) == 0)
-        return answer_failure(failed_precondition(
-            "rank " + std::to_string(r) + " could not set up its GPU data plane: " +
-            v.substr(std::string(kErrorPrefix).size())));
-      std::istringstream in(v);
-      cuda::GpuOfRank g;
-      std::string ordinal_text;
-      std::getline(in, g.host, '\t');
-      std::getline(in, g.bus_id, '\t');
-      std::getline(in, ordinal_text);
-      g.ordinal = std::atoi(ordinal_text.c_str());
-      gpus.push_back(std::move(g));
-    }
-    if (Status one_each = cuda::check_one_gpu_per_rank(gpus); !one_each.is_ok())
-      return answer_failure(std::move(one_each));
-    HVRUN_ASSIGN_OR_RETURN(id, plane_->make_unique_id());
-    HVRUN_RETURN_IF_ERROR(job_.store->set(kUniqueIdKey, kIdPrefix + id));
-    answered_ = true;
-  } else {
-    auto got = job_.store->get({kUniqueIdKey}, job_.setup_timeout);
-    if (!got.is_ok())
-      return got.status().with_context("rank " + std::to_string(job_.rank) +
-                                       " waiting for rank 0's NCCL unique id");
-    const std::string& answer = got->at(0);
-    if (answer.rfind(kErrorPrefix, 0) == 0)
-      return failed_precondition(answer.substr(std::string(kErrorPrefix).size()));
-    if (answer.rfind(kIdPrefix, 0) != 0)
-      return internal_error("rank 0's NCCL unique id is malformed (protocol error)");
-    id = answer.substr(std::string(kIdPrefix).size());
-  }
-  HVRUN_RETURN_IF_ERROR(plane_->init_communicator(id));
-  SPDLOG_INFO("NCCL {} communicator ready on {} ({} ranks); {}", plane_->nccl_version(),
-              plane_->device_description(), job_.size, plane_->features());
+  HVRUN_ASSIGN_OR_RETURN(Rebuild rebuild, agree_on_rebuild(bus_id, ordinal));
+  HVRUN_RETURN_IF_ERROR(make_communicator(rebuild, ordinal));
+  SPDLOG_INFO("NCCL {} communicator ready on {} ({} ranks), made by {}; {}", plane_->nccl_version(),
+              plane_->device_description(), job_.size, rebuild.how, plane_->features());
   return Status::ok();
+}
+
+Result<GpuExecutor::Rebuild> GpuExecutor::agree_on_rebuild(const std::string& bus_id, int ordinal) {
+  // One GPU per rank, checked before NCCL (which would only say "Duplicate GPU detected"), and
+  // how the communicator is made: every rank posts its GPU and the communicator it holds, rank 0
+  // alone reads them all and answers with a unique id, a shrink, or what went wrong, which
+  // every other rank reads. O(N) keys in all, not N per rank.
+  if (job_.store == nullptr) return internal_error("GPU data plane without a key-value store");
+  // "host, PCI bus id, ordinal", then what this rank holds, when it holds anything or says why not.
+  const std::string held = held_text(lineage_, why_not_carried_);
+  HVRUN_RETURN_IF_ERROR(job_.store->set(gpu_key(job_.rank), job_.host + "\t" + bus_id + "\t" + std::to_string(ordinal) +
+                                                                (held.empty() ? "" : "\t" + held)));
+  if (job_.rank == 0) return answer_as_rank_0();
+  auto got = job_.store->get({kUniqueIdKey}, job_.setup_timeout);
+  if (!got.is_ok())
+    return got.status().with_context("rank " + std::to_string(job_.rank) +
+                                     " waiting for rank 0's NCCL unique id");
+  const std::string& answer = got->at(0);
+  if (answer.rfind(kErrorPrefix, 0) == 0)
+    return failed_precondition(answer.substr(std::string(kErrorPrefix).size()));
+  Rebuild rebuild;
+  if (answer.rfind(kIdPrefix, 0) == 0) {
+    rebuild.id = answer.substr(std::string(kIdPrefix).size());
+  } else {
+    rebuild.shrink = parse_shrink_answer(answer);
+    if (!rebuild.shrink) return internal_error("rank 0's NCCL unique id is malformed (protocol error)");
+  }
+  // Posted by rank 0 before its answer.
+  auto how = job_.store->get({kRebuildKey}, job_.setup_timeout);
+  if (!how.is_ok()) return how.status().with_context("rank " + std::to_string(job_.rank) + " reading rank 0's choice");
+  rebuild.how = how->at(0);
+  return rebuild;
+}
+
+Result<GpuExecutor::Rebuild> GpuExecutor::answer_as_rank_0() {
+  std::vector<std::string> keys;
+  for (int r = 0; r < job_.size; ++r) keys.push_back(gpu_key(r));
+  auto values = job_.store->get(keys, job_.setup_timeout);
+  if (!values.is_ok())
+    return values.status().with_context("rank 0 waiting for every rank's GPU (NCCL set-up)");
+  // What rank 0 finds wrong with the others goes to them as it is (it names the rank).
+  auto answer_failure = [&](Status failed) {
+    answered_ = true;
+    (void)job_.store->set(kUniqueIdKey, kErrorPrefix + failed.message());
+    return failed;
+  };
+  std::vector<cuda::GpuOfRank> gpus;
+  std::vector<std::string> held;
+  for (int r = 0; r < job_.size; ++r) {
+    const std::string& v = (*values)[static_cast<size_t>(r)];
+    if (v.rfind(kErrorPrefix, 0) == 0)
+      return answer_failure(failed_precondition(
+          "rank " + std::to_string(r) + " could not set up its GPU data plane: " +
+          v.substr(std::string(kErrorPrefix).size())));
+    std::istringstream in(v);
+    cuda::GpuOfRank g;
+    std::string ordinal_text;
+    std::getline(in, g.host, '\t');
+    std::getline(in, g.bus_id, '\t');
+    std::getline(in, ordinal_text, '\t');
+    g.ordinal = std::atoi(ordinal_text.c_str());
+    gpus.push_back(std::move(g));
+    held.emplace_back();
+    std::getline(in, held.back());
+  }
+  if (Status one_each = cuda::check_one_gpu_per_rank(gpus); !one_each.is_ok())
+    return answer_failure(std::move(one_each));
+  RebuildChoice choice = choose_rebuild(held);
+  Rebuild rebuild{.how = choice.how};
+  std::string answer;
+  if (choice.shrink) {
+    rebuild.shrink = choice.excluded;
+    answer = shrink_answer(choice.excluded);
+  } else {
+    HVRUN_RETURN_IF_ERROR(replace_carried_plane(ordinal_));  // the unique id comes from the new one
+    HVRUN_ASSIGN_OR_RETURN(rebuild.id, plane_->make_unique_id());
+    answer = kIdPrefix + rebuild.id;
+  }
+  HVRUN_RETURN_IF_ERROR(job_.store->set(kRebuildKey, rebuild.how));
+  HVRUN_RETURN_IF_ERROR(job_.store->set(kUniqueIdKey, answer));
+  answered_ = true;
+  return rebuild;
+}
+
+Status GpuExecutor::make_communicator(const Rebuild& rebuild, int ordinal) {
+  if (rebuild.shrink) {
+    if (lineage_.tag.empty())
+      return internal_error("rank 0 chose to shrink the communicator, but rank " + std::to_string(job_.rank) +
+                            " holds none (protocol error)");
+    HVRUN_RETURN_IF_ERROR(plane_->shrink_communicator(*rebuild.shrink, plugin_context()));
+    lineage_ = {.tag = lineage_tag_of_shrink(lineage_.tag, *rebuild.shrink), .rank = job_.rank, .size = job_.size};
+    return Status::ok();
+  }
+  HVRUN_RETURN_IF_ERROR(replace_carried_plane(ordinal));  // rank 0's was replaced already
+  HVRUN_RETURN_IF_ERROR(plane_->init_communicator(rebuild.id));
+  lineage_ = {.tag = lineage_tag_of_init(rebuild.id), .rank = job_.rank, .size = job_.size};
+  return Status::ok();
+}
+
+Status GpuExecutor::replace_carried_plane(int ordinal) {
+  if (lineage_.tag.empty()) return Status::ok();  // a plane of this membership already
+  HVRUN_ASSIGN_OR_RETURN(auto plane, make_plane());
+  install_plane(std::move(plane));  // the carried one, revoked, goes here
+  lineage_ = {};
+  return plane_->use_device(ordinal);
 }
 
 Status GpuExecutor::execute(const v1::Response& r, const std::vector<std::shared_ptr<PendingOp>>& e) {

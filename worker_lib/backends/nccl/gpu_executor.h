@@ -17,8 +17,15 @@
 // others to read; then a non-blocking ncclCommInitRankConfig. A rank that cannot set up posts its
 // error to the store, and rank 0 passes it on, so the others fail at once with it.
 //
-// Threads: execute() and the setters on the worker's background thread; abort() and
-// set_device_allocator() from any thread.
+// Across an elastic reset (communicator_carry.h): an executor ended by a membership change
+// revokes its communicator and parks its plane for the next Worker of this process; that one's
+// set-up shrinks the parked communicator to the survivors when ranks only left (every rank
+// holds the same old communicator, in its old order), and otherwise makes a new plane and a
+// new communicator from a new unique id. The "communicator ready" line says which, and why.
+//
+// Threads: execute() and the setters on the worker's background thread; abort(),
+// membership_changed() and set_device_allocator() from any thread; carry_communicator_over()
+// on the thread that shuts the Worker down, once the background thread has ended.
 #pragma once
 
 #include <chrono>
@@ -30,6 +37,7 @@
 #include <vector>
 
 #include "hvrun.pb.h"
+#include "worker_lib/backends/nccl/communicator_carry.h"
 #include "worker_lib/backends/nccl/device_plane.h"
 #include "worker_lib/execution/executor.h"
 #include "worker_lib/kv_store.h"
@@ -51,6 +59,9 @@ struct GpuJob {
   // executor), a recording plane in unit tests; empty: cuda::load_device_plane(context,
   // plugin_candidates).
   std::function<Result<std::unique_ptr<cuda::DevicePlane>>(const cuda::PluginContext&)> plane_factory;
+  // The global set of an elastic job: the communicator outlives this executor across a reset
+  // (communicator_carry.h). Process sets' executors make theirs afresh.
+  bool elastic = false;
 };
 
 class GpuExecutor final : public Executor {
@@ -62,11 +73,36 @@ class GpuExecutor final : public Executor {
   Status execute(const v1::Response& r, const ResponseEntries& e) override;
 
   void abort(const std::string& reason) override;
+  // The job's membership changed (an elastic reset follows): fails the running and later
+  // operations as abort() does, and makes carry_communicator_over() keep the communicator for
+  // the next membership's survivors.
+  void membership_changed(const std::string& reason);
+  // Called by the Worker's shutdown, which precedes the next init() in every binding (this
+  // object itself may go later): after a membership change, parks the plane with its revoked
+  // communicator for this process's next Worker, or why it could not (communicator_carry.h).
+  // Does nothing after the first call.
+  void carry_communicator_over();
   void set_device_allocator(DeviceAllocator allocator);
 
  private:
+  // How the set-up's ranks make their communicator: rank 0's decision, read by every rank.
+  struct Rebuild {
+    std::optional<std::vector<int>> shrink;  // the excluded old ranks; nullopt: init from `id`
+    std::string id;
+    std::string how;
+  };
   Status ensure_ready(const std::vector<std::shared_ptr<PendingOp>>& e);
   Status set_up(int ordinal);
+  cuda::PluginContext plugin_context() const;
+  Result<std::unique_ptr<cuda::DevicePlane>> make_plane();
+  void install_plane(std::unique_ptr<cuda::DevicePlane> plane);
+  // The one-GPU-per-rank check and rank 0's decision, through the key-value store.
+  Result<Rebuild> agree_on_rebuild(const std::string& bus_id, int ordinal);
+  // Rank 0: what every rank posted is read, checked and answered.
+  Result<Rebuild> answer_as_rank_0();
+  Status make_communicator(const Rebuild& rebuild, int ordinal);
+  // A carried plane that is not shrunk gives way to a new one, as a first set-up makes.
+  Status replace_carried_plane(int ordinal);
   Status check_devices(const std::vector<std::shared_ptr<PendingOp>>& e) const;
   Result<int> local_rank_gpu();
   Result<std::shared_ptr<void>> allocate(const PendingOp& op, size_t bytes);
@@ -90,10 +126,14 @@ class GpuExecutor final : public Executor {
   bool ready_ = false;                    // set up: plugin, GPU, communicator
   bool answered_ = false;                 // rank 0: the others have its id or its error
   std::optional<Status> setup_failure_;  // sticky: set-up is tried once per job
+  CommunicatorLineage lineage_;          // of plane_'s communicator (empty tag: none)
+  std::string why_not_carried_;          // the last membership kept no communicator: why
 
   mutable std::mutex mutex_;
   std::unique_ptr<cuda::DevicePlane> plane_;  // written under mutex_ (abort() reads it)
   std::optional<std::string> abort_reason_;   // mutex_
+  bool membership_changed_ = false;           // mutex_
+  bool carried_over_ = false;                 // mutex_
   DeviceAllocator allocator_;                 // mutex_
 };
 

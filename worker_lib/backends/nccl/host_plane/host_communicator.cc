@@ -8,11 +8,13 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <thread>
 #include <vector>
 
+#include "worker_lib/backends/nccl/communicator_carry.h"
 #include "worker_lib/backends/shm/futex.h"
 
 namespace hvrun::detail::cuda {
@@ -69,6 +71,11 @@ std::string HostCommunicator::new_id() {
   std::snprintf(id, sizeof id, "/hvrun-hostplane-%d-%u-%08x", static_cast<int>(::getpid()),
                 counter.fetch_add(1), static_cast<unsigned>(device()));
   return id;
+}
+
+std::string HostCommunicator::shrunk_id(const std::string& id, std::span<const int> excluded) {
+  // A name of fixed length however many shrinks came before (shm names are at most NAME_MAX).
+  return "/hvrun-hostplane-shrunk-" + lineage_tag_of_shrink(id, excluded);
 }
 
 HostCommunicator::HostCommunicator(void* base, size_t bytes, int rank, int size, size_t slot_bytes,

@@ -43,6 +43,10 @@ class HostCommunicator {
  public:
   // A fresh id: the segment's name, unique on this machine.
   static std::string new_id();
+  // The id of the communicator that the survivors of `id` make when the old ranks `excluded`
+  // (ascending) left: the same on every survivor without a word exchanged, as ncclCommShrink
+  // derives the child from its parent, and unique as long as `id` was.
+  static std::string shrunk_id(const std::string& id, std::span<const int> excluded);
 
   // Creates (rank 0) or opens the segment and waits until every rank mapped it. Polls `stop`
   // (the plane's abort) and the deadline, as a non-blocking NCCL init does.
@@ -61,6 +65,7 @@ class HostCommunicator {
   // Tells the peers this rank aborted the communicator (first reason wins).
   void poison(const std::string& reason);
 
+  const std::string& id() const { return name_; }
   int rank() const { return rank_; }
   int size() const { return size_; }
   size_t slot_bytes() const { return slot_bytes_; }

@@ -206,17 +206,55 @@ Result<std::string> HostDevicePlane::make_unique_id() { return HostCommunicator:
 
 Status HostDevicePlane::init_communicator(const std::string& unique_id) {
   HVRUN_RETURN_IF_ERROR(usable("communicator init"));
-  HostCommunicatorOptions options{.id = unique_id, .rank = who_.rank, .size = who_.size};
+  return attach({.id = unique_id, .rank = who_.rank, .size = who_.size}, "init");
+}
+
+Status HostDevicePlane::attach(const HostCommunicatorOptions& options, const std::string& what) {
   auto comm = HostCommunicator::attach(options, aborted_, Clock::now() + op_timeout_);
   if (!comm.is_ok()) {
     if (auto reason = abort_reason())
-      return fail(aborted("job aborted: " + *reason + " (during host plane communicator init)"));
+      return fail(aborted("job aborted: " + *reason + " (during host plane communicator " + what + ")"));
     if (comm.status().code() == StatusCode::kDeadlineExceeded)
-      return fail(gpu_timeout_status(who_, "communicator init", op_timeout_));
+      return fail(gpu_timeout_status(who_, "communicator " + what, op_timeout_));
     return fail(comm.status());
   }
   comm_ = std::move(comm).value();
   return Status::ok();
+}
+
+Status HostDevicePlane::revoke_communicator() {
+  if (!comm_) return failed_precondition("host plane: no communicator to revoke");
+  // ncclCommRevoke: this rank's queued and running work ends; the segment is left as it is
+  // (the peers are revoked by their own reset, or see this rank gone).
+  if (!failed_) failed_ = unavailable("rank " + std::to_string(who_.rank) + " on host " + who_.host +
+                                      ": the host plane communicator was revoked for an elastic reset");
+  stop_.store(true);
+  if (stream_) stream_->interrupt();
+  return Status::ok();
+}
+
+Status HostDevicePlane::shrink_communicator(std::span<const int> excluded, const PluginContext& now) {
+  if (!comm_) return failed_precondition("host plane: no communicator to shrink");
+  HVRUN_RETURN_IF_ERROR(revoke_communicator());
+  HVRUN_RETURN_IF_ERROR(check_shrunk_rank(comm_->rank(), comm_->size(), excluded, now));
+  // The old membership's stream, failure and abort end here; the new one starts clean.
+  stream_.reset();
+  failed_.reset();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    async_error_.reset();
+    abort_reason_.clear();
+    aborted_.store(false);
+  }
+  stop_.store(false);
+  who_ = RankIdentity{now.rank, now.size, now.host, who_.gpu};
+  op_timeout_ = now.op_timeout;
+  stream_ = std::make_unique<HostStream>("hvrun-hplane");
+  return attach({.id = HostCommunicator::shrunk_id(comm_->id(), excluded),
+                 .rank = now.rank,
+                 .size = now.size,
+                 .slot_bytes = comm_->slot_bytes()},
+                "shrink");
 }
 
 Status HostDevicePlane::enqueue_exchange(const std::string& what,

@@ -11,7 +11,9 @@
 // rank order; a failure on the stream is an asynchronous error that synchronize() finds, as
 // ncclCommGetAsyncError; synchronize() is bounded by the op timeout; abort() and every failure
 // abort the communicator, which the peers see as ncclRemoteError and every later call fails
-// with. Grouped NCCL calls (uneven allgather, alltoall) are one exchange here.
+// with. Grouped NCCL calls (uneven allgather, alltoall) are one exchange here. An elastic reset
+// whose ranks only left shrinks the communicator as ncclCommShrink does: the survivors attach to
+// a child segment whose name they derive from the old one (no new unique id), in their old order.
 //
 // One "GPU" per process: device_count() is 1 and the PCI bus id names the process, so the
 // executor's one-GPU-per-rank check holds for any number of ranks per host.
@@ -42,7 +44,8 @@ class HostDevicePlane final : public DevicePlane {
   std::string device_description() const override { return who_.gpu; }
   std::string nccl_version() const override { return "host plane"; }
   std::string features() const override {
-    return "no NCCL: buffers are host memory; an elastic reset makes a new communicator";
+    return "no NCCL: buffers are host memory; elastic reset: shrink (the survivors' communicator "
+           "made from the old one) when ranks only leave, else init";
   }
 
   Result<void*> fusion_buffer(size_t bytes) override;
@@ -67,6 +70,10 @@ class HostDevicePlane final : public DevicePlane {
   Status alltoallv(const void* input, std::span<const size_t> send_bytes, void* output,
                    std::span<const size_t> recv_bytes) override;
 
+  Status shrink_support() const override { return Status::ok(); }
+  Status revoke_communicator() override;
+  Status shrink_communicator(std::span<const int> excluded, const PluginContext& now) override;
+
   Status synchronize(const std::string& what) override;
   void abort(const std::string& reason) override;
 
@@ -78,6 +85,9 @@ class HostDevicePlane final : public DevicePlane {
   Status usable(const std::string& what);
   Status fail(Status failure);
   Result<void*> grow(Buffer& buffer, size_t bytes, const std::string& what);
+  // Attaches comm_ to the communicator `options` name (`what`: "init", "shrink"), bounded by
+  // the op timeout and the abort; a failure aborts the plane.
+  Status attach(const HostCommunicatorOptions& options, const std::string& what);
   // Queues `op` on the internal stream; its failure becomes the asynchronous error.
   void enqueue(std::function<Status()> op);
   // Queues one exchange of the communicator (a collective); `what` names it in errors.

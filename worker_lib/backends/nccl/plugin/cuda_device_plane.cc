@@ -5,6 +5,7 @@
 #include <cstring>
 #include <system_error>
 #include <thread>
+#include <vector>
 
 #include "worker_lib/backends/nccl/nccl_types.h"
 #include "worker_lib/backends/nccl/plugin/fusion_kernels.h"
@@ -38,7 +39,7 @@ std::string bytes_text(size_t bytes) { return std::to_string(bytes) + " bytes"; 
 }  // namespace
 
 CudaDevicePlane::CudaDevicePlane(const PluginContext& context)
-    : who_{context.rank, context.size, context.host, ""}, op_timeout_(context.op_timeout) {}
+    : who_{context.rank, context.size, context.host, ""}, op_timeout_(context.op_timeout), elastic_(context.elastic) {}
 
 CudaDevicePlane::~CudaDevicePlane() {
   // Runs on whichever thread ends the worker: leave that thread's current device as it was.
@@ -47,7 +48,12 @@ CudaDevicePlane::~CudaDevicePlane() {
     (void)cudaGetDevice(&previous);
     (void)cudaSetDevice(ordinal_);
   }
-  // Abort rather than destroy: ncclCommDestroy could wait for peers that are gone already.
+  // Abort rather than destroy: ncclCommDestroy could wait for peers that are gone already. A
+  // revoked communicator's revoke finishes first; its registration goes with it.
+  if (revoked_) {
+    if (abort_thread_.joinable()) abort_thread_.join();
+    fusion_registration_ = nullptr;
+  }
   deregister_fusion();
   if (comm_) (void)ncclCommAbort(comm_);
   if (abort_thread_.joinable()) abort_thread_.join();  // a failure's abort, before the buffers go
@@ -94,7 +100,31 @@ void CudaDevicePlane::abort(const std::string& reason) {
   aborted_.store(true);
 }
 
+void CudaDevicePlane::start_revoke() {
+  if (comm_ == nullptr || revoked_) return;
+  revoked_ = true;
+  // Off this thread, as ncclCommAbort is (below): the revoke ends this rank's running NCCL work.
+  auto revoke = [comm = comm_, ordinal = ordinal_] {
+    if (ordinal >= 0) (void)cudaSetDevice(ordinal);
+    (void)NcclOptional::get().comm_revoke(comm, NCCL_REVOKE_DEFAULT);
+  };
+  try {
+    abort_thread_ = std::thread(revoke);
+  } catch (const std::system_error&) {
+    revoke();
+  }
+}
+
 Status CudaDevicePlane::fail(Status failure) {
+  // The survivors of a lost rank shrink this communicator at the elastic reset: a peer's error
+  // or the job's abort (which the coordinator sends every rank) revokes it, so its work ends as
+  // with an abort, but it stays. The op timeout still aborts: the peers, held in the collective
+  // this rank gives up on, learn of it from NCCL at once, not at their own timeout.
+  if (comm_ && elastic_ && failure.code() != StatusCode::kDeadlineExceeded && shrink_support().is_ok()) {
+    start_revoke();
+    if (!failed_) failed_ = failure;
+    return failure;
+  }
   if (comm_ && !abort_thread_.joinable()) {
     // Ends NCCL's kernels and peers' connections to this rank. Off this thread: ncclCommAbort
     // may wait for the internal stream, which can be held by a caller's stream (a collective
@@ -226,18 +256,84 @@ void CudaDevicePlane::deregister_fusion() {
   fusion_registration_ = nullptr;  // an aborted communicator released it with itself
 }
 
+Status CudaDevicePlane::shrink_support() const {
+  const NcclOptional& nccl = NcclOptional::get();
+  if (nccl.comm_revoke != nullptr && nccl.comm_shrink != nullptr) return Status::ok();
+  return failed_precondition("this NCCL (" + nccl_version() + ") has no " +
+                             (nccl.comm_revoke == nullptr ? "ncclCommRevoke" : "ncclCommShrink") +
+                             " (NCCL 2.28.7 and later have both)");
+}
+
+Status CudaDevicePlane::wait_until_quiescent() {
+  if (abort_thread_.joinable()) abort_thread_.join();
+  const auto deadline = Clock::now() + op_timeout_;
+  Backoff backoff;
+  for (;;) {
+    // Quiescent is anything but in progress: an error the lost rank left is the shrink's to
+    // handle (NCCL_SHRINK_ABORT).
+    ncclResult_t state = ncclSuccess;
+    if (ncclCommGetAsyncError(comm_, &state) != ncclSuccess || state != ncclInProgress) return Status::ok();
+    if (Clock::now() > deadline) return gpu_timeout_status(who_, "revoking the communicator (ncclCommRevoke)", op_timeout_);
+    backoff.pause();
+  }
+}
+
+Status CudaDevicePlane::revoke_communicator() {
+  if (comm_ == nullptr)
+    return failed_precondition("rank " + std::to_string(who_.rank) + ": no NCCL communicator to revoke (none was "
+                               "made, or it was aborted)");
+  HVRUN_RETURN_IF_ERROR(shrink_support());
+  HVRUN_RETURN_IF_ERROR(set_current_device(ordinal_));
+  if (!revoked_) {
+    deregister_fusion();  // while the communicator is healthy
+    start_revoke();
+    if (!failed_)
+      failed_ = unavailable("rank " + std::to_string(who_.rank) + " on host " + who_.host +
+                            ": the NCCL communicator was revoked for an elastic reset");
+  }
+  return wait_until_quiescent();
+}
+
+Status CudaDevicePlane::shrink_communicator(std::span<const int> excluded, const PluginContext& now) {
+  HVRUN_RETURN_IF_ERROR(revoke_communicator());
+  HVRUN_RETURN_IF_ERROR(check_shrunk_rank(who_.rank, who_.size, excluded, now));
+  // The old membership's failure and abort end here.
+  failed_.reset();
+  {
+    std::lock_guard<std::mutex> lock(abort_mutex_);
+    abort_reason_.clear();
+    aborted_.store(false);
+  }
+  who_ = RankIdentity{now.rank, now.size, now.host, who_.gpu};
+  op_timeout_ = now.op_timeout;
+  elastic_ = now.elastic;
+  std::vector<int> list(excluded.begin(), excluded.end());
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;  // polled, as init is
+  ncclComm_t parent = comm_, child = nullptr;
+  // NCCL_SHRINK_ABORT: the parent may hold the lost rank's error; its operations end first.
+  ncclResult_t r = NcclOptional::get().comm_shrink(parent, list.data(), static_cast<int>(list.size()), &child,
+                                                   &config, NCCL_SHRINK_ABORT);
+  comm_ = child;
+  revoked_ = false;
+  fusion_registration_ = nullptr;  // it was the parent's, and goes with it
+  Status made = nccl_call(r, "communicator shrink (ncclCommShrink, " + std::to_string(list.size()) +
+                                 " rank(s) excluded, " + std::to_string(now.size) + " left)");
+  (void)ncclCommAbort(parent);  // revoked and quiescent: frees it without waiting for anyone
+  HVRUN_RETURN_IF_ERROR(made);
+  register_fusion();
+  return Status::ok();
+}
+
 std::string CudaDevicePlane::features() const {
   const NcclOptional& nccl = NcclOptional::get();
   std::string s = "fusion buffer ";
   if (fusion_registration_ != nullptr) s += "registered (ncclCommRegister)";
   else if (nccl.comm_register != nullptr && registration_note_.empty()) s += "registered with NCCL once made (ncclCommRegister)";
   else s += "unregistered (" + (registration_note_.empty() ? std::string("this NCCL has no ncclCommRegister") : registration_note_) + ")";
-  // hvrun's elastic reset replaces the worker, and this plane with it: the new membership gets
-  // a new communicator. Shrinking the old one would need it to outlive its worker.
-  s += "; elastic reset: abort and init";
-  s += nccl.comm_shrink != nullptr ? " (this NCCL has ncclCommRevoke/ncclCommShrink; not used: the reset replaces "
-                                     "the worker and its communicator)"
-                                   : " (this NCCL has no ncclCommShrink)";
+  Status shrink = shrink_support();
+  s += shrink.is_ok() ? "; elastic reset: shrink (ncclCommRevoke + ncclCommShrink) when ranks only leave, else abort and init"
+                      : "; elastic reset: abort and init (" + shrink.message() + ")";
   return s;
 }
 

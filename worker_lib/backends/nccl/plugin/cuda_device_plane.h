@@ -51,6 +51,10 @@ class CudaDevicePlane final : public DevicePlane {
   Status alltoallv(const void* input, std::span<const size_t> send_bytes, void* output,
                    std::span<const size_t> recv_bytes) override;
 
+  Status shrink_support() const override;
+  Status revoke_communicator() override;
+  Status shrink_communicator(std::span<const int> excluded, const PluginContext& now) override;
+
   Status synchronize(const std::string& what) override;
   void abort(const std::string& reason) override;
 
@@ -65,7 +69,14 @@ class CudaDevicePlane final : public DevicePlane {
   // Aborts the communicator after `failure`; later calls fail with it. Returns it at once:
   // ncclCommAbort runs on abort_thread_, because it can wait for work queued on the internal
   // stream (e.g. behind a caller's stream that never finishes) and the handle must fail now.
+  // In an elastic job that can shrink, a failure other than the op timeout revokes the
+  // communicator instead (ncclCommRevoke, on abort_thread_ too), kept for
+  // revoke_communicator() and shrink_communicator().
   Status fail(Status failure);
+  // Starts ncclCommRevoke on abort_thread_ (once); comm_ stays.
+  void start_revoke();
+  // Polls comm_ until NCCL says it is quiescent after the revoke, bounded by the op timeout.
+  Status wait_until_quiescent();
   Result<void*> grow(void*& buffer, size_t& capacity, size_t bytes, const std::string& what);
   // Copies a chunked table to the device (pinned staging, queued) and returns its device address.
   Result<const Segment*> stage_table(std::span<const Segment> chunks);
@@ -82,6 +93,8 @@ class CudaDevicePlane final : public DevicePlane {
   cudaEvent_t caller_ready_ = nullptr;  // recorded on a caller's stream, waited by stream_
   cudaEvent_t done_ = nullptr;          // recorded on stream_, waited by callers and the host
   ncclComm_t comm_ = nullptr;
+  bool elastic_ = false;                // PluginContext::elastic
+  bool revoked_ = false;                // comm_ revoked (ncclCommRevoke), awaiting shrink
   std::optional<Status> failed_;        // sticky once the communicator was aborted
   std::thread abort_thread_;            // runs ncclCommAbort after a failure; joined by ~
 
