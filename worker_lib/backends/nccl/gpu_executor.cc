@@ -22,9 +22,15 @@ bool is_floating(DataType t) {
          t == DataType::kFloat64;
 }
 
-std::string describe(const v1::Response& r) {
+// "allreduce of 'a', 'b' and 3 more". A round the ranks agreed on carries no names in its
+// response (agreement/cached_rounds.h): this rank's own entries name the tensors then.
+std::string describe(const v1::Response& r, const std::vector<std::shared_ptr<PendingOp>>& e) {
   std::string names;
-  for (int i = 0; i < r.tensors_size() && i < 3; ++i) names += (i ? ", '" : "'") + r.tensors(i).name() + "'";
+  for (int i = 0; i < r.tensors_size() && i < 3; ++i) {
+    const auto& entry = e[static_cast<size_t>(i)];
+    const std::string& name = r.tensors(i).name().empty() && entry ? entry->name() : r.tensors(i).name();
+    names += (i ? ", '" : "'") + name + "'";
+  }
   if (r.tensors_size() > 3) names += " and " + std::to_string(r.tensors_size() - 3) + " more";
   std::string op = v1::CollectiveOp_Name(r.op());
   if (op.rfind("COLLECTIVE_OP_", 0) == 0) op = op.substr(14);
@@ -134,7 +140,9 @@ Status GpuExecutor::set_up(int ordinal) {
   HVRUN_ASSIGN_OR_RETURN(auto plane, std::move(made));
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    if (plane_) fusions_.release_all(*plane_);  // its tables are the old plane's
     plane_ = std::move(plane);
+    plane_thread_ = std::this_thread::get_id();
     if (abort_reason_) plane_->abort(*abort_reason_);
   }
   if (ordinal < 0) {
@@ -203,6 +211,18 @@ Status GpuExecutor::set_up(int ordinal) {
 }
 
 Status GpuExecutor::execute(const v1::Response& r, const std::vector<std::shared_ptr<PendingOp>>& e) {
+  if (!ready_ || std::this_thread::get_id() == plane_thread_) return run(r, e);
+  // A thread about to wait runs an agreed round itself (device_plane.h): the GPU is made
+  // current for the call, and the thread's own device (a framework's choice) comes back after.
+  HVRUN_ASSIGN_OR_RETURN(int previous, plane_->current_device());
+  if (previous == ordinal_) return run(r, e);
+  HVRUN_RETURN_IF_ERROR(plane_->set_current_device(ordinal_));
+  Status status = run(r, e);
+  Status back = plane_->set_current_device(previous);
+  return status.is_ok() ? back : status;
+}
+
+Status GpuExecutor::run(const v1::Response& r, const std::vector<std::shared_ptr<PendingOp>>& e) {
   HVRUN_RETURN_IF_ERROR(ensure_ready(e));
   switch (r.op()) {
     case v1::COLLECTIVE_OP_ALLREDUCE: return allreduce(r, e);
@@ -243,39 +263,41 @@ Status GpuExecutor::release_and_wait(const std::vector<std::shared_ptr<PendingOp
 }
 
 Status GpuExecutor::reduce_fused(const v1::Response& r,
-                                 const std::vector<std::shared_ptr<PendingOp>>& e, void*& fusion,
-                                 std::vector<uint64_t>& offsets) {
+                                 const std::vector<std::shared_ptr<PendingOp>>& e,
+                                 std::span<void* const> outputs, std::span<const uint64_t> counts,
+                                 std::span<const uint64_t> first,
+                                 const cuda::SegmentTransform& unpack) {
   auto dtype = static_cast<DataType>(r.dtype());
   auto op = static_cast<ReduceOp>(r.reduce_op());
-  const size_t esize = dtype_size(dtype);
-  std::vector<uint64_t> counts;
-  std::vector<const void*> sources;
+  cuda::FusionTensors& tensors = fusion_tensors_;
+  tensors.clear();
+  tensors.dtype = dtype;
   for (int i = 0; i < r.tensors_size(); ++i) {
     uint64_t n = static_cast<uint64_t>(num_elements(shape_of(r.tensors(i))));
     const auto& entry = e[static_cast<size_t>(i)];
     if (entry && static_cast<uint64_t>(num_elements(entry->shape)) != n)
       return internal_error("tensor '" + entry->name() + "': coordinator's shape does not match "
                             "this rank's (protocol error)");
-    counts.push_back(n);
-    sources.push_back(entry ? entry->input : nullptr);
+    tensors.counts.push_back(n);
+    tensors.sources.push_back(entry ? entry->input : nullptr);
   }
-  cuda::FusedLayout layout = cuda::fused_layout(counts, esize);
-  HVRUN_ASSIGN_OR_RETURN(fusion, plane_->fusion_buffer(std::max<uint64_t>(layout.total, 1) * esize));
+  tensors.destinations.assign(outputs.begin(), outputs.end());
+  tensors.unpack_counts.assign(counts.begin(), counts.end());
+  tensors.first.assign(first.begin(), first.end());
+  HVRUN_ASSIGN_OR_RETURN(const cuda::StagedFusion* staged, fusions_.get(*plane_, tensors));
   double prescale = r.prescale() == 0 ? 1.0 : r.prescale();
-  auto pack = cuda::pack_segments(sources, counts, fusion, layout, esize);
-  HVRUN_RETURN_IF_ERROR(plane_->copy_segments(pack, {.dtype = dtype, .scale = prescale, .neutral_op = op}));
+  HVRUN_RETURN_IF_ERROR(plane_->copy_staged(staged->pack, {.dtype = dtype, .scale = prescale, .neutral_op = op}));
   bool average = op == ReduceOp::kAverage && is_floating(dtype) && contributors(r) == job_.size;
   ReduceOp wire = op == ReduceOp::kAverage ? ReduceOp::kSum : op;
-  if (layout.total > 0)
-    HVRUN_RETURN_IF_ERROR(plane_->allreduce(fusion, fusion, layout.total, dtype, wire, average));
-  offsets = layout.offsets;
-  return Status::ok();
+  if (staged->layout.total > 0)
+    HVRUN_RETURN_IF_ERROR(plane_->allreduce(staged->fusion, staged->fusion, staged->layout.total,
+                                            dtype, wire, average));
+  return plane_->copy_staged(staged->unpack, unpack);
 }
 
 Status GpuExecutor::allreduce(const v1::Response& r, const std::vector<std::shared_ptr<PendingOp>>& e) {
   auto dtype = static_cast<DataType>(r.dtype());
   auto op = static_cast<ReduceOp>(r.reduce_op());
-  const size_t esize = dtype_size(dtype);
   double prescale = r.prescale() == 0 ? 1.0 : r.prescale();
   double postscale = r.postscale() == 0 ? 1.0 : r.postscale();
   bool average = op == ReduceOp::kAverage && is_floating(dtype) && contributors(r) == job_.size;
@@ -298,12 +320,9 @@ Status GpuExecutor::allreduce(const v1::Response& r, const std::vector<std::shar
         HVRUN_RETURN_IF_ERROR(plane_->copy_segments({&in_place, 1}, unpack));
       }
     }
-    return release_and_wait(e, describe(r));
+    return release_and_wait(e, describe(r, e));
   }
 
-  void* fusion = nullptr;
-  std::vector<uint64_t> offsets;
-  HVRUN_RETURN_IF_ERROR(reduce_fused(r, e, fusion, offsets));
   std::vector<void*> outputs;
   std::vector<uint64_t> counts;
   for (int i = 0; i < r.tensors_size(); ++i) {
@@ -311,10 +330,8 @@ Status GpuExecutor::allreduce(const v1::Response& r, const std::vector<std::shar
     outputs.push_back(entry ? entry->output : nullptr);
     counts.push_back(static_cast<uint64_t>(num_elements(shape_of(r.tensors(i)))));
   }
-  cuda::FusedLayout layout{offsets, 0};
-  HVRUN_RETURN_IF_ERROR(plane_->copy_segments(
-      cuda::unpack_segments(outputs, counts, fusion, layout, esize), unpack));
-  return release_and_wait(e, describe(r));
+  HVRUN_RETURN_IF_ERROR(reduce_fused(r, e, outputs, counts, {}, unpack));
+  return release_and_wait(e, describe(r, e));
 }
 
 Status GpuExecutor::reducescatter(const v1::Response& r,
@@ -352,14 +369,9 @@ Status GpuExecutor::reducescatter(const v1::Response& r,
     first.back() = static_cast<uint64_t>(first_row * row);
   }
   HVRUN_RETURN_IF_ERROR(wait_for_callers(e));
-  void* fusion = nullptr;
-  std::vector<uint64_t> offsets;
-  HVRUN_RETURN_IF_ERROR(reduce_fused(r, e, fusion, offsets));
-  cuda::FusedLayout layout{offsets, 0};
-  HVRUN_RETURN_IF_ERROR(plane_->copy_segments(
-      cuda::unpack_segments(outputs, counts, fusion, layout, esize, first),
-      {.dtype = dtype, .scale = postscale, .divisor = divisor}));
-  return release_and_wait(e, describe(r));
+  HVRUN_RETURN_IF_ERROR(reduce_fused(r, e, outputs, counts, first,
+                                     {.dtype = dtype, .scale = postscale, .divisor = divisor}));
+  return release_and_wait(e, describe(r, e));
 }
 
 Status GpuExecutor::allgather(const v1::Response& r, const std::vector<std::shared_ptr<PendingOp>>& e) {
@@ -416,7 +428,7 @@ Status GpuExecutor::allgather(const v1::Response& r, const std::vector<std::shar
   if (!direct)
     HVRUN_RETURN_IF_ERROR(plane_->copy_segments(
         cuda::allgather_unpack_segments(outputs, first_dims, row_bytes, layout, buffer, esize), copy));
-  return release_and_wait(e, describe(r));
+  return release_and_wait(e, describe(r, e));
 }
 
 Status GpuExecutor::broadcast(const v1::Response& r, const std::vector<std::shared_ptr<PendingOp>>& e) {
@@ -437,7 +449,7 @@ Status GpuExecutor::broadcast(const v1::Response& r, const std::vector<std::shar
     }
     HVRUN_RETURN_IF_ERROR(plane_->broadcast(in, out, bytes, r.root_rank()));
   }
-  return release_and_wait(e, describe(r));
+  return release_and_wait(e, describe(r, e));
 }
 
 Status GpuExecutor::alltoall(const v1::Response& r, const std::vector<std::shared_ptr<PendingOp>>& e) {
@@ -484,7 +496,7 @@ Status GpuExecutor::alltoall(const v1::Response& r, const std::vector<std::share
   }
   HVRUN_RETURN_IF_ERROR(wait_for_callers(e));
   HVRUN_RETURN_IF_ERROR(plane_->alltoallv(input, send, output, recv));
-  return release_and_wait(e, describe(r));
+  return release_and_wait(e, describe(r, e));
 }
 
 }  // namespace hvrun::detail
