@@ -10,6 +10,7 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <thread>
 
 #include "worker_lib/backends/nccl/gpu_executor.h"
 
@@ -44,6 +45,7 @@ class HostPlane final : public cuda::DevicePlane {
   struct Log {
     std::vector<std::string> calls;
     int launches = 0;
+    int current_device = 0;  // the one calling thread's, as the test sets it
     std::string aborted;
   };
   explicit HostPlane(Log& log) : log_(log) {}
@@ -52,10 +54,10 @@ class HostPlane final : public cuda::DevicePlane {
   Result<std::string> pci_bus_id(int ordinal) override { return "0000:0" + std::to_string(ordinal) + ":00.0"; }
   Status use_device(int ordinal) override { return call("use_device " + std::to_string(ordinal)); }
   Status set_current_device(int ordinal) override {
-    current_ = ordinal;
-    return Status::ok();
+    log_.current_device = ordinal;
+    return call("set_current_device " + std::to_string(ordinal));
   }
-  Result<int> current_device() override { return current_; }
+  Result<int> current_device() override { return log_.current_device; }
   std::string device_description() const override { return "host plane"; }
   std::string nccl_version() const override { return "0.0.0"; }
   std::string features() const override { return "recording plane"; }
@@ -156,7 +158,6 @@ class HostPlane final : public cuda::DevicePlane {
   Log& log_;
   std::vector<std::byte> fusion_, scratch_;
   bool has_comm_ = false;
-  int current_ = 0;
   std::map<uint64_t, std::vector<Segment>> staged_;
   uint64_t next_staged_ = 1;
 };
@@ -257,6 +258,32 @@ TEST(GpuExecutor, AStepLikeTheLastOneReusesItsStagedTables) {
   ASSERT_TRUE(step(b.data()).is_ok());
   EXPECT_EQ(ex.tables_staged(), 4u);
   EXPECT_EQ(b, std::vector<float>(5, 0.5f));
+}
+
+// A thread about to wait may run an agreed round itself: on a thread other than the one that
+// set the plane up, the executor makes its GPU current for the call and gives the thread its own
+// device back after; on the set-up thread, or where its GPU is current already, it sets nothing.
+TEST(GpuExecutor, AnotherThreadGetsTheGpuForTheCallAndItsOwnDeviceBack) {
+  Fixture f;
+  GpuExecutor ex(f.job);
+  std::vector<float> a{1, 2, 3};
+  auto r = response(v1::COLLECTIVE_OP_ALLREDUCE, {{"a", {3}}});
+  auto run = [&] { return ex.execute(r, {cuda_op("a", {3}, a.data(), a.data(), nullptr)}); };
+  ASSERT_TRUE(run().is_ok());
+  f.log.calls.clear();
+  Status on_other;
+  f.log.current_device = 1;  // the framework's choice on that thread
+  std::thread([&] { on_other = run(); }).join();
+  ASSERT_TRUE(on_other.is_ok()) << on_other.to_string();
+  EXPECT_EQ(f.log.calls.front(), "set_current_device 0");
+  EXPECT_EQ(f.log.calls.back(), "set_current_device 1");
+  EXPECT_EQ(f.log.current_device, 1);
+  f.log.calls.clear();
+  f.log.current_device = 0;
+  std::thread([&] { on_other = run(); }).join();
+  ASSERT_TRUE(on_other.is_ok());
+  ASSERT_TRUE(run().is_ok());
+  for (const std::string& c : f.log.calls) EXPECT_EQ(c.rfind("set_current_device", 0), std::string::npos) << c;
 }
 
 // Past StagedFusions::kKept layouts the least recently used one's tables are released.
