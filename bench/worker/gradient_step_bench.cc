@@ -7,7 +7,7 @@
 //   hvrun -np 2 -H localhost:2 [--fusion-threshold-mb 0] build/bin/hvrun_gradient_bench
 //       [--params resnet50_params.txt] [--steps 20] [--warmup 3] [--backend both|hvrun]
 //       [--label fusion-on] [--trace] [--mark-steps] [--no-shm-raw] [--reference-first]
-//       [--huge-pages] [--step-alone] [--json]
+//       [--huge-pages] [--step-alone] [--host-plane-cuda] [--json]
 //
 // Prints steps/s (median and mean over --steps after --warmup; the variants take turns, step by
 // step, so they see the same machine load) for: the step through hvrun, one packed allreduce
@@ -31,6 +31,10 @@
 // would push its tensors out of the caches between two steps; implies --backend hvrun and
 // --no-shm-raw): how a trainer's steps follow one another, and how bench/python/step_bench.py
 // runs hvrun.torch's, so the two compare.
+// --host-plane-cuda submits the step's tensors as CUDA tensors (cuda:0) of the host device
+// plane: host memory that the GPU executor reduces through the host plane, so the GPU path's
+// step (fusion, segment tables, its steady state) is timed on CPUs. Run hvrun with
+// --device-plane host; implies --step-alone.
 // --mark-steps: each step marks two phases ("backward" while submitting, "wait") and its end,
 // as a trainer does for straggler attribution (docs/metrics.md).
 #include <algorithm>
@@ -76,13 +80,15 @@ struct Flags {
   bool reference_first = false;  // the raw packed buffer allocated before the tensors
   bool huge_pages = false;       // buffers on transparent huge pages (bench_buffers.h)
   bool step_alone = false;       // the step only, no reference taking turns with it
+  bool host_plane_cuda = false;  // the step's tensors as the host device plane's CUDA tensors
 };
 
 [[noreturn]] void usage(const std::string& problem) {
   std::fprintf(stderr,
                "hvrun_gradient_bench: %s\nusage: hvrun -np N hvrun_gradient_bench [--params PATH] "
                "[--steps N] [--warmup N] [--backend both|hvrun] [--label TEXT] [--trace] [--mark-steps] "
-               "[--no-shm-raw] [--reference-first] [--huge-pages] [--step-alone] [--json]\n",
+               "[--no-shm-raw] [--reference-first] [--huge-pages] [--step-alone] [--host-plane-cuda] "
+               "[--json]\n",
                problem.c_str());
   std::exit(2);
 }
@@ -118,6 +124,7 @@ Flags parse(int argc, char** argv) {
     else if (a == "--reference-first") f.reference_first = true;
     else if (a == "--huge-pages") f.huge_pages = true;
     else if (a == "--step-alone") f.step_alone = true;
+    else if (a == "--host-plane-cuda") f.host_plane_cuda = f.step_alone = true;
     else usage("unknown flag " + a);
   }
   if (f.step_alone) {
@@ -311,7 +318,8 @@ int main(int argc, char** argv) {
     if (f.mark_steps) w.mark_phase("backward");
     for (auto it = tensors.rbegin(); it != tensors.rend(); ++it) {
       hvrun::TensorView v{it->data.data(), hvrun::DataType::kFloat32,
-                          {static_cast<int64_t>(it->data.size())}};
+                          {static_cast<int64_t>(it->data.size())},
+                          f.host_plane_cuda ? hvrun::Device::cuda(0) : hvrun::Device::cpu()};
       handles.push_back(w.allreduce_async(it->name, v, average));
     }
     auto submitted = Clock::now();

@@ -53,6 +53,27 @@ TEST(WorkerTelemetry, PhasesAddUpPerOpAndBackendWithoutEventsWhenNotRecording) {
   EXPECT_FALSE(t.changed());
 }
 
+// Collectives run without the coordinator are counted apart, per device: CPU tensors under
+// "<cpu backend>-fast", CUDA tensors (the GPU executor's agreed rounds) under "nccl-fast".
+TEST(WorkerTelemetry, FastCollectivesAreCountedPerDevice) {
+  WorkerTelemetry t("shm");
+  const auto s = PhaseClock::now();
+  t.on_fast_collective(v1::COLLECTIVE_OP_ALLREDUCE, s, s + milliseconds(1), 64, false);
+  t.on_fast_collective(v1::COLLECTIVE_OP_ALLREDUCE, s, s + milliseconds(2), 400, true);
+  t.on_fast_collective(v1::COLLECTIVE_OP_ALLREDUCE, s, s + milliseconds(2), 400, true);
+  EXPECT_TRUE(t.changed());
+  v1::TelemetryReport report = t.take_report();
+  ASSERT_EQ(report.collectives_size(), 2);
+  for (const v1::CollectiveStats& c : report.collectives()) {
+    const bool gpu = c.backend() == "nccl-fast";
+    EXPECT_TRUE(gpu || c.backend() == "shm-fast") << c.backend();
+    EXPECT_EQ(c.responses(), gpu ? 2u : 1u);
+    EXPECT_EQ(c.bytes(), gpu ? 800u : 64u);
+    EXPECT_EQ(c.collective_ns(), gpu ? 4'000'000u : 1'000'000u);
+  }
+  EXPECT_FALSE(t.changed());
+}
+
 TEST(WorkerTelemetry, RecordingBuffersEveryPhaseOnTheRightLanes) {
   WorkerTelemetry t("gloo");
   t.set_recording(true);

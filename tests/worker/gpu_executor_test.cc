@@ -5,10 +5,12 @@
 // a GPU. The real plane runs in tests/gpu.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <map>
+#include <thread>
 
 #include "worker_lib/backends/nccl/gpu_executor.h"
 
@@ -43,6 +45,7 @@ class HostPlane final : public cuda::DevicePlane {
   struct Log {
     std::vector<std::string> calls;
     int launches = 0;
+    int current_device = 0;  // the one calling thread's, as the test sets it
     std::string aborted;
   };
   explicit HostPlane(Log& log) : log_(log) {}
@@ -50,7 +53,11 @@ class HostPlane final : public cuda::DevicePlane {
   Result<int> device_count() override { return 2; }
   Result<std::string> pci_bus_id(int ordinal) override { return "0000:0" + std::to_string(ordinal) + ":00.0"; }
   Status use_device(int ordinal) override { return call("use_device " + std::to_string(ordinal)); }
-  Status set_current_device(int) override { return Status::ok(); }
+  Status set_current_device(int ordinal) override {
+    log_.current_device = ordinal;
+    return call("set_current_device " + std::to_string(ordinal));
+  }
+  Result<int> current_device() override { return log_.current_device; }
   std::string device_description() const override { return "host plane"; }
   std::string nccl_version() const override { return "0.0.0"; }
   std::string features() const override { return "recording plane"; }
@@ -69,13 +76,26 @@ class HostPlane final : public cuda::DevicePlane {
   Status release_to(void* s) override { return call("release_to " + name(s)); }
   Status copy_segments(std::span<const Segment> segments, const SegmentTransform& t) override {
     ++log_.launches;
-    for (const Segment& seg : segments) {
-      if (t.dtype == DataType::kFloat32) transform<float>(seg, t);
-      else if (t.dtype == DataType::kInt32) transform<int32_t>(seg, t);
-      else return unimplemented("host plane: float32 and int32 only");
-    }
+    for (const Segment& seg : segments) HVRUN_RETURN_IF_ERROR(apply(seg, t));
     return call("copy_segments " + std::to_string(segments.size()));
   }
+  Result<uint64_t> stage_segments(std::span<const Segment> segments, DataType) override {
+    staged_[next_staged_] = {segments.begin(), segments.end()};
+    log_.calls.push_back("stage_segments " + std::to_string(segments.size()));
+    return next_staged_++;
+  }
+  Status copy_staged(uint64_t table, const SegmentTransform& t) override {
+    auto it = staged_.find(table);
+    if (it == staged_.end()) return internal_error("unknown staged table");
+    ++log_.launches;
+    for (const Segment& seg : it->second) HVRUN_RETURN_IF_ERROR(apply(seg, t));
+    return call("copy_staged " + std::to_string(it->second.size()));
+  }
+  void release_staged(uint64_t table) override {
+    staged_.erase(table);
+    log_.calls.push_back("release_staged");
+  }
+  size_t staged_tables() const { return staged_.size(); }
   Status copy_bytes(void* dst, const void* src, size_t bytes) override {
     std::memmove(dst, src, bytes);
     return Status::ok();
@@ -120,6 +140,12 @@ class HostPlane final : public cuda::DevicePlane {
     return Status::ok();
   }
   static std::string name(void* stream) { return stream ? "stream" + std::to_string(reinterpret_cast<uintptr_t>(stream)) : "default"; }
+  static Status apply(const Segment& seg, const SegmentTransform& t) {
+    if (t.dtype == DataType::kFloat32) transform<float>(seg, t);
+    else if (t.dtype == DataType::kInt32) transform<int32_t>(seg, t);
+    else return unimplemented("host plane: float32 and int32 only");
+    return Status::ok();
+  }
   template <typename T>
   static void transform(const Segment& seg, const SegmentTransform& t) {
     T* dst = static_cast<T*>(seg.dst);
@@ -137,6 +163,8 @@ class HostPlane final : public cuda::DevicePlane {
   Log& log_;
   std::vector<std::byte> fusion_, scratch_;
   bool has_comm_ = false;
+  std::map<uint64_t, std::vector<Segment>> staged_;
+  uint64_t next_staged_ = 1;
 };
 
 std::shared_ptr<PendingOp> cuda_op(const std::string& name, std::vector<int64_t> shape, const void* in,
@@ -196,13 +224,90 @@ TEST(GpuExecutor, FusedAllreduceIsOnePackOneCollectiveOneUnpackOnEachStreamOnce)
   EXPECT_EQ(out_a, (std::vector<float>{0.5f, 1, 1.5f}));
   EXPECT_EQ(b, std::vector<float>(5, 2.0f));
   std::vector<std::string> want{"use_device 0", "init_communicator", "wait_for stream1", "wait_for stream2",
-                                "copy_segments 2", "allreduce sum in-place", "copy_segments 2",
+                                "stage_segments 2", "stage_segments 2", "copy_staged 2",
+                                "allreduce sum in-place", "copy_staged 2",
                                 "release_to stream1", "release_to stream2", "synchronize"};
   EXPECT_EQ(f.log.calls, want);
   EXPECT_EQ(f.store.values.at("nccl/gpu/0"), "h\t0000:00:00.0\t0");
   EXPECT_EQ(f.store.values.at("nccl/unique_id"), "id:" + std::string(128, 'u'));
   EXPECT_EQ(f.store.values.at("nccl/rebuild"),
             "init (a new unique id): no rank holds a communicator of an earlier membership");
+}
+
+// A training step reduces the same tensors from the same memory every step: the second step
+// launches the first one's staged tables and stages, builds and uploads nothing; tensors in
+// other memory get tables of their own.
+TEST(GpuExecutor, AStepLikeTheLastOneReusesItsStagedTables) {
+  Fixture f;
+  GpuExecutor ex(f.job);
+  std::vector<float> a{1, 2, 3}, b(5, 4.0f);
+  auto r = response(v1::COLLECTIVE_OP_ALLREDUCE, {{"a", {3}}, {"b", {5}}});
+  r.set_postscale(0.5);
+  auto step = [&](float* out_b) {
+    return ex.execute(r, {cuda_op("a", {3}, a.data(), a.data(), stream(1)),
+                          cuda_op("b", {5}, b.data(), out_b, stream(1))});
+  };
+  ASSERT_TRUE(step(b.data()).is_ok());
+  EXPECT_EQ(ex.tables_staged(), 2u);
+  f.log.calls.clear();
+  ASSERT_TRUE(step(b.data()).is_ok());
+  EXPECT_EQ(a, (std::vector<float>{0.25f, 0.5f, 0.75f}));
+  EXPECT_EQ(b, std::vector<float>(5, 1.0f));
+  EXPECT_EQ(ex.tables_staged(), 2u);
+  std::vector<std::string> want{"wait_for stream1", "copy_staged 2", "allreduce sum in-place",
+                                "copy_staged 2", "release_to stream1", "synchronize"};
+  EXPECT_EQ(f.log.calls, want);
+  // Another output: new tables, and the kept ones stay for a step that comes back to them.
+  std::vector<float> out(5);
+  ASSERT_TRUE(step(out.data()).is_ok());
+  EXPECT_EQ(out, std::vector<float>(5, 0.5f));
+  EXPECT_EQ(ex.tables_staged(), 4u);
+  ASSERT_TRUE(step(b.data()).is_ok());
+  EXPECT_EQ(ex.tables_staged(), 4u);
+  EXPECT_EQ(b, std::vector<float>(5, 0.5f));
+}
+
+// A thread about to wait may run an agreed round itself: on a thread other than the one that
+// set the plane up, the executor makes its GPU current for the call and gives the thread its own
+// device back after; on the set-up thread, or where its GPU is current already, it sets nothing.
+TEST(GpuExecutor, AnotherThreadGetsTheGpuForTheCallAndItsOwnDeviceBack) {
+  Fixture f;
+  GpuExecutor ex(f.job);
+  std::vector<float> a{1, 2, 3};
+  auto r = response(v1::COLLECTIVE_OP_ALLREDUCE, {{"a", {3}}});
+  auto run = [&] { return ex.execute(r, {cuda_op("a", {3}, a.data(), a.data(), nullptr)}); };
+  ASSERT_TRUE(run().is_ok());
+  f.log.calls.clear();
+  Status on_other;
+  f.log.current_device = 1;  // the framework's choice on that thread
+  std::thread([&] { on_other = run(); }).join();
+  ASSERT_TRUE(on_other.is_ok()) << on_other.to_string();
+  EXPECT_EQ(f.log.calls.front(), "set_current_device 0");
+  EXPECT_EQ(f.log.calls.back(), "set_current_device 1");
+  EXPECT_EQ(f.log.current_device, 1);
+  f.log.calls.clear();
+  f.log.current_device = 0;
+  std::thread([&] { on_other = run(); }).join();
+  ASSERT_TRUE(on_other.is_ok());
+  ASSERT_TRUE(run().is_ok());
+  for (const std::string& c : f.log.calls) EXPECT_EQ(c.rfind("set_current_device", 0), std::string::npos) << c;
+}
+
+// Past StagedFusions::kKept layouts the least recently used one's tables are released.
+TEST(GpuExecutor, StagedTablesAreBoundedAndReleased) {
+  Fixture f;
+  GpuExecutor ex(f.job);
+  std::vector<std::vector<float>> outs(cuda::StagedFusions::kKept + 3, std::vector<float>(5));
+  std::vector<float> a{1, 2, 3}, b(5, 4.0f);
+  auto r = response(v1::COLLECTIVE_OP_ALLREDUCE, {{"a", {3}}, {"b", {5}}});
+  for (auto& out : outs) {
+    ASSERT_TRUE(ex.execute(r, {cuda_op("a", {3}, a.data(), a.data(), nullptr),
+                               cuda_op("b", {5}, b.data(), out.data(), nullptr)})
+                    .is_ok());
+    EXPECT_EQ(out, std::vector<float>(5, 4.0f));
+  }
+  EXPECT_EQ(ex.tables_staged(), 2 * outs.size());
+  EXPECT_EQ(std::count(f.log.calls.begin(), f.log.calls.end(), "release_staged"), 2 * 3);
 }
 
 TEST(GpuExecutor, LoneAllreduceGoesStraightFromInputToOutputAndAverageIsNcclAvg) {

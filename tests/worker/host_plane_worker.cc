@@ -12,6 +12,10 @@
 //                  itself at step ELASTIC_KILL_AT and the survivors shrink the communicator;
 //                  with ELASTIC_GROW=FILE:STEP:TEXT rank 0 writes TEXT (the discovery script's
 //                  input) into FILE at STEP, and the job steps on until a rank has joined
+//   ... steady     a training step's asynchronous allreduces of the same CUDA tensors, step
+//                  after step, then a changed set (a new shape, a new name): every step's
+//                  results against the CPU path's (hvrun's telemetry summary counts the
+//                  collectives run without the coordinator)
 //
 // Prints "PASS ..." / "FAIL ..." lines and a summary; exits non-zero on any failure.
 #include <signal.h>
@@ -402,6 +406,90 @@ Growth growth_from_env() {
 // elastic_cpp_job.cc's arithmetic on a CUDA tensor: every step adds the job's size to `total`
 // through the allreduce, and to `expected` by the rank's own count, so that the two agree after
 // any reset only if every collective on the rebuilt communicator was right.
+// One tensor of the steady state's step: its name, shape and reduction.
+struct StepTensor {
+  std::string name;
+  int64_t count;
+  DataType dtype;
+  ReduceOp op;
+};
+
+// The inputs of step `step`: they change every step, so a result left from an earlier step
+// cannot pass for this one's.
+Buffer step_input(const StepTensor& t, int rank, int step) {
+  return values(t.dtype, static_cast<size_t>(t.count), rank, step * 7 + static_cast<int>(t.count % 5));
+}
+
+// The CPU path's result of `step`'s tensors: the same inputs as one grouped allreduce per
+// reduction (a group always goes through the coordinator, so the reference adds nothing to the
+// count of collectives run without it).
+std::vector<Buffer> cpu_reference(hvrun::Worker& w, const std::vector<StepTensor>& set, int step) {
+  std::vector<Buffer> cpu;
+  for (const StepTensor& t : set) cpu.push_back(step_input(t, w.rank(), step));
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage}) {
+    std::vector<std::string> names;
+    std::vector<hvrun::TensorView> views;
+    for (size_t i = 0; i < set.size(); ++i) {
+      if (set[i].op != op) continue;
+      names.push_back("reference." + set[i].name);
+      views.push_back(on(kCpu, cpu[i], {set[i].count}));
+    }
+    for (hvrun::Handle& h : w.grouped_allreduce_async(names, views, {.op = op}))
+      expect(w.wait(h).is_ok(), "CPU reference of step " + std::to_string(step));
+  }
+  return cpu;
+}
+
+// `steps` steps of `set`, submitted asynchronously on a caller's stream and waited for as a
+// training step does; every step checked against the CPU path.
+void steady_steps(hvrun::Worker& w, const std::vector<StepTensor>& set, int first, int steps,
+                  HostStream& stream) {
+  for (int step = first; step < first + steps; ++step) {
+    std::vector<Buffer> dev;
+    for (const StepTensor& t : set) dev.push_back(step_input(t, w.rank(), step));
+    std::vector<hvrun::Handle> handles;
+    for (size_t i = 0; i < set.size(); ++i)
+      handles.push_back(w.allreduce_async("steady." + set[i].name,
+                                          on(kDev, dev[i], {set[i].count}, &stream),
+                                          {.op = set[i].op}));
+    bool ok = true;
+    for (hvrun::Handle& h : handles) {
+      hvrun::Status s = w.wait(h);
+      expect(s.is_ok(), "steady step " + std::to_string(step) + ": " + s.to_string());
+      ok = ok && s.is_ok();
+    }
+    if (!ok) return;
+    std::vector<Buffer> cpu = cpu_reference(w, set, step);
+    for (size_t i = 0; i < set.size(); ++i) {
+      std::string d = differ(dev[i].data(), cpu[i].data(), set[i].dtype, static_cast<size_t>(set[i].count));
+      expect(d.empty(), "steady step " + std::to_string(step) + " '" + set[i].name + "': " + d);
+    }
+  }
+}
+
+int steady(hvrun::Worker& w) {
+  HostStream stream("caller");
+  // Two fused responses a step (float32 sums, float64 averages), as a model's gradients.
+  std::vector<StepTensor> set{{"f32.0", 1, DataType::kFloat32, ReduceOp::kSum},
+                              {"f32.1", 17, DataType::kFloat32, ReduceOp::kSum},
+                              {"f32.2", 1000, DataType::kFloat32, ReduceOp::kSum},
+                              {"f32.3", 4097, DataType::kFloat32, ReduceOp::kSum},
+                              {"f64.0", 5, DataType::kFloat64, ReduceOp::kAverage},
+                              {"f64.1", 300, DataType::kFloat64, ReduceOp::kAverage}};
+  const int steps = env_int("STEADY_STEPS", 20);
+  steady_steps(w, set, 0, steps, stream);
+  // The set changes: one tensor another shape, one name new. Their first step must go through
+  // the coordinator (a round would run the cached shape), the steps after run by agreement.
+  set[2].count = 1001;
+  set.push_back({"f64.new", 7, DataType::kFloat64, ReduceOp::kAverage});
+  steady_steps(w, set, steps, steps, stream);
+  std::printf("host plane steady: %s (%d checks, %d failed)\n", failures ? "FAILED" : "OK", checks,
+              failures);
+  return failures ? 1 : 0;
+}
+
+
+// elastic_cpp_job.cc's arithmetic on a CUDA tensor: every step adds the job's size to `total`.
 int elastic() {
   const int launch_rank = env_int("HVRUN_RANK", -1);
   const int kill_rank = env_int("ELASTIC_KILL_RANK", -1), kill_at = env_int("ELASTIC_KILL_AT", -1);
@@ -453,8 +541,9 @@ int elastic() {
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
   if (mode == "elastic") return elastic();
-  if (mode != "collectives" && mode != "join" && mode != "abort" && mode != "timeout") {
-    std::fprintf(stderr, "usage: hvrun_host_plane_worker collectives|join|abort|timeout|elastic\n");
+  if (mode != "collectives" && mode != "join" && mode != "abort" && mode != "timeout" &&
+      mode != "steady") {
+    std::fprintf(stderr, "usage: hvrun_host_plane_worker collectives|join|abort|timeout|elastic|steady\n");
     return 2;
   }
   auto worker = hvrun::Worker::init();
@@ -466,6 +555,7 @@ int main(int argc, char** argv) {
   int rc = 0;
   if (mode == "collectives") rc = collectives(w);
   else if (mode == "join") rc = join(w);
+  else if (mode == "steady") rc = steady(w);
   else rc = stuck_collective(w, mode == "timeout");
   if (mode != "abort") (void)w.shutdown();
   return rc;

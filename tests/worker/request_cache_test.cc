@@ -89,6 +89,29 @@ TEST(RequestCache, ANewShapeGetsItsNewIdAndTheFastMetadataFollows) {
                                                 ReduceOp::kAverage, 0.5, 1.0));
 }
 
+// A CUDA tensor's allreduce may run by agreement too (the cached rounds, on the GPU executor),
+// for the device it was cached on only: the same name in host memory, or on another GPU, is
+// another request and stays with the coordinator until it is cached as such.
+TEST(RequestCache, ACudaAllreduceRunsByAgreementOnTheDeviceItWasCachedFor) {
+  RequestCache cache;
+  auto on_gpu = allreduce("grad", {8});
+  on_gpu->device = Device::cuda(0);
+  EXPECT_TRUE(RequestCache::may_run_fast(*on_gpu));
+  assign(cache, {on_gpu}, 1);
+  const CacheEntry* entry = cache.find("grad");
+  ASSERT_NE(entry, nullptr);
+  EXPECT_TRUE(entry->fast);
+  EXPECT_EQ(entry->device, Device::cuda(0));
+  auto again = allreduce("grad", {8});
+  again->device = Device::cuda(0);
+  EXPECT_EQ(cache.round_entry(*again), entry);
+  auto on_host = allreduce("grad", {8});
+  EXPECT_EQ(cache.round_entry(*on_host), nullptr);
+  auto other_gpu = allreduce("grad", {8});
+  other_gpu->device = Device::cuda(1);
+  EXPECT_EQ(cache.round_entry(*other_gpu), nullptr);
+}
+
 TEST(RequestCache, OpsTheFastPathCannotRunKeepNoFastMetadata) {
   RequestCache cache;
   auto grouped = allreduce("in.group", {8});

@@ -16,12 +16,17 @@ constexpr uint64_t kCachedRoundMark = 1ull << 63;
 
 double scale_or_one(double scale) { return scale == 0 ? 1.0 : scale; }
 
+v1::DeviceKind device_kind(const PendingOp& op) {
+  return op.device.is_cuda() ? v1::DEVICE_KIND_CUDA : v1::DEVICE_KIND_CPU;
+}
+
 // The response header the coordinator's plan builder writes for this allreduce (no joined
 // ranks: a rank that joined never takes part in a cached round).
 void fill_header(v1::Response& response, const PendingOp& op, int world) {
   response.set_op(v1::COLLECTIVE_OP_ALLREDUCE);
   response.set_dtype(static_cast<v1::DataType>(static_cast<int>(op.dtype)));
-  response.set_device(v1::DEVICE_KIND_CPU);
+  // CUDA: the plan executor gives the response to the GPU executor, as it does a planned one.
+  response.set_device(device_kind(op));
   response.set_reduce_op(static_cast<v1::ReduceOp>(static_cast<int>(op.reduce_op)));
   response.set_prescale(scale_or_one(op.prescale));
   response.set_postscale(scale_or_one(op.postscale));
@@ -59,8 +64,9 @@ void CachedRounds::send_pending() {
     // A plan still runs (its last handles completed, so this thread went on to its next step).
     // When everything unsent could take a round, wait for the plan rather than send: sent, the
     // ops would refuse the round the other ranks are about to meet in, and each step through
-    // the coordinator would end the same way. Anything else (a GPU op: its plan may hold the
-    // lock for a whole collective) goes to the coordinator now, to be negotiated meanwhile.
+    // the coordinator would end the same way. Anything else (an op no round runs: its plan may
+    // hold the lock for a whole collective) goes to the coordinator now, to be negotiated
+    // meanwhile.
     if (c_.rank.outbox_may_hold()) {
       exec_lock.lock();
       dispatch_locked();
@@ -155,7 +161,7 @@ void CachedRounds::execute(std::vector<Held> agreed) {
     std::shared_ptr<PendingOp>& op = h.op;
     const FusionKey fusion{v1::COLLECTIVE_OP_ALLREDUCE,
                            static_cast<v1::DataType>(static_cast<int>(op->dtype)),
-                           v1::DEVICE_KIND_CPU,
+                           device_kind(*op),
                            static_cast<v1::ReduceOp>(static_cast<int>(op->reduce_op)),
                            scale_or_one(op->prescale), scale_or_one(op->postscale)};
     auto found = std::find(keys.begin(), keys.end(), fusion);
@@ -189,7 +195,8 @@ void CachedRounds::execute(std::vector<Held> agreed) {
     const auto start = telemetry::PhaseClock::now();
     c_.executor.execute(responses_[i], entries_[i]);
     c_.telemetry.on_fast_collective(v1::COLLECTIVE_OP_ALLREDUCE, start,
-                                    telemetry::PhaseClock::now(), bytes_of[i]);
+                                    telemetry::PhaseClock::now(), bytes_of[i],
+                                    responses_[i].device() == v1::DEVICE_KIND_CUDA);
     entries_[i].clear();  // the ops end here, as they did when the entries were the round's own
   }
 }

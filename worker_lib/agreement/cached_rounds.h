@@ -1,12 +1,14 @@
 // Cached rounds: the steady state of asynchronous submissions without the coordinator. When
-// everything a rank has submitted is an allreduce of a CPU tensor the coordinator already
-// negotiated (cached, metadata unchanged), the thread that would send the RequestBatch holds
-// the ops instead and posts their cache ids as a bit vector to the job's round agreement
-// (worker_lib/round_agreement.h: the shm segment's round board). The AND of every rank's bits
-// is the set ready everywhere; every rank builds the same responses from it (cache id order, the
-// coordinator's fusion rule and threshold: proto/fusion_packing.h) and executes them as it
-// executes a plan, so the results are the coordinator path's bits. What is not agreed goes to
-// the coordinator exactly as before. Why no op is lost, duplicated or run apart, step by step:
+// everything a rank has submitted is an allreduce (of a CPU or a CUDA tensor) the coordinator
+// already negotiated (cached, metadata and device unchanged), the thread that would send the
+// RequestBatch holds the ops instead and posts their cache ids as a bit vector to the job's
+// round agreement (worker_lib/round_agreement.h: the shm segment's round board). The AND of
+// every rank's bits is the set ready everywhere; every rank builds the same responses from it
+// (cache id order, the coordinator's fusion rule and threshold: proto/fusion_packing.h) and
+// executes them as it executes a plan, so the results are the coordinator path's bits. A CUDA
+// tensor's response says so, and the plan executor gives it to the GPU executor
+// (backends/nccl/gpu_executor.h), which calls the device plane on whichever thread holds the
+// executor's lock here. What is not agreed goes to the coordinator exactly as before. Why no op is lost, duplicated or run apart, step by step:
 //  - Only when this rank waits for nothing else: no op sent to the coordinator without its
 //    plan, every received plan executed, no abort, shutdown or timeline recording, checked
 //    under the executor's lock (held through the round and the execution). As for the

@@ -33,8 +33,9 @@ FastPath::FastPath(Context context, RoundAgreement* rounds)
 
 const CacheEntry* FastPath::entry_for(const FastAllreduce& call) const {
   const CacheEntry* entry = c_.rank.negotiated().find(call.name);
-  // The coordinator's entry holds only while the metadata is what was cached.
-  if (entry == nullptr ||
+  // The coordinator's entry holds only while the metadata is what was cached, for host memory
+  // (a CUDA tensor's entry is the cached rounds' alone).
+  if (entry == nullptr || entry->device.is_cuda() ||
       !RequestCache::fast_entry_matches(*entry, call.dtype, call.shape, call.options.op,
                                         call.options.prescale, call.options.postscale))
     return nullptr;
@@ -115,7 +116,7 @@ std::optional<Status> FastPath::try_allreduce(const FastAllreduce& call) {
   c_.lane.refuse_if_busy(c_.rank.waiting_for_coordinator());
   const auto end = telemetry::PhaseClock::now();
   c_.telemetry.on_fast_collective(v1::COLLECTIVE_OP_ALLREDUCE, start, end,
-                                  count * dtype_size(call.dtype));
+                                  count * dtype_size(call.dtype), /*on_gpu=*/false);
   blocked.add(start, end);
   return Status::ok();
 }

@@ -25,8 +25,7 @@ bool ShapeKey::operator==(const std::vector<int64_t>& shape) const {
 }
 
 bool RequestCache::may_run_fast(const PendingOp& op) {
-  return op.op == v1::COLLECTIVE_OP_ALLREDUCE && !op.device.is_cuda() && op.group_id == 0 &&
-         op.process_set == 0;
+  return op.op == v1::COLLECTIVE_OP_ALLREDUCE && op.group_id == 0 && op.process_set == 0;
 }
 
 bool RequestCache::fast_entry_matches(const CacheEntry& entry, DataType dtype,
@@ -47,8 +46,8 @@ const CacheEntry* RequestCache::round_entry(PendingOp& op) const {
   if (!may_run_fast(op)) return nullptr;
   if (op.cache_entry == nullptr) op.cache_entry = find(op.name());
   const CacheEntry* entry = op.cache_entry;
-  if (entry == nullptr || !fast_entry_matches(*entry, op.dtype, op.shape, op.reduce_op,
-                                              op.prescale, op.postscale))
+  if (entry == nullptr || entry->device != op.device ||
+      !fast_entry_matches(*entry, op.dtype, op.shape, op.reduce_op, op.prescale, op.postscale))
     return nullptr;
   return entry;
 }
@@ -81,6 +80,7 @@ CacheEntry RequestCache::make_entry(uint32_t id, const PendingOp& op, std::strin
   entry.signature = std::move(signature);
   if (!may_run_fast(op)) return entry;
   entry.fast = true;
+  entry.device = op.device;
   entry.dtype = op.dtype;
   entry.reduce_op = op.reduce_op;
   entry.prescale = op.prescale;

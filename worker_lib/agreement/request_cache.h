@@ -1,8 +1,8 @@
 // This rank's copy of the coordinator's response cache: for each tensor name, the cache id the
 // coordinator assigned and the metadata it was assigned for. A request whose metadata is
-// unchanged goes as its id alone; an allreduce of a CPU tensor also keeps what the fast path
-// needs to run it without the coordinator (the response to execute, a hash for the ranks to
-// compare).
+// unchanged goes as its id alone; an allreduce (of a CPU or a CUDA tensor) also keeps what the
+// steady state needs to run it without the coordinator (the response to execute, a hash for the
+// ranks to compare).
 //
 // Threads: written while executing a plan (the executor's lock and the sender's lock both
 // held), so holding either one is enough to read it (runtime.h's lock order).
@@ -38,10 +38,12 @@ class ShapeKey {
 
 struct CacheEntry {
   uint32_t id = 0;
-  // An allreduce of a CPU tensor, which the fast path may run: the metadata it was cached for
-  // (what the fast path compares a call with) and a hash of `signature`. False and 0 for every
-  // other op.
+  // An allreduce the steady state may run: the metadata it was cached for (what the fast path
+  // and the cached rounds compare a call with) and a hash of `signature`. False and 0 for every
+  // other op. `device` tells the CPU tensors (the blocking fast path's and the rounds') from the
+  // CUDA ones (the rounds' only: the blocking fast path reduces host memory).
   bool fast = false;
+  Device device;
   DataType dtype = DataType::kUInt8;
   ReduceOp reduce_op = ReduceOp::kSum;
   double prescale = 1.0;
@@ -54,15 +56,15 @@ struct CacheEntry {
 class RequestCache {
  public:
   // Whether an op of this kind may run without the coordinator once cached: an allreduce of a
-  // CPU tensor outside a group (the entries marked fast).
+  // CPU or CUDA tensor outside a group, on the global set (the entries marked fast).
   static bool may_run_fast(const PendingOp& op);
   // Whether an allreduce with this metadata is what `entry` cached for the fast path, so its
   // id still stands for it.
   static bool fast_entry_matches(const CacheEntry& entry, DataType dtype,
                                  const std::vector<int64_t>& shape, ReduceOp op, double prescale,
                                  double postscale);
-  // The entry `op` may run by agreement with (cached_rounds.h): an op the fast path may run,
-  // cached with its metadata unchanged; null otherwise. Keeps the entry in the op
+  // The entry `op` may run by agreement with (cached_rounds.h): an op the steady state may run,
+  // cached with its metadata and device unchanged; null otherwise. Keeps the entry in the op
   // (PendingOp::cache_entry), so a step's later rounds look nothing up.
   const CacheEntry* round_entry(PendingOp& op) const;
   // The id to send instead of `op`'s full request, when the coordinator cached it unchanged.

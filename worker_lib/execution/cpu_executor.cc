@@ -53,7 +53,8 @@ Status CpuExecutor::fast_allreduce(const TensorAllreduce& call) {
   if (phase_observer_)
     phase_observer_->on_fast_collective(v1::COLLECTIVE_OP_ALLREDUCE, start,
                                         telemetry::PhaseClock::now(),
-                                        call.tensor.count * dtype_size(call.dtype));
+                                        call.tensor.count * dtype_size(call.dtype),
+                                        /*on_gpu=*/false);
   return status;
 }
 

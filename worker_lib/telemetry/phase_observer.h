@@ -47,10 +47,12 @@ class PhaseObserver {
   virtual void on_phase(const v1::Response& response, Phase phase, PhaseClock::time_point start,
                         PhaseClock::time_point end, uint64_t bytes, std::string_view backend) = 0;
   // One collective of one tensor that the ranks agreed to run without the coordinator (the fast
-  // path), from `start` to `end`, on whichever thread ran it. Counted apart from the backend's
-  // planned collectives; an observer that only follows plans ignores it.
+  // path), from `start` to `end`, on whichever thread ran it; `on_gpu`: of CUDA tensors (the
+  // GPU executor's). Counted apart from the backend's planned collectives; an observer that
+  // only follows plans ignores it.
   virtual void on_fast_collective(v1::CollectiveOp /*op*/, PhaseClock::time_point /*start*/,
-                                  PhaseClock::time_point /*end*/, uint64_t /*bytes*/) {}
+                                  PhaseClock::time_point /*end*/, uint64_t /*bytes*/,
+                                  bool /*on_gpu*/) {}
 };
 
 // Times one phase from construction to destruction (or to finish()); a null observer costs

@@ -35,13 +35,14 @@ std::set<WorkerTelemetry*>& step_registry() {
 
 WorkerTelemetry::WorkerTelemetry(std::string cpu_backend, size_t max_buffered_events)
     : cpu_backend_(std::move(cpu_backend)),
-      fast_backend_(cpu_backend_ + "-fast"),
       max_events_(max_buffered_events),
       steady_anchor_(PhaseClock::now()),
       wall_anchor_us_(std::chrono::duration_cast<std::chrono::microseconds>(
                           std::chrono::system_clock::now().time_since_epoch())
                           .count()) {
   counters_.reserve(16);
+  fast_[0].backend = cpu_backend_ + "-fast";
+  fast_[1].backend = "nccl-fast";
 }
 
 int64_t WorkerTelemetry::wall_us(PhaseClock::time_point t) const {
@@ -204,31 +205,38 @@ void WorkerTelemetry::add_event(v1::TimelineEvent event) {
 }
 
 void WorkerTelemetry::on_fast_collective(v1::CollectiveOp op, PhaseClock::time_point start,
-                                         PhaseClock::time_point end, uint64_t bytes) {
+                                         PhaseClock::time_point end, uint64_t bytes, bool on_gpu) {
   // The fast path runs allreduces only: its counters have no op of their own.
   assert(op == v1::COLLECTIVE_OP_ALLREDUCE);
   (void)op;
-  fast_responses_.fetch_add(1, std::memory_order_relaxed);
-  fast_ns_.fetch_add(ns_between(start, end), std::memory_order_relaxed);
-  fast_bytes_.fetch_add(bytes, std::memory_order_relaxed);
+  FastCounters& fast = fast_[on_gpu ? 1 : 0];
+  fast.responses.fetch_add(1, std::memory_order_relaxed);
+  fast.ns.fetch_add(ns_between(start, end), std::memory_order_relaxed);
+  fast.bytes.fetch_add(bytes, std::memory_order_relaxed);
 }
 
-void WorkerTelemetry::fold_fast_counters() {
+bool WorkerTelemetry::FastCounters::unfolded() const {
+  return responses.load(std::memory_order_relaxed) != folded_responses ||
+         ns.load(std::memory_order_relaxed) != folded_ns ||
+         bytes.load(std::memory_order_relaxed) != folded_bytes;
+}
+
+void WorkerTelemetry::fold_fast_counters(FastCounters& fast) {
   // Three separate adds: a fold between them sees some grown and not the others, so any growth
   // counts (the rest follows at the next fold).
-  const uint64_t responses = fast_responses_.load(std::memory_order_relaxed);
-  const uint64_t ns = fast_ns_.load(std::memory_order_relaxed);
-  const uint64_t bytes = fast_bytes_.load(std::memory_order_relaxed);
-  if (responses == folded_fast_responses_ && ns == folded_fast_ns_ && bytes == folded_fast_bytes_)
+  const uint64_t responses = fast.responses.load(std::memory_order_relaxed);
+  const uint64_t ns = fast.ns.load(std::memory_order_relaxed);
+  const uint64_t bytes = fast.bytes.load(std::memory_order_relaxed);
+  if (responses == fast.folded_responses && ns == fast.folded_ns && bytes == fast.folded_bytes)
     return;
-  v1::CollectiveStats& c = counters(v1::COLLECTIVE_OP_ALLREDUCE, fast_backend_);
-  c.set_responses(c.responses() + responses - folded_fast_responses_);
-  c.set_tensors(c.tensors() + responses - folded_fast_responses_);
-  c.set_collective_ns(c.collective_ns() + ns - folded_fast_ns_);
-  c.set_bytes(c.bytes() + bytes - folded_fast_bytes_);
-  folded_fast_responses_ = responses;
-  folded_fast_ns_ = ns;
-  folded_fast_bytes_ = bytes;
+  v1::CollectiveStats& c = counters(v1::COLLECTIVE_OP_ALLREDUCE, fast.backend);
+  c.set_responses(c.responses() + responses - fast.folded_responses);
+  c.set_tensors(c.tensors() + responses - fast.folded_responses);
+  c.set_collective_ns(c.collective_ns() + ns - fast.folded_ns);
+  c.set_bytes(c.bytes() + bytes - fast.folded_bytes);
+  fast.folded_responses = responses;
+  fast.folded_ns = ns;
+  fast.folded_bytes = bytes;
   ++version_;
 }
 
@@ -238,7 +246,7 @@ v1::TelemetryReport WorkerTelemetry::take_report() {
   uint64_t dropped = 0;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    fold_fast_counters();
+    for (FastCounters& fast : fast_) fold_fast_counters(fast);
     for (const Counters& c : counters_) *report.add_collectives() = c.stats;
     events.swap(events_);
     events_.reserve(std::min<size_t>(events.size(), 4096));
@@ -270,9 +278,7 @@ bool WorkerTelemetry::changed() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return version_ != reported_version_ || steps() != reported_steps_ || !events_.empty() ||
          step_timer_.has_pending() ||
-         dropped_ > 0 || fast_responses_.load(std::memory_order_relaxed) != folded_fast_responses_ ||
-         fast_ns_.load(std::memory_order_relaxed) != folded_fast_ns_ ||
-         fast_bytes_.load(std::memory_order_relaxed) != folded_fast_bytes_;
+         dropped_ > 0 || fast_[0].unfolded() || fast_[1].unfolded();
 }
 
 size_t WorkerTelemetry::buffered_events() const {

@@ -54,9 +54,10 @@ class WorkerTelemetry final : public PhaseObserver {
 
   // PhaseObserver, any thread: the fast path's collectives (allreduces) run on the caller's
   // thread: three relaxed adds instead of on_phase()'s lock (each one is about a microsecond
-  // long), folded into the (op, "<cpu backend>-fast") counters when a report is taken.
+  // long), folded into the (op, "<cpu backend>-fast") counters when a report is taken, or the
+  // (op, "nccl-fast") ones for CUDA tensors.
   void on_fast_collective(v1::CollectiveOp op, PhaseClock::time_point start,
-                          PhaseClock::time_point end, uint64_t bytes) override;
+                          PhaseClock::time_point end, uint64_t bytes, bool on_gpu) override;
 
   // API threads: a step ended; a named phase of the step starts ("" ends the running one).
   void mark_step() {
@@ -107,7 +108,6 @@ class WorkerTelemetry final : public PhaseObserver {
   void add_event(v1::TimelineEvent event);
 
   const std::string cpu_backend_;
-  const std::string fast_backend_;  // the fast path's counters: "<cpu backend>-fast"
   const size_t max_events_;
   const PhaseClock::time_point steady_anchor_;
   const int64_t wall_anchor_us_;
@@ -117,13 +117,19 @@ class WorkerTelemetry final : public PhaseObserver {
 
   std::atomic<bool> recording_{false};
   std::atomic<uint64_t> steps_{0};
-  std::atomic<uint64_t> fast_responses_{0};
-  std::atomic<uint64_t> fast_ns_{0};
-  std::atomic<uint64_t> fast_bytes_{0};
-  // mutex_: what of the fast counters is in counters_ already.
-  uint64_t folded_fast_responses_ = 0, folded_fast_ns_ = 0, folded_fast_bytes_ = 0;
+  // The collectives run without the coordinator on one kind of device, counted apart.
+  struct FastCounters {
+    std::string backend;  // "<cpu backend>-fast", "nccl-fast"
+    std::atomic<uint64_t> responses{0};
+    std::atomic<uint64_t> ns{0};
+    std::atomic<uint64_t> bytes{0};
+    // mutex_: what of them is in counters_ already.
+    uint64_t folded_responses = 0, folded_ns = 0, folded_bytes = 0;
+    bool unfolded() const;
+  };
+  FastCounters fast_[2];  // [0]: CPU tensors, [1]: CUDA tensors
   // mutex_ held: adds the fast counters' growth since the last call to counters_.
-  void fold_fast_counters();
+  void fold_fast_counters(FastCounters& fast);
 
   mutable std::mutex mutex_;
   std::vector<Counters> counters_;             // mutex_; few entries, searched linearly

@@ -6,9 +6,14 @@
 // tensor. Both are built from the same tree by the same compiler; kPluginAbiVersion guards
 // against mixing builds.
 //
-// Threads: every method except abort() is called from the worker's background thread only (the
-// thread that executes plans); abort() may come from any thread and makes the running and every
-// later operation fail promptly with kAborted.
+// Threads: every method except abort() is called by one thread at a time: the thread holding
+// the worker's executor lock (agreement/execution_lane.h). That is the background thread for
+// plans, and for rounds the ranks agreed on (agreement/cached_rounds.h) either it or a thread
+// about to wait on a handle, which runs the round itself instead of waking the background
+// thread. The GPU executor makes the plane's GPU current on a thread other than the one that
+// set the plane up, for its calls, and gives that thread its own current device back after
+// (set_current_device, current_device). abort() may come from any thread and makes the running
+// and every later operation fail promptly with kAborted.
 //
 // Ordering: everything is queued on one internal CUDA stream, in call order. wait_for() makes
 // that stream wait for a caller's stream, release_to() makes a caller's stream wait for the
@@ -99,6 +104,8 @@ class DevicePlane {
   virtual Status use_device(int ordinal) = 0;
   // Makes `ordinal` current on the calling thread only (cudaSetDevice); no other state.
   virtual Status set_current_device(int ordinal) = 0;
+  // The device current on the calling thread (cudaGetDevice), to give it back afterwards.
+  virtual Result<int> current_device() = 0;
   // "GPU 0 (NVIDIA H200, PCI 0000:3b:00.0)" of the device in use.
   virtual std::string device_description() const = 0;
   // "2.28.9" of the libnccl.so.2 actually loaded.
@@ -124,6 +131,16 @@ class DevicePlane {
   virtual Status copy_segments(std::span<const Segment> segments, const SegmentTransform& t) = 0;
   virtual Status copy_bytes(void* dst, const void* src, size_t bytes) = 0;  // D2D, queued
   virtual Status zero_bytes(void* dst, size_t bytes) = 0;                   // queued
+
+  // ---- Staged segment tables: a table kept by the plane (on a GPU: in device memory, uploaded
+  // once) and launched by handle, so that a step whose fused layout and tensors are those of an
+  // earlier step builds, splits and uploads nothing.
+  // Stages `segments` of `dtype` elements (the upload is queued); the handle is never 0.
+  virtual Result<uint64_t> stage_segments(std::span<const Segment> segments, DataType dtype) = 0;
+  // Queues what copy_segments(the staged segments, t) would; t.dtype is the staged dtype.
+  virtual Status copy_staged(uint64_t table, const SegmentTransform& t) = 0;
+  // The table is no longer launched; its memory goes once the work queued so far is done.
+  virtual void release_staged(uint64_t table) = 0;
 
   // ---- NCCL (collectives queued on the internal stream)
   virtual Result<std::string> make_unique_id() = 0;

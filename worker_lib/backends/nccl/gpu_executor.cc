@@ -26,9 +26,15 @@ bool is_floating(DataType t) {
          t == DataType::kFloat64;
 }
 
-std::string describe(const v1::Response& r) {
+// "allreduce of 'a', 'b' and 3 more". A round the ranks agreed on carries no names in its
+// response (agreement/cached_rounds.h): this rank's own entries name the tensors then.
+std::string describe(const v1::Response& r, const std::vector<std::shared_ptr<PendingOp>>& e) {
   std::string names;
-  for (int i = 0; i < r.tensors_size() && i < 3; ++i) names += (i ? ", '" : "'") + r.tensors(i).name() + "'";
+  for (int i = 0; i < r.tensors_size() && i < 3; ++i) {
+    const auto& entry = e[static_cast<size_t>(i)];
+    const std::string& name = r.tensors(i).name().empty() && entry ? entry->name() : r.tensors(i).name();
+    names += (i ? ", '" : "'") + name + "'";
+  }
   if (r.tensors_size() > 3) names += " and " + std::to_string(r.tensors_size() - 3) + " more";
   std::string op = v1::CollectiveOp_Name(r.op());
   if (op.rfind("COLLECTIVE_OP_", 0) == 0) op = op.substr(14);
@@ -71,6 +77,8 @@ void GpuExecutor::carry_communicator_over() {
     // abort() from another thread finds no plane from here on.
     plane = std::move(plane_);
   }
+  // The next membership's executor stages its own tables; these would only hold its memory.
+  if (plane) fusions_.release_all(*plane);
   // The survivors' next executor may shrink this communicator. One that set nothing up (no
   // CUDA tensor in this membership) passes on what it was given, if anything.
   CarriedCommunicator carried{.why_not = why_not_carried_};
@@ -181,6 +189,7 @@ Result<std::unique_ptr<cuda::DevicePlane>> GpuExecutor::make_plane() {
 void GpuExecutor::install_plane(std::unique_ptr<cuda::DevicePlane> plane) {
   std::unique_ptr<cuda::DevicePlane> old;
   std::lock_guard<std::mutex> lock(mutex_);
+  if (plane_) fusions_.release_all(*plane_);  // its tables are the old plane's
   old = std::exchange(plane_, std::move(plane));
   if (plane_ && abort_reason_) plane_->abort(*abort_reason_);
 }
@@ -194,6 +203,10 @@ Status GpuExecutor::set_up(int ordinal) {
   if (!plane_) {
     HVRUN_ASSIGN_OR_RETURN(auto plane, make_plane());
     install_plane(std::move(plane));
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    plane_thread_ = std::this_thread::get_id();
   }
   if (ordinal < 0) {
     HVRUN_ASSIGN_OR_RETURN(ordinal, local_rank_gpu());
@@ -314,6 +327,18 @@ Status GpuExecutor::replace_carried_plane(int ordinal) {
 }
 
 Status GpuExecutor::execute(const v1::Response& r, const std::vector<std::shared_ptr<PendingOp>>& e) {
+  if (!ready_ || std::this_thread::get_id() == plane_thread_) return run(r, e);
+  // A thread about to wait runs an agreed round itself (device_plane.h): the GPU is made
+  // current for the call, and the thread's own device (a framework's choice) comes back after.
+  HVRUN_ASSIGN_OR_RETURN(int previous, plane_->current_device());
+  if (previous == ordinal_) return run(r, e);
+  HVRUN_RETURN_IF_ERROR(plane_->set_current_device(ordinal_));
+  Status status = run(r, e);
+  Status back = plane_->set_current_device(previous);
+  return status.is_ok() ? back : status;
+}
+
+Status GpuExecutor::run(const v1::Response& r, const std::vector<std::shared_ptr<PendingOp>>& e) {
   HVRUN_RETURN_IF_ERROR(ensure_ready(e));
   switch (r.op()) {
     case v1::COLLECTIVE_OP_ALLREDUCE: return allreduce(r, e);
@@ -354,39 +379,41 @@ Status GpuExecutor::release_and_wait(const std::vector<std::shared_ptr<PendingOp
 }
 
 Status GpuExecutor::reduce_fused(const v1::Response& r,
-                                 const std::vector<std::shared_ptr<PendingOp>>& e, void*& fusion,
-                                 std::vector<uint64_t>& offsets) {
+                                 const std::vector<std::shared_ptr<PendingOp>>& e,
+                                 std::span<void* const> outputs, std::span<const uint64_t> counts,
+                                 std::span<const uint64_t> first,
+                                 const cuda::SegmentTransform& unpack) {
   auto dtype = static_cast<DataType>(r.dtype());
   auto op = static_cast<ReduceOp>(r.reduce_op());
-  const size_t esize = dtype_size(dtype);
-  std::vector<uint64_t> counts;
-  std::vector<const void*> sources;
+  cuda::FusionTensors& tensors = fusion_tensors_;
+  tensors.clear();
+  tensors.dtype = dtype;
   for (int i = 0; i < r.tensors_size(); ++i) {
     uint64_t n = static_cast<uint64_t>(num_elements(shape_of(r.tensors(i))));
     const auto& entry = e[static_cast<size_t>(i)];
     if (entry && static_cast<uint64_t>(num_elements(entry->shape)) != n)
       return internal_error("tensor '" + entry->name() + "': coordinator's shape does not match "
                             "this rank's (protocol error)");
-    counts.push_back(n);
-    sources.push_back(entry ? entry->input : nullptr);
+    tensors.counts.push_back(n);
+    tensors.sources.push_back(entry ? entry->input : nullptr);
   }
-  cuda::FusedLayout layout = cuda::fused_layout(counts, esize);
-  HVRUN_ASSIGN_OR_RETURN(fusion, plane_->fusion_buffer(std::max<uint64_t>(layout.total, 1) * esize));
+  tensors.destinations.assign(outputs.begin(), outputs.end());
+  tensors.unpack_counts.assign(counts.begin(), counts.end());
+  tensors.first.assign(first.begin(), first.end());
+  HVRUN_ASSIGN_OR_RETURN(const cuda::StagedFusion* staged, fusions_.get(*plane_, tensors));
   double prescale = r.prescale() == 0 ? 1.0 : r.prescale();
-  auto pack = cuda::pack_segments(sources, counts, fusion, layout, esize);
-  HVRUN_RETURN_IF_ERROR(plane_->copy_segments(pack, {.dtype = dtype, .scale = prescale, .neutral_op = op}));
+  HVRUN_RETURN_IF_ERROR(plane_->copy_staged(staged->pack, {.dtype = dtype, .scale = prescale, .neutral_op = op}));
   bool average = op == ReduceOp::kAverage && is_floating(dtype) && contributors(r) == job_.size;
   ReduceOp wire = op == ReduceOp::kAverage ? ReduceOp::kSum : op;
-  if (layout.total > 0)
-    HVRUN_RETURN_IF_ERROR(plane_->allreduce(fusion, fusion, layout.total, dtype, wire, average));
-  offsets = layout.offsets;
-  return Status::ok();
+  if (staged->layout.total > 0)
+    HVRUN_RETURN_IF_ERROR(plane_->allreduce(staged->fusion, staged->fusion, staged->layout.total,
+                                            dtype, wire, average));
+  return plane_->copy_staged(staged->unpack, unpack);
 }
 
 Status GpuExecutor::allreduce(const v1::Response& r, const std::vector<std::shared_ptr<PendingOp>>& e) {
   auto dtype = static_cast<DataType>(r.dtype());
   auto op = static_cast<ReduceOp>(r.reduce_op());
-  const size_t esize = dtype_size(dtype);
   double prescale = r.prescale() == 0 ? 1.0 : r.prescale();
   double postscale = r.postscale() == 0 ? 1.0 : r.postscale();
   bool average = op == ReduceOp::kAverage && is_floating(dtype) && contributors(r) == job_.size;
@@ -409,12 +436,9 @@ Status GpuExecutor::allreduce(const v1::Response& r, const std::vector<std::shar
         HVRUN_RETURN_IF_ERROR(plane_->copy_segments({&in_place, 1}, unpack));
       }
     }
-    return release_and_wait(e, describe(r));
+    return release_and_wait(e, describe(r, e));
   }
 
-  void* fusion = nullptr;
-  std::vector<uint64_t> offsets;
-  HVRUN_RETURN_IF_ERROR(reduce_fused(r, e, fusion, offsets));
   std::vector<void*> outputs;
   std::vector<uint64_t> counts;
   for (int i = 0; i < r.tensors_size(); ++i) {
@@ -422,10 +446,8 @@ Status GpuExecutor::allreduce(const v1::Response& r, const std::vector<std::shar
     outputs.push_back(entry ? entry->output : nullptr);
     counts.push_back(static_cast<uint64_t>(num_elements(shape_of(r.tensors(i)))));
   }
-  cuda::FusedLayout layout{offsets, 0};
-  HVRUN_RETURN_IF_ERROR(plane_->copy_segments(
-      cuda::unpack_segments(outputs, counts, fusion, layout, esize), unpack));
-  return release_and_wait(e, describe(r));
+  HVRUN_RETURN_IF_ERROR(reduce_fused(r, e, outputs, counts, {}, unpack));
+  return release_and_wait(e, describe(r, e));
 }
 
 Status GpuExecutor::reducescatter(const v1::Response& r,
@@ -463,14 +485,9 @@ Status GpuExecutor::reducescatter(const v1::Response& r,
     first.back() = static_cast<uint64_t>(first_row * row);
   }
   HVRUN_RETURN_IF_ERROR(wait_for_callers(e));
-  void* fusion = nullptr;
-  std::vector<uint64_t> offsets;
-  HVRUN_RETURN_IF_ERROR(reduce_fused(r, e, fusion, offsets));
-  cuda::FusedLayout layout{offsets, 0};
-  HVRUN_RETURN_IF_ERROR(plane_->copy_segments(
-      cuda::unpack_segments(outputs, counts, fusion, layout, esize, first),
-      {.dtype = dtype, .scale = postscale, .divisor = divisor}));
-  return release_and_wait(e, describe(r));
+  HVRUN_RETURN_IF_ERROR(reduce_fused(r, e, outputs, counts, first,
+                                     {.dtype = dtype, .scale = postscale, .divisor = divisor}));
+  return release_and_wait(e, describe(r, e));
 }
 
 Status GpuExecutor::allgather(const v1::Response& r, const std::vector<std::shared_ptr<PendingOp>>& e) {
@@ -527,7 +544,7 @@ Status GpuExecutor::allgather(const v1::Response& r, const std::vector<std::shar
   if (!direct)
     HVRUN_RETURN_IF_ERROR(plane_->copy_segments(
         cuda::allgather_unpack_segments(outputs, first_dims, row_bytes, layout, buffer, esize), copy));
-  return release_and_wait(e, describe(r));
+  return release_and_wait(e, describe(r, e));
 }
 
 Status GpuExecutor::broadcast(const v1::Response& r, const std::vector<std::shared_ptr<PendingOp>>& e) {
@@ -548,7 +565,7 @@ Status GpuExecutor::broadcast(const v1::Response& r, const std::vector<std::shar
     }
     HVRUN_RETURN_IF_ERROR(plane_->broadcast(in, out, bytes, r.root_rank()));
   }
-  return release_and_wait(e, describe(r));
+  return release_and_wait(e, describe(r, e));
 }
 
 Status GpuExecutor::alltoall(const v1::Response& r, const std::vector<std::shared_ptr<PendingOp>>& e) {
@@ -595,7 +612,7 @@ Status GpuExecutor::alltoall(const v1::Response& r, const std::vector<std::share
   }
   HVRUN_RETURN_IF_ERROR(wait_for_callers(e));
   HVRUN_RETURN_IF_ERROR(plane_->alltoallv(input, send, output, recv));
-  return release_and_wait(e, describe(r));
+  return release_and_wait(e, describe(r, e));
 }
 
 }  // namespace hvrun::detail

@@ -23,9 +23,18 @@
 // holds the same old communicator, in its old order), and otherwise makes a new plane and a
 // new communicator from a new unique id. The "communicator ready" line says which, and why.
 //
-// Threads: execute() and the setters on the worker's background thread; abort(),
-// membership_changed() and set_device_allocator() from any thread; carry_communicator_over()
-// on the thread that shuts the Worker down, once the background thread has ended.
+// Across steps: a fused allreduce's layout and its pack/unpack tables are kept (staged_fusions.h)
+// and launched by handle while the step's tensors are the same tensors in the same memory, so a
+// steady step (a planned one or one the ranks agreed on without the coordinator: agreement/
+// cached_rounds.h) builds and uploads no table. Tables belong to the plane that staged them:
+// installing another plane releases them.
+//
+// Threads: execute() by the thread holding the worker's executor lock (device_plane.h: the
+// background thread, or a thread about to wait that runs an agreed round itself); on a thread
+// other than the one that set the plane up it makes the GPU current for the call and gives the
+// thread its own current device back after. abort(), membership_changed() and
+// set_device_allocator() from any thread; carry_communicator_over() on the thread that shuts
+// the Worker down, once the background thread has ended.
 #pragma once
 
 #include <chrono>
@@ -33,12 +42,15 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "hvrun.pb.h"
 #include "worker_lib/backends/nccl/communicator_carry.h"
 #include "worker_lib/backends/nccl/device_plane.h"
+#include "worker_lib/backends/nccl/staged_fusions.h"
 #include "worker_lib/execution/executor.h"
 #include "worker_lib/kv_store.h"
 
@@ -71,6 +83,8 @@ class GpuExecutor final : public Executor {
 
   // Runs one CUDA response (executor.h). Does not complete handles.
   Status execute(const v1::Response& r, const ResponseEntries& e) override;
+  // Pack and unpack tables staged so far (tests: a step like the last one stages none).
+  uint64_t tables_staged() const { return fusions_.staged(); }
 
   void abort(const std::string& reason) override;
   // The job's membership changed (an elastic reset follows): fails the running and later
@@ -85,6 +99,7 @@ class GpuExecutor final : public Executor {
   void set_device_allocator(DeviceAllocator allocator);
 
  private:
+  Status run(const v1::Response& r, const ResponseEntries& e);
   // How the set-up's ranks make their communicator: rank 0's decision, read by every rank.
   struct Rebuild {
     std::optional<std::vector<int>> shrink;  // the excluded old ranks; nullopt: init from `id`
@@ -116,13 +131,19 @@ class GpuExecutor final : public Executor {
   // Internal stream waits for every entry's stream / every entry's stream waits for it.
   Status wait_for_callers(const std::vector<std::shared_ptr<PendingOp>>& e);
   Status release_and_wait(const std::vector<std::shared_ptr<PendingOp>>& e, const std::string& what);
-  // Packs the response's tensors into the fusion buffer and allreduces it; layout out.
+  // Packs the response's tensors into the fusion buffer, allreduces it and unpacks into
+  // `outputs` (counts[i] elements of tensor i from first[i]; first empty: from 0), with the
+  // tables kept from an earlier step when the tensors are the same.
   Status reduce_fused(const v1::Response& r, const std::vector<std::shared_ptr<PendingOp>>& e,
-                      void*& fusion, std::vector<uint64_t>& offsets);
+                      std::span<void* const> outputs, std::span<const uint64_t> counts,
+                      std::span<const uint64_t> first, const cuda::SegmentTransform& unpack);
   int contributors(const v1::Response& r) const;
 
   GpuJob job_;
   int ordinal_ = -1;                      // the GPU in use once set up
+  std::thread::id plane_thread_;          // the thread that set the plane up (its GPU current)
+  cuda::StagedFusions fusions_;           // of plane_
+  cuda::FusionTensors fusion_tensors_;    // reduce_fused()'s, kept for its capacity
   bool ready_ = false;                    // set up: plugin, GPU, communicator
   bool answered_ = false;                 // rank 0: the others have its id or its error
   std::optional<Status> setup_failure_;  // sticky: set-up is tried once per job

@@ -180,6 +180,28 @@ Status HostDevicePlane::copy_segments(std::span<const Segment> segments, const S
   return Status::ok();
 }
 
+Result<uint64_t> HostDevicePlane::stage_segments(std::span<const Segment> segments, DataType) {
+  HVRUN_RETURN_IF_ERROR(usable("staging a segment table"));
+  const uint64_t handle = next_staged_++;
+  staged_.emplace(handle, std::make_shared<const std::vector<Segment>>(segments.begin(), segments.end()));
+  return handle;
+}
+
+Status HostDevicePlane::copy_staged(uint64_t table, const SegmentTransform& t) {
+  HVRUN_RETURN_IF_ERROR(usable("pack/unpack"));
+  auto it = staged_.find(table);
+  if (it == staged_.end())
+    return internal_error("staged segment table " + std::to_string(table) + " is unknown");
+  if (it->second->empty()) return Status::ok();
+  enqueue([segments = it->second, t] {
+    host_copy_segments(*segments, t);
+    return Status::ok();
+  });
+  return Status::ok();
+}
+
+void HostDevicePlane::release_staged(uint64_t table) { staged_.erase(table); }
+
 Status HostDevicePlane::copy_bytes(void* dst, const void* src, size_t bytes) {
   HVRUN_RETURN_IF_ERROR(usable("a device copy"));
   if (bytes == 0 || dst == src) return Status::ok();

@@ -24,6 +24,9 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
 
 #include "worker_lib/backends/nccl/device_plane.h"
 #include "worker_lib/backends/nccl/host_plane/host_communicator.h"
@@ -41,6 +44,7 @@ class HostDevicePlane final : public DevicePlane {
   Result<std::string> pci_bus_id(int ordinal) override;
   Status use_device(int ordinal) override;
   Status set_current_device(int ordinal) override;
+  Result<int> current_device() override { return 0; }  // the process's one device
   std::string device_description() const override { return who_.gpu; }
   std::string nccl_version() const override { return "host plane"; }
   std::string features() const override {
@@ -58,6 +62,9 @@ class HostDevicePlane final : public DevicePlane {
   Status copy_segments(std::span<const Segment> segments, const SegmentTransform& t) override;
   Status copy_bytes(void* dst, const void* src, size_t bytes) override;
   Status zero_bytes(void* dst, size_t bytes) override;
+  Result<uint64_t> stage_segments(std::span<const Segment> segments, DataType dtype) override;
+  Status copy_staged(uint64_t table, const SegmentTransform& t) override;
+  void release_staged(uint64_t table) override;
 
   Result<std::string> make_unique_id() override;
   Status init_communicator(const std::string& unique_id) override;
@@ -99,9 +106,12 @@ class HostDevicePlane final : public DevicePlane {
   std::chrono::milliseconds op_timeout_;
   int ordinal_ = -1;
   std::unique_ptr<HostCommunicator> comm_;
-  std::optional<Status> failed_;       // background thread: sticky once aborted
+  std::optional<Status> failed_;       // the executor lock's holder: sticky once aborted
   std::atomic<bool> stop_{false};      // ends the stream's running and queued exchanges
   Buffer fusion_, scratch_;
+  // Staged tables by handle; a queued copy holds its table until it ran.
+  std::unordered_map<uint64_t, std::shared_ptr<const std::vector<Segment>>> staged_;
+  uint64_t next_staged_ = 1;
 
   mutable std::mutex mutex_;
   std::optional<Status> async_error_;  // mutex_: the first failure on the stream

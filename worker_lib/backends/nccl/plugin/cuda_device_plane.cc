@@ -60,7 +60,12 @@ CudaDevicePlane::~CudaDevicePlane() {
   if (ordinal_ >= 0) {
     // A healthy stream is drained before its buffers go; after a failure it may wait on a
     // caller's stream forever, so it is left alone (the process is ending the job anyway).
-    if (stream_ && !failed_) (void)cudaStreamSynchronize(stream_);
+    // The staged tables are stream-ordered allocations, freed on the stream it drains.
+    if (stream_ && !failed_) {
+      for (auto& [handle, table] : staged_)
+        if (table.device) (void)cudaFreeAsync(table.device, stream_);
+      (void)cudaStreamSynchronize(stream_);
+    }
     (void)cudaFree(fusion_);
     (void)cudaFree(scratch_);
     (void)cudaFree(device_table_);
@@ -168,6 +173,12 @@ Result<std::string> CudaDevicePlane::pci_bus_id(int ordinal) {
 
 Status CudaDevicePlane::set_current_device(int ordinal) {
   return cuda_status(cudaSetDevice(ordinal), "cudaSetDevice(" + std::to_string(ordinal) + ")");
+}
+
+Result<int> CudaDevicePlane::current_device() {
+  int ordinal = -1;
+  HVRUN_RETURN_IF_ERROR(cuda_status(cudaGetDevice(&ordinal), "cudaGetDevice"));
+  return ordinal;
 }
 
 Status CudaDevicePlane::use_device(int ordinal) {
@@ -407,6 +418,51 @@ Status CudaDevicePlane::copy_segments(std::span<const Segment> segments, const S
   HVRUN_ASSIGN_OR_RETURN(const Segment* table, stage_table(chunks));
   return cuda_status(launch_copy_segments(table, chunks.size(), t, stream_),
                      "pack/unpack kernel launch (" + std::to_string(chunks.size()) + " chunks)");
+}
+
+Result<uint64_t> CudaDevicePlane::stage_segments(std::span<const Segment> segments, DataType dtype) {
+  HVRUN_RETURN_IF_ERROR(usable("staging a segment table"));
+  const size_t esize = dtype_size(dtype);
+  std::vector<Segment> chunks = split_segments(segments, std::max<uint64_t>(kChunkBytes / esize, 1), esize);
+  StagedTable table{nullptr, chunks.size()};
+  if (!chunks.empty()) {
+    const size_t bytes = chunks.size() * sizeof(Segment);
+    void* memory = nullptr;
+    HVRUN_RETURN_IF_ERROR(cuda_status(cudaMallocAsync(&memory, bytes, stream_),
+                                      "cudaMallocAsync for a staged segment table"));
+    table.device = static_cast<Segment*>(memory);
+    // From pageable memory: the driver takes its own copy before returning, so `chunks` may go.
+    // This runs once per new layout, never on a step that reuses one.
+    Status copied = cuda_status(cudaMemcpyAsync(table.device, chunks.data(), bytes,
+                                                cudaMemcpyHostToDevice, stream_),
+                                "cudaMemcpyAsync of a staged segment table");
+    if (!copied.is_ok()) {
+      (void)cudaFreeAsync(table.device, stream_);
+      return copied;
+    }
+  }
+  const uint64_t handle = next_staged_++;
+  staged_.emplace(handle, table);
+  return handle;
+}
+
+Status CudaDevicePlane::copy_staged(uint64_t table, const SegmentTransform& t) {
+  HVRUN_RETURN_IF_ERROR(usable("pack/unpack"));
+  auto it = staged_.find(table);
+  if (it == staged_.end())
+    return internal_error("staged segment table " + std::to_string(table) + " is unknown");
+  if (it->second.chunks == 0) return Status::ok();
+  return cuda_status(launch_copy_segments(it->second.device, it->second.chunks, t, stream_),
+                     "pack/unpack kernel launch (" + std::to_string(it->second.chunks) +
+                         " staged chunks)");
+}
+
+void CudaDevicePlane::release_staged(uint64_t table) {
+  auto it = staged_.find(table);
+  if (it == staged_.end()) return;
+  // Stream-ordered: the launches queued before it still read the table.
+  if (it->second.device) (void)cudaFreeAsync(it->second.device, stream_);
+  staged_.erase(it);
 }
 
 Status CudaDevicePlane::copy_bytes(void* dst, const void* src, size_t bytes) {

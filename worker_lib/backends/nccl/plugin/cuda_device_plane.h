@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <unordered_map>
 
 #include "worker_lib/backends/nccl/device_plane.h"
 #include "worker_lib/backends/nccl/nccl_errors.h"
@@ -25,6 +26,7 @@ class CudaDevicePlane final : public DevicePlane {
   Result<std::string> pci_bus_id(int ordinal) override;
   Status use_device(int ordinal) override;
   Status set_current_device(int ordinal) override;
+  Result<int> current_device() override;
   std::string device_description() const override { return who_.gpu; }
   std::string nccl_version() const override;
   std::string features() const override;
@@ -39,6 +41,9 @@ class CudaDevicePlane final : public DevicePlane {
   Status copy_segments(std::span<const Segment> segments, const SegmentTransform& t) override;
   Status copy_bytes(void* dst, const void* src, size_t bytes) override;
   Status zero_bytes(void* dst, size_t bytes) override;
+  Result<uint64_t> stage_segments(std::span<const Segment> segments, DataType dtype) override;
+  Status copy_staged(uint64_t table, const SegmentTransform& t) override;
+  void release_staged(uint64_t table) override;
 
   Result<std::string> make_unique_id() override;
   Status init_communicator(const std::string& unique_id) override;
@@ -108,6 +113,12 @@ class CudaDevicePlane final : public DevicePlane {
   Segment* device_table_ = nullptr;
   size_t table_capacity_ = 0;        // entries
   size_t table_used_ = 0;            // entries queued since the last synchronize()
+  struct StagedTable {
+    Segment* device = nullptr;  // stream-ordered allocation on stream_
+    size_t chunks = 0;
+  };
+  std::unordered_map<uint64_t, StagedTable> staged_;  // by handle
+  uint64_t next_staged_ = 1;
 
   mutable std::mutex abort_mutex_;
   std::atomic<bool> aborted_{false};
