@@ -1,0 +1,77 @@
+"""Where the workers go: the placement group's bundles, and each worker's rank, local rank and
+visible GPUs once Ray has placed them. Pure functions (no Ray calls), so they are tested alone."""
+
+
+def bundles(num_workers, num_hosts, num_workers_per_host, cpus_per_worker, gpus_per_worker):
+    """(bundles, strategy, bundle index of each worker).
+
+    num_workers: one bundle per worker, packed onto as few nodes as Ray can.
+    num_hosts: one bundle per host holding all its workers, on distinct nodes (STRICT_SPREAD),
+    so that every host runs num_workers_per_host workers."""
+    def shape(count):
+        resources = {"CPU": cpus_per_worker * count}
+        if gpus_per_worker:
+            resources["GPU"] = gpus_per_worker * count
+        return resources
+    if num_hosts is not None:
+        return ([shape(num_workers_per_host) for _ in range(num_hosts)], "STRICT_SPREAD",
+                [i // num_workers_per_host for i in range(num_hosts * num_workers_per_host)])
+    return [shape(1) for _ in range(num_workers)], "PACK", list(range(num_workers))
+
+
+class Slot:
+    """A placed worker: what it reported, and what the job gives it."""
+
+    def __init__(self, index, address, node_id, pid, gpu_ids):
+        self.index = index            # the order the actor was created in
+        self.address = address        # the Ray node's IP address
+        self.node_id = node_id
+        self.host = address           # the host hvrun knows it by (HVRUN_HOST), see assign_ranks
+        self.pid = pid
+        self.gpu_ids = [str(g) for g in gpu_ids]
+        self.rank = self.local_rank = None
+        self.visible_gpus = None      # CUDA_VISIBLE_DEVICES, or None to leave Ray's
+
+    def describe(self):
+        return "rank %s on host %s (Ray node %s, pid %s)" % (
+            self.rank, self.host, self.node_id[:12], self.pid)
+
+
+def assign_ranks(slots):
+    """Numbers the slots, in place, and returns them in rank order.
+
+    A host is a Ray node (its GPU ids are that node's): ranks go node by node (nodes in the
+    order their first worker was created), so that each host's ranks are consecutive as under
+    hvrun. A host is named by its node's address, with the node's id added where several Ray
+    nodes of the job share one address. Within a host, local ranks follow the GPU each worker
+    was given, and every worker of the host sees the host's GPUs in local-rank order: local rank
+    k's GPU is visible device k, which is the one hvrun pins local rank k to."""
+    nodes = []
+    for slot in slots:
+        if slot.node_id not in nodes:
+            nodes.append(slot.node_id)
+    nodes_at = {}
+    for slot in slots:
+        nodes_at.setdefault(slot.address, set()).add(slot.node_id)
+    ordered = []
+    for node in nodes:
+        mine = [s for s in slots if s.node_id == node]
+        for s in mine:
+            s.host = s.address if len(nodes_at[s.address]) == 1 else "%s/node-%s" % (
+                s.address, node[:8])
+        if all(s.gpu_ids for s in mine):
+            mine.sort(key=lambda s: (_gpu_key(s.gpu_ids[0]), s.index))
+            firsts = [s.gpu_ids[0] for s in mine]
+            rest = [g for s in mine for g in s.gpu_ids[1:]]
+            for s in mine:
+                s.visible_gpus = ",".join(firsts + rest)
+        for local_rank, s in enumerate(mine):
+            s.local_rank = local_rank
+        ordered += mine
+    for rank, s in enumerate(ordered):
+        s.rank = rank
+    return ordered
+
+
+def _gpu_key(gpu_id):
+    return (0, int(gpu_id), "") if gpu_id.isdigit() else (1, 0, gpu_id)
