@@ -1,6 +1,6 @@
 """hvrun on Ray: Horovod's horovod.ray API (docs/ray.md)."""
-from hvrun.ray.failures import WorkerFailedError
+from hvrun.cluster import JobFailed
 from hvrun.ray.runner import RayExecutor
 from hvrun.ray.worker import BaseHorovodWorker
 
-__all__ = ["RayExecutor", "BaseHorovodWorker", "WorkerFailedError"]
+__all__ = ["RayExecutor", "BaseHorovodWorker", "JobFailed"]

@@ -1,69 +1,63 @@
-"""Waiting on the workers' calls, and turning the first failure into an error that names the
-rank, its host and the cause."""
+"""Waiting on the workers' calls, and turning failures into hvrun.cluster's JobFailed, which
+names each failed rank, its host and the cause, first causes first."""
 import time
 
+from hvrun.cluster import JobFailed, RankOutcome
 
-class WorkerFailedError(RuntimeError):
-    """A worker of a Ray job failed: `rank`, `host`, `node_id`, `pid` and `cause` say which and
-    why. The job has been ended on every worker when this is raised."""
+ENGINE = "hvrun.ray"
 
-    def __init__(self, message, rank, host, node_id, pid, cause):
-        super().__init__(message)
-        self.rank, self.host, self.node_id, self.pid, self.cause = rank, host, node_id, pid, cause
-
-
-# After the first failure, how long the other calls may take to end before the first cause is
-# chosen: a killed worker is reported to the driver later than the survivors' errors about it.
+# After the first failure, how long the other calls may take to end before the driver raises:
+# a killed worker's death reaches the driver after the survivors' errors about it, and the
+# coordinator's verdict comes as the job ends.
 _SETTLE_S = 10.0
 
 
-def gather(refs, slots, timeout_s=None):
-    """ray.get of one call per slot, in rank order. On failure: WorkerFailedError for the first
-    cause (a worker that died before one that raised, since a lost peer makes the others raise
-    too), once every call ended or _SETTLE_S passed."""
+def gather(refs, slots, coordinator=None):
+    """ray.get of one call per slot (`refs` and `slots` in rank order); the results in rank
+    order. On failure, JobFailed naming every failed rank (a worker that died, or raised; those
+    that raised hvrun's HorovodInternalError after the job was aborted for another come last)
+    with the coordinator's verdict, once every call ended or _SETTLE_S passed."""
     import ray
-    pending = {ref: slot for ref, slot in zip(refs, slots)}
+    pending = dict(zip(refs, slots))
     failures = []
     settle_deadline = None
-    overall_deadline = None if timeout_s is None else time.monotonic() + timeout_s
-    while pending:
-        now = time.monotonic()
-        if settle_deadline is not None and now >= settle_deadline:
-            break
-        if overall_deadline is not None and now >= overall_deadline:
-            raise TimeoutError("hvrun.ray: %s still running after %s s" % (
-                ", ".join(pending[r].describe() for r in pending), timeout_s))
+    while pending and (settle_deadline is None or time.monotonic() < settle_deadline):
         done, _ = ray.wait(list(pending), num_returns=1, timeout=0.5)
         for ref in done:
             slot = pending.pop(ref)
             try:
                 ray.get(ref)
             except Exception as error:  # what the call raised, or how its worker ended
-                failures.append((slot, error))
+                failures.append(_outcome(slot, error))
                 if settle_deadline is None:
                     settle_deadline = time.monotonic() + _SETTLE_S
     if failures:
-        raise _first_cause(failures)
+        verdict = ""
+        if coordinator is not None:
+            coordinator.wait(max(0.0, settle_deadline - time.monotonic()))
+            verdict = _verdict(coordinator.stderr_text())
+        failures.sort(key=lambda o: (o.collateral, o.rank))
+        raise JobFailed(ENGINE, failures, verdict)
     return ray.get(refs)
 
 
-def _first_cause(failures):
+def _outcome(slot, error):
     import ray.exceptions as rex
-    died = [(s, e) for s, e in failures if isinstance(e, rex.RayActorError)]
-    slot, error = (died or failures)[0]
+    from hvrun.exceptions import HorovodInternalError
+    where = "(pid %s on Ray node %s)" % (slot.pid, slot.node_id[:12])
     if isinstance(error, rex.RayActorError):
-        cause = "the worker process died: %s" % _short(error)
-    elif isinstance(error, rex.RayTaskError):
-        inner = error.cause if getattr(error, "cause", None) is not None else error
-        cause = "%s: %s" % (type(inner).__name__, _short(inner))
-    else:
-        cause = "%s: %s" % (type(error).__name__, _short(error))
-    others = sorted(s.rank for s, _ in failures if s is not slot)
-    message = "hvrun.ray: %s failed: %s" % (slot.describe(), cause)
-    if others:
-        message += " (then rank(s) %s failed too)" % ", ".join(map(str, others))
-    message += "; the job was ended on every worker"
-    return WorkerFailedError(message, slot.rank, slot.host, slot.node_id, slot.pid, cause)
+        return RankOutcome(slot.rank, slot.host, False,
+                           cause="its worker process %s died: %s" % (where, _short(error)))
+    inner = getattr(error, "cause", None) if isinstance(error, rex.RayTaskError) else error
+    inner = error if inner is None else inner
+    return RankOutcome(slot.rank, slot.host, False,
+                       cause="%s: %s %s" % (type(inner).__name__, _short(inner), where),
+                       collateral=isinstance(inner, HorovodInternalError))
+
+
+def _verdict(stderr_text):
+    ended = [line for line in stderr_text.splitlines() if "job ended:" in line]
+    return ended[-1] if ended else ""
 
 
 def _short(error, limit=600):

@@ -1,5 +1,6 @@
 """Where the workers go: the placement group's bundles, and each worker's rank, local rank and
 visible GPUs once Ray has placed them. Pure functions (no Ray calls), so they are tested alone."""
+from hvrun.cluster import plan_ranks
 
 
 def bundles(num_workers, num_hosts, num_workers_per_host, cpus_per_worker, gpus_per_worker):
@@ -20,17 +21,26 @@ def bundles(num_workers, num_hosts, num_workers_per_host, cpus_per_worker, gpus_
 
 
 class Slot:
-    """A placed worker: what it reported, and what the job gives it."""
+    """A placed worker: what it reported, and its place in the job (`rank_slot`, a
+    hvrun.cluster.RankSlot) once assign_ranks numbered it."""
 
     def __init__(self, index, address, node_id, pid, gpu_ids):
         self.index = index            # the order the actor was created in
         self.address = address        # the Ray node's IP address
         self.node_id = node_id
-        self.host = address           # the host hvrun knows it by (HVRUN_HOST), see assign_ranks
         self.pid = pid
         self.gpu_ids = [str(g) for g in gpu_ids]
-        self.rank = self.local_rank = None
+        self.host = address           # the host hvrun knows it by (HVRUN_HOST), see assign_ranks
+        self.rank_slot = None
         self.visible_gpus = None      # CUDA_VISIBLE_DEVICES, or None to leave Ray's
+
+    @property
+    def rank(self):
+        return self.rank_slot.rank
+
+    @property
+    def local_rank(self):
+        return self.rank_slot.local_rank
 
     def describe(self):
         return "rank %s on host %s (Ray node %s, pid %s)" % (
@@ -40,16 +50,13 @@ class Slot:
 def assign_ranks(slots):
     """Numbers the slots, in place, and returns them in rank order.
 
-    A host is a Ray node (its GPU ids are that node's): ranks go node by node (nodes in the
-    order their first worker was created), so that each host's ranks are consecutive as under
-    hvrun. A host is named by its node's address, with the node's id added where several Ray
-    nodes of the job share one address. Within a host, local ranks follow the GPU each worker
-    was given, and every worker of the host sees the host's GPUs in local-rank order: local rank
-    k's GPU is visible device k, which is the one hvrun pins local rank k to."""
-    nodes = []
-    for slot in slots:
-        if slot.node_id not in nodes:
-            nodes.append(slot.node_id)
+    A host is a Ray node (its GPU ids are that node's), named by the node's address, with the
+    node's id added where several Ray nodes of the job share one address. Ranks go host by host
+    (hosts in the order their first worker was created), as hvrun.cluster.plan_ranks numbers
+    them. Within a host, local ranks follow the GPU each worker was given, and every worker of
+    the host sees the host's GPUs in local-rank order: local rank k's GPU is visible device k,
+    which is the one hvrun pins local rank k to."""
+    nodes = list(dict.fromkeys(s.node_id for s in slots))
     nodes_at = {}
     for slot in slots:
         nodes_at.setdefault(slot.address, set()).add(slot.node_id)
@@ -65,11 +72,9 @@ def assign_ranks(slots):
             rest = [g for s in mine for g in s.gpu_ids[1:]]
             for s in mine:
                 s.visible_gpus = ",".join(firsts + rest)
-        for local_rank, s in enumerate(mine):
-            s.local_rank = local_rank
         ordered += mine
-    for rank, s in enumerate(ordered):
-        s.rank = rank
+    for s, rank_slot in zip(ordered, plan_ranks([s.host for s in ordered])):
+        s.rank_slot = rank_slot
     return ordered
 
 

@@ -2,15 +2,16 @@
 
 The driver (the process that calls start()) reserves one slot per worker in a placement group,
 starts one worker actor per slot, makes each a rank (placement.py), starts the job's
-hvrun-coordinator itself (coordinator_process.py) and hands every worker the job's secret sealed
-for it (secret_exchange.py). run() and execute() call a function on every worker and return
-the results in rank order; a failure ends the job on every worker and raises WorkerFailedError
-naming the rank, its host and the cause (failures.py)."""
+hvrun-coordinator itself and gives each worker the variables hvrun's launcher gives a rank
+(hvrun.cluster, the driver core cluster engines share), and the job's secret sealed for it
+(secret_exchange.py). run() and execute() call a function on every worker and return the
+results in rank order; a failure ends the job on every worker and raises hvrun.cluster's
+JobFailed naming each failed rank, its host and the cause (failures.py)."""
 import secrets
 
+from hvrun.cluster import CoordinatorDaemon, JobIdentity, JobSecret, rank_environment
 from hvrun.ray import placement
-from hvrun.ray.coordinator_process import CoordinatorProcess
-from hvrun.ray.failures import gather
+from hvrun.ray.failures import ENGINE, gather
 from hvrun.ray.secret_exchange import KeyPair
 from hvrun.ray.worker import BaseHorovodWorker
 
@@ -76,6 +77,7 @@ class RayExecutor:
         self._coordinator = None
         self._secret = None
         self._job_id = None
+        self._extra_env = {}
 
     # -- start and shutdown -------------------------------------------------------------------
 
@@ -84,16 +86,17 @@ class RayExecutor:
         """Places the workers, makes each a rank and creates `executable_cls` in each."""
         import ray
         if not ray.is_initialized():
-            raise RuntimeError("hvrun.ray: call ray.init() before RayExecutor.start()")
+            raise RuntimeError("%s: call ray.init() before RayExecutor.start()" % ENGINE)
         if self.workers:
-            raise RuntimeError("hvrun.ray: this executor was started already")
-        self._secret = secrets.token_hex(32)
+            raise RuntimeError("%s: this executor was started already" % ENGINE)
+        self._secret = JobSecret()
         self._job_id = "ray-" + secrets.token_hex(6)
+        self._extra_env = dict(extra_env_vars or {})
         try:
             actors, slots = self._place_workers(executable_cls)
             self._slots = placement.assign_ranks(slots)
             self.workers = [actors[s.index] for s in self._slots]
-            self._join_workers(extra_env_vars or {})
+            self._hand_over_secret()
             ray.get([w.start_executable.remote(executable_cls, executable_args,
                                                executable_kwargs) for w in self.workers])
         except BaseException:
@@ -142,22 +145,22 @@ class RayExecutor:
             slots.append(slot)
         return actors, slots
 
-    def _join_workers(self, extra_env_vars):
+    def _hand_over_secret(self):
         import ray
         driver_key = KeyPair()
-        calls = []
-        for slot, worker in zip(self._slots, self.workers):
-            env = dict(extra_env_vars)
-            env.update(HVRUN_JOB_ID=self._job_id, HVRUN_RANK=slot.rank,
-                       HVRUN_LOCAL_RANK=slot.local_rank, HVRUN_HOST=slot.host,
-                       HVRUN_START_TIMEOUT=self.settings.timeout_s)
-            if slot.visible_gpus is not None:
-                env["CUDA_VISIBLE_DEVICES"] = slot.visible_gpus
-            if self.settings.nics:
-                env["GLOO_SOCKET_IFNAME"] = ",".join(sorted(self.settings.nics))
-            sealed = driver_key.seal(slot.public_key, self._secret)
-            calls.append(worker.join_job.remote(env, driver_key.public, sealed))
-        ray.get(calls)
+        ray.get([worker.take_secret.remote(driver_key.public, driver_key.seal(
+            slot.public_key, self._secret.reveal())) for slot, worker in zip(self._slots,
+                                                                             self.workers)])
+
+    def _rank_environment(self, slot, coordinator_address):
+        env = rank_environment(slot.rank_slot, JobIdentity(self._job_id, coordinator_address),
+                               user_env=self._extra_env)
+        env["HVRUN_START_TIMEOUT"] = str(self.settings.timeout_s)
+        if slot.visible_gpus is not None:
+            env["CUDA_VISIBLE_DEVICES"] = slot.visible_gpus
+        if self.settings.nics:
+            env["GLOO_SOCKET_IFNAME"] = ",".join(sorted(self.settings.nics))
+        return env
 
     def shutdown(self):
         """Ends the job: every worker actor, the placement group this executor made, the
@@ -206,7 +209,7 @@ class RayExecutor:
     def _call_all(self, call):
         self._ensure_coordinator()
         try:
-            results = gather([call(w) for w in self.workers], self._slots)
+            results = gather([call(w) for w in self.workers], self._slots, self._coordinator)
         except BaseException:
             # A failed worker, or the driver interrupted: nothing of the job may stay behind.
             self.shutdown()
@@ -223,15 +226,15 @@ class RayExecutor:
         ended (every rank shut hvrun down, which ends a coordinator's job)."""
         import ray
         self._check_started()
-        if self._coordinator is not None and self._coordinator.poll() is None:
+        if self._coordinator is not None and self._coordinator.exit_code() is None:
             return
         if self._coordinator is not None:
             self._coordinator.stop()
-        self._coordinator = CoordinatorProcess(
-            self.num_workers, ray.util.get_node_ip_address(), self._secret, self._job_id,
-            self.settings.timeout_s)
-        ray.get([w.update_env_vars.remote({"HVRUN_COORDINATOR_ADDR": self._coordinator.address})
-                 for w in self.workers])
+        self._coordinator = CoordinatorDaemon.start(
+            self.num_workers, self._secret, self._job_id,
+            listen="%s:0" % ray.util.get_node_ip_address(), start_timeout=self.settings.timeout_s)
+        ray.get([w.update_env_vars.remote(self._rank_environment(slot, self._coordinator.address))
+                 for slot, w in zip(self._slots, self.workers)])
 
     def _after_call(self):
         import ray

@@ -1,7 +1,7 @@
 """The worker actor: one per slot, a process Ray starts on the node the placement group chose.
 
-The driver makes it one of the job's ranks by giving it its environment (HVRUN_RANK, ...), and
-the job secret sealed for its key (secret_exchange.py); the function it runs then calls
+The driver makes it one of the job's ranks by giving it the job secret sealed for its key
+(secret_exchange.py) and its environment (HVRUN_RANK, ...); the function it runs then calls
 hvrun's init() as under hvrun."""
 import os
 import socket
@@ -37,14 +37,14 @@ class BaseHorovodWorker:
         import ray
         return list(ray.get_gpu_ids())
 
-    def join_job(self, env, driver_public, sealed_secret):
-        """Takes the rank's environment, and the secret opened with this worker's key."""
-        self.update_env_vars(env)
-        self.world_rank = int(env["HVRUN_RANK"])
+    def take_secret(self, driver_public, sealed_secret):
+        """The job secret, opened with this worker's key, into this process's environment."""
         os.environ["HVRUN_SECRET"] = self._key.open(driver_public, sealed_secret)
 
     def update_env_vars(self, env_vars):
         os.environ.update({k: str(v) for k, v in env_vars.items()})
+        if "HVRUN_RANK" in env_vars:
+            self.world_rank = int(env_vars["HVRUN_RANK"])
 
     def env_vars(self):
         """This worker's environment, the job secret left out."""

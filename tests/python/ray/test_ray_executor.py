@@ -67,7 +67,7 @@ def test_training_matches_hvrun_np4(ray_cluster, tmp_path):
         # A second run on the same workers (each shut hvrun down: a fresh coordinator).
         again = executor.run(ray_train.train)
         pids = _job_pids(executor)
-        secret = executor._secret
+        secret = executor._secret.reveal()
     finally:
         executor.shutdown()
     assert _wait_gone(pids) == []
@@ -99,23 +99,24 @@ def test_training_matches_hvrun_np4(ray_cluster, tmp_path):
 
 
 def test_killed_worker_fails_the_run_naming_it(ray_cluster):
-    from hvrun.ray import WorkerFailedError
+    from hvrun.ray import JobFailed
     from ray.util import placement_group_table
     executor = _executor(num_workers=4)
     executor.start()
     pids = _job_pids(executor)
     group = executor._placement_group
     try:
-        with pytest.raises(WorkerFailedError) as failure:
+        with pytest.raises(JobFailed) as failure:
             executor.run(ray_train.train, kwargs=dict(steps=200, kill_rank=2, kill_step=5))
         pids = _job_pids(executor) or pids
     finally:
         executor.shutdown()
-    error = failure.value
+    first = failure.value.failures[0]
     victim = pids[2]
-    assert error.rank == 2 and error.pid == victim
-    assert "rank 2 on host %s" % error.host in str(error)
-    assert "died" in str(error)
+    assert first.rank == 2 and not first.collateral
+    assert "its worker process (pid %d on Ray node" % victim in first.cause
+    assert "died" in first.cause
+    assert "rank 2 on host %s: its worker process" % first.host in str(failure.value)
     assert _wait_gone(pids + [victim]) == []
     assert placement_group_table(group)["state"] == "REMOVED"
     assert executor.workers == []
