@@ -207,14 +207,16 @@ class _ElasticJob:
 
     # -- hvrun ----------------------------------------------------------------------------------
 
-    def hvrun_argv(self, np):
+    def hvrun_argv(self, np, hosts):
         s = self.settings
         hvrun = os.path.join(os.path.dirname(find_daemon()), "hvrun")
         script = os.path.join(self.folder, "discover.sh")
         with open(script, "w") as f:
             f.write("#!/bin/sh\nexec cat %s\n" % self.hosts_file)
         os.chmod(script, 0o700)
-        argv = [hvrun, "-np", str(np), "--min-np", str(s.min_num_proc),
+        # The first membership on the hosts discovered now (else hvrun would start it here).
+        first_hosts = ",".join("%s:%d" % item for item in sorted(hosts.items()))
+        argv = [hvrun, "-np", str(np), "-H", first_hosts, "--min-np", str(s.min_num_proc),
                 "--host-discovery-script", script,
                 "--rsh", "%s -m hvrun.ray.agent_relay" % sys.executable,
                 "--start-timeout", str(s.timeout_s), "--elastic-timeout", str(s.elastic_timeout)]
@@ -240,7 +242,10 @@ class _ElasticJob:
         env[control_channel.ADDRESS_VARIABLE] = self.address
         for target in (self.accept_loop, self.discovery_loop):
             threading.Thread(target=target, daemon=True, name="hvrun-ray-driver").start()
-        self.hvrun = subprocess.Popen(self.hvrun_argv(np), env=env, stderr=subprocess.PIPE,
+        if not hosts:
+            raise RuntimeError("%s: no Ray node has a slot (%s)" % (
+                ENGINE, vars(self.settings.discovery)))
+        self.hvrun = subprocess.Popen(self.hvrun_argv(np, hosts), env=env, stderr=subprocess.PIPE,
                                       start_new_session=True)
         for raw in self.hvrun.stderr:
             line = raw.decode(errors="replace")

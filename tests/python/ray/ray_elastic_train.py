@@ -45,5 +45,5 @@ def train(folder):
 
     loop(state)
     weights = [p.detach().double().numpy().ravel().tolist() for p in model.parameters()]
-    return {"rank": hvd.rank(), "size": hvd.size(), "step": state.step, "sizes": sizes,
+    return {"rank": hvd.rank(), "size": hvd.size(), "host": os.environ.get("HVRUN_HOST"), "step": state.step, "sizes": sizes,
             "weights": weights}

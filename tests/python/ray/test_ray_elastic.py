@@ -1,10 +1,25 @@
 """ElasticRayExecutor on a real Ray cluster (conftest.py): a job over two Ray nodes loses one
-(removed from the cluster mid-training) and finishes on the other's ranks."""
+(removed from the cluster mid-training) and finishes on the other's ranks; nothing of the job is
+left running, and its control token reaches no Ray log."""
 import os
 import threading
 import time
 
 import ray_elastic_train
+from test_ray_executor import files_holding
+
+
+def processes_holding(token):
+    """Pids of this machine's processes whose environment holds `token`."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open("/proc/%s/environ" % pid, "rb") as f:
+                if token.encode() in f.read():
+                    found.append(int(pid))
+        except OSError:
+            pass
+    return found
 
 
 def test_job_survives_a_removed_ray_node(ray_cluster, tmp_path):
@@ -23,6 +38,9 @@ def test_job_survives_a_removed_ray_node(ray_cluster, tmp_path):
             outcome["error"] = error
     runner = threading.Thread(target=run)
     runner.start()
+    while executor._job is None and runner.is_alive():
+        time.sleep(0.05)
+    token = executor._job.token
     deadline = time.monotonic() + 240
     while not os.path.exists(os.path.join(folder, "paused")) and runner.is_alive():
         assert time.monotonic() < deadline, "the training never reached its pause"
@@ -35,7 +53,16 @@ def test_job_survives_a_removed_ray_node(ray_cluster, tmp_path):
     assert "error" not in outcome, outcome.get("error")
     results = outcome["results"]
     assert [r["rank"] for r in results] == [0, 1]
+    head = "ray-node-" + ray_cluster.nodes[0].node_id[:16]
+    assert [r["host"] for r in results] == [head, head]
     for r in results:
         assert r["size"] == 2 and r["step"] == ray_elastic_train.STEPS
         assert r["sizes"][0] == 4 and r["sizes"][-1] == 2
         assert r["weights"] == results[0]["weights"]
+
+    # hvrun, the relays, the agents and the ranks are gone; the token is in no Ray file.
+    deadline = time.monotonic() + 30
+    while processes_holding(token) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert processes_holding(token) == []
+    assert files_holding(ray_cluster.session_dir(), token) == []

@@ -42,6 +42,21 @@ def _wait_gone(pids, timeout_s=30):
     return left
 
 
+def files_holding(folder, text):
+    """Files below `folder` that contain `text`."""
+    found = []
+    for parent, _, files in os.walk(folder):
+        for name in files:
+            path = os.path.join(parent, name)
+            try:
+                with open(path, "rb") as f:
+                    if text.encode() in f.read():
+                        found.append(path)
+            except OSError:
+                pass
+    return found
+
+
 def _executor(**kwargs):
     from hvrun.ray import RayExecutor
     settings = RayExecutor.create_settings(timeout_s=60)
@@ -85,17 +100,7 @@ def test_training_matches_hvrun_np4(ray_cluster, tmp_path):
         np.testing.assert_array_equal(np.load("%s.%d.npy" % (out, rank)), weights[0])
 
     # The secret went to the workers sealed: no Ray log, object spill or session file has it.
-    found = []
-    for folder, _, files in os.walk(ray_cluster.session_dir()):
-        for name in files:
-            path = os.path.join(folder, name)
-            try:
-                with open(path, "rb") as f:
-                    if secret.encode() in f.read():
-                        found.append(path)
-            except OSError:
-                pass
-    assert found == []
+    assert files_holding(ray_cluster.session_dir(), secret) == []
 
 
 def test_killed_worker_fails_the_run_naming_it(ray_cluster):
