@@ -93,9 +93,9 @@ class RayExecutor:
         self._job_id = "ray-" + secrets.token_hex(6)
         self._extra_env = dict(extra_env_vars or {})
         try:
-            actors, slots = self._place_workers(executable_cls)
+            slots = self._place_workers()
             self._slots = placement.assign_ranks(slots)
-            self.workers = [actors[s.index] for s in self._slots]
+            self.workers = [self.workers[s.index] for s in self._slots]
             self._hand_over_secret()
             ray.get([w.start_executable.remote(executable_cls, executable_args,
                                                executable_kwargs) for w in self.workers])
@@ -103,7 +103,9 @@ class RayExecutor:
             self.shutdown()
             raise
 
-    def _place_workers(self, executable_cls):
+    def _place_workers(self):
+        """Starts one actor per slot (self.workers, in creation order) and returns the Slot
+        each reported."""
         import ray
         from ray.util.placement_group import (get_current_placement_group, placement_group,
                                               remove_placement_group)
@@ -131,19 +133,19 @@ class RayExecutor:
                     "(placement_group_timeout_s); the cluster has %s" % (
                         len(bundles), bundles[0], strategy, timeout,
                         ray.available_resources())) from None
-        actor_class = ray.remote(_worker_class(executable_cls))
-        actors = [actor_class.options(
+        actor_class = ray.remote(BaseHorovodWorker)
+        self.workers = [actor_class.options(
             num_cpus=self.cpus_per_worker, num_gpus=self.gpus_per_worker, max_restarts=0,
             scheduling_strategy=PlacementGroupSchedulingStrategy(
                 self._placement_group, placement_group_bundle_index=bundle_of[i]),
         ).remote(world_rank=i, world_size=self.num_workers) for i in range(self.num_workers)]
-        described = ray.get([a.describe.remote() for a in actors])
+        described = ray.get([a.describe.remote() for a in self.workers])
         slots = []
         for i, (host, node_id, pid, gpu_ids, public) in enumerate(described):
             slot = placement.Slot(i, host, node_id, pid, gpu_ids)
             slot.public_key = public
             slots.append(slot)
-        return actors, slots
+        return slots
 
     def _hand_over_secret(self):
         import ray
@@ -246,10 +248,6 @@ class RayExecutor:
         # no job left; the next call starts another, with a fresh rendezvous deadline.
         self._coordinator.stop()
         self._coordinator = None
-
-
-def _worker_class(executable_cls):
-    return BaseHorovodWorker
 
 
 def _refuse_callbacks(callbacks):
