@@ -4,20 +4,21 @@ Its channel to hvrun's launcher is a TCP connection to the driver, which splices
 launcher's remote shell (agent_relay.py); the agent reads and writes that socket directly. The
 agent dies with this actor (PR_SET_PDEATHSIG), and hvrun's ranks die with the agent: a Ray node
 that goes away takes its ranks with it, and the launcher sees the host's agent lost."""
-import ctypes
 import os
 import shlex
-import signal
 import subprocess
+import sys
 
 from hvrun.ray import control_channel
 from hvrun.ray.secret_exchange import KeyPair
 
-_PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent():
-    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+# Runs argv[1:] with PR_SET_PDEATHSIG (SIGKILL) set, which exec keeps: the agent dies with this
+# actor. Set by the child itself, since a preexec_fn is unsafe in a process with threads (an
+# actor's worker has several).
+_EXEC_DYING_WITH_PARENT = (
+    "import ctypes, os, signal, sys; "
+    "ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0); "
+    "os.execvp(sys.argv[1], sys.argv[1:])")
 
 
 class AgentActor:
@@ -34,9 +35,9 @@ class AgentActor:
         env = dict(os.environ)
         env.pop(control_channel.TOKEN_VARIABLE, None)
         try:
-            agent = subprocess.Popen(shlex.split(command), stdin=sock.fileno(),
-                                     stdout=sock.fileno(), env=env, close_fds=True,
-                                     preexec_fn=_die_with_parent)
+            agent = subprocess.Popen(
+                [sys.executable, "-c", _EXEC_DYING_WITH_PARENT] + shlex.split(command),
+                stdin=sock.fileno(), stdout=sock.fileno(), env=env, close_fds=True)
         finally:
             sock.close()
         return agent.wait()

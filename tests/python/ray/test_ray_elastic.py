@@ -38,9 +38,15 @@ def test_job_survives_a_removed_ray_node(ray_cluster, tmp_path):
             outcome["error"] = error
     runner = threading.Thread(target=run)
     runner.start()
+    deadline = time.monotonic() + 60
     while executor._job is None and runner.is_alive():
+        assert time.monotonic() < deadline
         time.sleep(0.05)
     token = executor._job.token
+    # Without the job's token the driver answers nothing, not even the function.
+    from hvrun.ray import control_channel
+    with control_channel.connect(executor._job.address, "fn", "0" * 64) as stranger:
+        assert stranger.recv(1) == b""
     deadline = time.monotonic() + 240
     while not os.path.exists(os.path.join(folder, "paused")) and runner.is_alive():
         assert time.monotonic() < deadline, "the training never reached its pause"
