@@ -1,6 +1,9 @@
-"""Where the workers go: the placement group's bundles, and each worker's rank, local rank and
-visible GPUs once Ray has placed them. Pure functions (no Ray calls), so they are tested alone."""
-from hvrun.cluster import plan_ranks
+"""Where the workers go: the placement group's bundles, and each worker's rank, local rank,
+visible GPUs and environment once Ray has placed them. Pure functions (no Ray calls, but
+`describe_this_worker`, which a worker runs), so they are tested alone."""
+import os
+
+from hvrun.cluster import plan_ranks, rank_environment
 
 
 def bundles(num_workers, num_hosts, num_workers_per_host, cpus_per_worker, gpus_per_worker):
@@ -32,6 +35,7 @@ class Slot:
         self.gpu_ids = [str(g) for g in gpu_ids]
         self.host = address           # the host hvrun knows it by (HVRUN_HOST), see assign_ranks
         self.rank_slot = None
+        self.public_key = None        # the worker's, for the sealed job secret
         self.visible_gpus = None      # CUDA_VISIBLE_DEVICES, or None to leave Ray's
 
     @property
@@ -45,6 +49,36 @@ class Slot:
     def describe(self):
         return "rank %s on host %s (Ray node %s, pid %s)" % (
             self.rank, self.host, self.node_id[:12], self.pid)
+
+
+def describe_this_worker(public_key):
+    """What a worker reports for its placement: (node address, Ray node id, pid, GPU ids, its
+    public key); run in the worker."""
+    import ray
+    return (ray.util.get_node_ip_address(), ray.get_runtime_context().get_node_id(),
+            os.getpid(), list(ray.get_gpu_ids()), public_key)
+
+
+def slots_from(descriptions):
+    """A Slot per describe_this_worker() answer, in worker order."""
+    slots = []
+    for index, (address, node_id, pid, gpu_ids, public) in enumerate(descriptions):
+        slot = Slot(index, address, node_id, pid, gpu_ids)
+        slot.public_key = public
+        slots.append(slot)
+    return slots
+
+
+def worker_environment(slot, identity, timeout_s, nics=None, user_env=None):
+    """The variables of the worker in `slot` (placed by assign_ranks) for the job `identity`
+    (hvrun.cluster.JobIdentity): a rank's, its GPUs, the data plane's interfaces."""
+    env = rank_environment(slot.rank_slot, identity, user_env=user_env)
+    env["HVRUN_START_TIMEOUT"] = str(timeout_s)
+    if slot.visible_gpus is not None:
+        env["CUDA_VISIBLE_DEVICES"] = slot.visible_gpus
+    if nics:
+        env["GLOO_SOCKET_IFNAME"] = ",".join(sorted(nics))
+    return env
 
 
 def assign_ranks(slots):

@@ -9,7 +9,7 @@ results in rank order; a failure ends the job on every worker and raises hvrun.c
 JobFailed naming each failed rank, its host and the cause (failures.py)."""
 import secrets
 
-from hvrun.cluster import CoordinatorDaemon, JobIdentity, JobSecret, rank_environment
+from hvrun.cluster import CoordinatorDaemon, JobIdentity, JobSecret
 from hvrun.ray import placement
 from hvrun.ray.failures import ENGINE, gather
 from hvrun.ray.secret_exchange import KeyPair
@@ -139,13 +139,7 @@ class RayExecutor:
             scheduling_strategy=PlacementGroupSchedulingStrategy(
                 self._placement_group, placement_group_bundle_index=bundle_of[i]),
         ).remote(world_rank=i, world_size=self.num_workers) for i in range(self.num_workers)]
-        described = ray.get([a.describe.remote() for a in self.workers])
-        slots = []
-        for i, (host, node_id, pid, gpu_ids, public) in enumerate(described):
-            slot = placement.Slot(i, host, node_id, pid, gpu_ids)
-            slot.public_key = public
-            slots.append(slot)
-        return slots
+        return placement.slots_from(ray.get([a.describe.remote() for a in self.workers]))
 
     def _hand_over_secret(self):
         import ray
@@ -153,16 +147,6 @@ class RayExecutor:
         ray.get([worker.take_secret.remote(driver_key.public, driver_key.seal(
             slot.public_key, self._secret.reveal())) for slot, worker in zip(self._slots,
                                                                              self.workers)])
-
-    def _rank_environment(self, slot, coordinator_address):
-        env = rank_environment(slot.rank_slot, JobIdentity(self._job_id, coordinator_address),
-                               user_env=self._extra_env)
-        env["HVRUN_START_TIMEOUT"] = str(self.settings.timeout_s)
-        if slot.visible_gpus is not None:
-            env["CUDA_VISIBLE_DEVICES"] = slot.visible_gpus
-        if self.settings.nics:
-            env["GLOO_SOCKET_IFNAME"] = ",".join(sorted(self.settings.nics))
-        return env
 
     def shutdown(self):
         """Ends the job: every worker actor, the placement group this executor made, the
@@ -235,8 +219,10 @@ class RayExecutor:
         self._coordinator = CoordinatorDaemon.start(
             self.num_workers, self._secret, self._job_id,
             listen="%s:0" % ray.util.get_node_ip_address(), start_timeout=self.settings.timeout_s)
-        ray.get([w.update_env_vars.remote(self._rank_environment(slot, self._coordinator.address))
-                 for slot, w in zip(self._slots, self.workers)])
+        identity = JobIdentity(self._job_id, self._coordinator.address)
+        ray.get([w.update_env_vars.remote(placement.worker_environment(
+            slot, identity, self.settings.timeout_s, self.settings.nics, self._extra_env))
+            for slot, w in zip(self._slots, self.workers)])
 
     def _after_call(self):
         import ray

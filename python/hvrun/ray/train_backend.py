@@ -14,13 +14,14 @@ execute/execute_single. on_start does what RayExecutor.start does: ranks node by
 node's GPUs in local-rank order (placement.py), the coordinator started where Ray Train runs
 the backend (the trainer's controller), every worker given its rank's variables and the job
 secret sealed for its key (secret_exchange.py)."""
+import os
 import secrets
 from dataclasses import dataclass
 from typing import Optional, Set
 
 from ray.train.backend import Backend, BackendConfig
 
-from hvrun.cluster import CoordinatorDaemon, JobIdentity, JobSecret, rank_environment
+from hvrun.cluster import CoordinatorDaemon, JobIdentity, JobSecret
 from hvrun.ray import placement
 from hvrun.ray.secret_exchange import KeyPair
 
@@ -43,13 +44,7 @@ class HvrunConfig(BackendConfig):
 class _HvrunBackend(Backend):
     def on_start(self, worker_group, backend_config):
         import ray
-        described = worker_group.execute(_describe)
-        slots = []
-        for i, (address, node_id, pid, gpu_ids, public) in enumerate(described):
-            slot = placement.Slot(i, address, node_id, pid, gpu_ids)
-            slot.public_key = public
-            slots.append(slot)
-        ordered = placement.assign_ranks(slots)
+        ordered = placement.assign_ranks(placement.slots_from(worker_group.execute(_describe)))
         secret = JobSecret()
         job_id = "ray-train-" + secrets.token_hex(6)
         self._coordinator = CoordinatorDaemon.start(
@@ -58,12 +53,8 @@ class _HvrunBackend(Backend):
         identity = JobIdentity(job_id, self._coordinator.address)
         driver_key = KeyPair()
         for slot in ordered:
-            env = rank_environment(slot.rank_slot, identity)
-            env["HVRUN_START_TIMEOUT"] = str(backend_config.timeout_s)
-            if slot.visible_gpus is not None:
-                env["CUDA_VISIBLE_DEVICES"] = slot.visible_gpus
-            if backend_config.nics:
-                env["GLOO_SOCKET_IFNAME"] = ",".join(sorted(backend_config.nics))
+            env = placement.worker_environment(slot, identity, backend_config.timeout_s,
+                                               backend_config.nics)
             worker_group.execute_single(slot.index, _join, env, driver_key.public,
                                         driver_key.seal(slot.public_key, secret.reveal()))
 
@@ -75,14 +66,10 @@ class _HvrunBackend(Backend):
 
 
 def _describe():
-    import os
-    import ray
     _worker_key[:] = [KeyPair()]
-    return (ray.util.get_node_ip_address(), ray.get_runtime_context().get_node_id(),
-            os.getpid(), list(ray.get_gpu_ids()), _worker_key[0].public)
+    return placement.describe_this_worker(_worker_key[0].public)
 
 
 def _join(env, driver_public, sealed_secret):
-    import os
     os.environ.update(env)
     os.environ["HVRUN_SECRET"] = _worker_key[0].open(driver_public, sealed_secret)

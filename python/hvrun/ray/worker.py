@@ -6,6 +6,7 @@ hvrun's init() as under hvrun."""
 import os
 import socket
 
+from hvrun.ray import placement
 from hvrun.ray.secret_exchange import KeyPair
 
 
@@ -21,10 +22,7 @@ class BaseHorovodWorker:
 
     def describe(self):
         """(host address, Ray node id, pid, GPU ids, public key) for the driver's placement."""
-        import ray
-        context = ray.get_runtime_context()
-        return (ray.util.get_node_ip_address(), context.get_node_id(), os.getpid(),
-                list(ray.get_gpu_ids()), self._key.public)
+        return placement.describe_this_worker(self._key.public)
 
     def hostname(self):
         return socket.gethostname()

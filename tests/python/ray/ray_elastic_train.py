@@ -1,8 +1,8 @@
 """The elastic training of test_ray_elastic.py, run by every rank through ElasticRayExecutor.
 
-At step PAUSE_STEP rank 0 makes the file `paused` and every rank waits for the file `go` (the
-test removes a Ray node in between), then training goes on to STEPS: ranks of the removed node
-are gone, and the others reset from their last commit."""
+At step PAUSE_STEP every rank makes the file `paused.HOST.PID` and waits for the file `go` (the
+test removes a Ray node in between, and waits for its ranks to be gone), then training goes on
+to STEPS: the others reset from their last commit without the removed node's ranks."""
 import os
 import time
 
@@ -26,8 +26,8 @@ def train(folder):
     def loop(state):
         while state.step < STEPS:
             if state.step == PAUSE_STEP and not os.path.exists(os.path.join(folder, "go")):
-                if hvd.rank() == 0:
-                    open(os.path.join(folder, "paused"), "w").close()
+                open(os.path.join(folder, "paused.%s.%d" % (os.environ["HVRUN_HOST"],
+                                                            os.getpid())), "w").close()
                 deadline = time.monotonic() + 120
                 while not os.path.exists(os.path.join(folder, "go")):
                     if time.monotonic() > deadline:

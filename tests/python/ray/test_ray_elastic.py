@@ -6,7 +6,13 @@ import threading
 import time
 
 import ray_elastic_train
-from test_ray_executor import files_holding
+from test_ray_executor import process_alive, files_holding
+
+
+def _paused(folder):
+    """(host, pid) of each rank waiting at the pause."""
+    return [(name.split(".", 1)[1].rsplit(".", 1)[0], int(name.rsplit(".", 1)[1]))
+            for name in os.listdir(folder) if name.startswith("paused.")]
 
 
 def processes_holding(token):
@@ -48,11 +54,20 @@ def test_job_survives_a_removed_ray_node(ray_cluster, tmp_path):
     with control_channel.connect(executor._job.address, "fn", "0" * 64) as stranger:
         assert stranger.recv(1) == b""
     deadline = time.monotonic() + 240
-    while not os.path.exists(os.path.join(folder, "paused")) and runner.is_alive():
+    while len(_paused(folder)) < 4 and runner.is_alive():
         assert time.monotonic() < deadline, "the training never reached its pause"
         time.sleep(0.1)
     assert "error" not in outcome, outcome.get("error")
-    ray_cluster.remove_node(ray_cluster.nodes[1])
+    removed = ray_cluster.nodes[1]
+    victims = [pid for host, pid in _paused(folder)
+               if host == "ray-node-" + removed.node_id[:16]]
+    assert len(victims) == 2
+    ray_cluster.remove_node(removed)
+    # Its ranks go with the node (actor, agent, ranks); the others go on once they have.
+    deadline = time.monotonic() + 60
+    while any(process_alive(pid) for pid in victims):
+        assert time.monotonic() < deadline, "the removed node's ranks outlived it"
+        time.sleep(0.1)
     open(os.path.join(folder, "go"), "w").close()
     runner.join(300)
     assert not runner.is_alive()

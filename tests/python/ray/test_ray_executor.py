@@ -19,7 +19,7 @@ def _hvrun():
     return os.path.join(os.environ["HVRUN_BIN_DIR"], "hvrun")
 
 
-def _alive(pid):
+def process_alive(pid):
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -35,7 +35,7 @@ def _alive(pid):
 def _wait_gone(pids, timeout_s=30):
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        left = [p for p in pids if _alive(p)]
+        left = [p for p in pids if process_alive(p)]
         if not left:
             return []
         time.sleep(0.2)

@@ -55,3 +55,17 @@ def test_the_sealed_secret_opens_only_for_its_worker():
     assert worker.open(driver.public, sealed) == "s3cret-job"
     with pytest.raises(ValueError):
         stranger.open(driver.public, sealed)
+
+
+def test_worker_environment_is_a_ranks_with_its_gpus_and_interfaces():
+    from hvrun.cluster import JobIdentity
+    slot = placement.assign_ranks([placement.Slot(0, "10.0.0.1", "a" * 20, 5, ["1"]),
+                                   placement.Slot(1, "10.0.0.1", "a" * 20, 6, ["0"])])[1]
+    env = placement.worker_environment(slot, JobIdentity("job-1", "10.0.0.9:4000"), 45,
+                                       {"eth1", "eth0"}, {"HVRUN_SECRET": "x", "MINE": "1"})
+    assert env["HVRUN_RANK"] == "1" and env["HVRUN_LOCAL_RANK"] == "1"
+    assert env["HVRUN_HOST"] == "10.0.0.1" and env["HVRUN_JOB_ID"] == "job-1"
+    assert env["HVRUN_COORDINATOR_ADDR"] == "10.0.0.9:4000"
+    assert env["CUDA_VISIBLE_DEVICES"] == "0,1" and env["GLOO_SOCKET_IFNAME"] == "eth0,eth1"
+    assert env["HVRUN_START_TIMEOUT"] == "45" and env["MINE"] == "1"
+    assert "HVRUN_SECRET" not in env
