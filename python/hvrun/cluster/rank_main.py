@@ -1,12 +1,15 @@
-"""The process that runs one rank's function: `python -m hvrun.cluster.rank_main FD`.
+"""The process that runs one rank's function: `python -m hvrun.cluster.rank_main FD PARENT`.
 
-Reads (fn, args, kwargs) pickled on stdin, runs fn and writes its outcome, pickled, on file
+First it asks to be killed when its parent (pid PARENT, the engine's task) dies, and ends at once
+if that has already happened. Then it reads (fn, args, kwargs) pickled on stdin, runs fn and writes its outcome, pickled, on file
 descriptor FD: ("ok", pickled value) or ("error", text, collateral). A failure is then raised
 again, so that the interpreter ends as an uncaught exception does: hvrun reports the failure to
 the coordinator (which aborts the job naming this rank) and the traceback goes to stderr.
 """
+import ctypes
 import os
 import pickle
+import signal
 import sys
 import traceback
 
@@ -22,8 +25,18 @@ def _describe(exc):
     return text
 
 
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with(parent):
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+    if os.getppid() != parent:  # it died before the request: nobody waits for this rank
+        os._exit(1)
+
+
 def main():
     result_fd = int(sys.argv[1])
+    _die_with(int(sys.argv[2]))
     fn, args, kwargs = cloudpickle.loads(sys.stdin.buffer.read())
     sys.stdin.close()
     try:

@@ -6,32 +6,28 @@ task (Spark and Ray reuse them), while a rank needs a process that starts with i
 job, taking what it holds (threads, shared memory, GPU memory) with it. The child
 
 - gets the secret in its own environment only (HVRUN_SECRET), never on its command line;
-- is killed (SIGKILL) if the task's process dies (PR_SET_PDEATHSIG): an engine that cancels a
-  task kills its worker, and the rank goes with it;
+- is killed (SIGKILL) if the task's process dies (PR_SET_PDEATHSIG, set by rank_main itself: no
+  code runs between fork and exec in a process that may have threads): an engine that cancels
+  a task kills its worker, and the rank goes with it;
 - runs in a process group of its own, which is killed when the rank ends, by the child's pid:
   nothing it started outlives it;
 - writes its outcome on a pipe of its own, so its stdout and stderr stay the trainer's.
 """
 import collections
-import ctypes
 import os
 import pickle
 import signal
 import subprocess
 import sys
 import threading
+import time
 
 import cloudpickle
 
 from hvrun.cluster.outcome import RankOutcome
 
-_PR_SET_PDEATHSIG = 1
 TAIL_LINES = 20
-
-
-def _die_with_parent():
-    # Runs in the child between fork and exec.
-    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+_POLL_S = 0.1
 
 
 def payload(fn, args=(), kwargs=None):
@@ -44,16 +40,16 @@ def run_rank(slot, fn_payload, env_additions, secret, line_sink=None, should_sto
     `rank_environment` made, over this process's environment; `secret`: the job secret's value.
     `line_sink(stream, line)`: gets each line the rank writes, stream "stdout" or "stderr"
     (default: this process's own streams, prefixed "[rank]<stdout>:" as hvrun prefixes them).
-    `should_stop()`: polled every second; True ends the rank (SIGKILL). Returns a RankOutcome."""
+    `should_stop()`: polled while it runs; True ends the rank (SIGKILL). Returns a RankOutcome."""
     env = dict(os.environ)
     env.update(env_additions)
     env["HVRUN_SECRET"] = secret
     result_read, result_write = os.pipe()
     try:
         child = subprocess.Popen(
-            [sys.executable, "-m", "hvrun.cluster.rank_main", str(result_write)],
+            [sys.executable, "-m", "hvrun.cluster.rank_main", str(result_write), str(os.getpid())],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-            pass_fds=(result_write,), start_new_session=True, preexec_fn=_die_with_parent)
+            pass_fds=(result_write,), start_new_session=True)
     finally:
         os.close(result_write)
     sink = line_sink or _default_sink(slot.rank)
@@ -69,14 +65,13 @@ def run_rank(slot, fn_payload, env_additions, secret, line_sink=None, should_sto
         thread.start()
     stopped = False
     try:
-        while True:
-            try:
-                child.wait(1.0)
+        # Waits without reaping: the child's pid, its process group's id, stays ours until the
+        # group is killed below.
+        while os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT | os.WNOHANG) is None:
+            if should_stop is not None and should_stop():
+                stopped = True
                 break
-            except subprocess.TimeoutExpired:
-                if should_stop is not None and should_stop():
-                    stopped = True
-                    break
+            time.sleep(_POLL_S)
     finally:
         _kill_group(child.pid)
         child.wait()

@@ -3,8 +3,11 @@ the engine's tasks: a real hvrun-coordinator, real rank processes, real collecti
 import hashlib
 import os
 import pickle
+import signal
+import subprocess
 import sys
 import threading
+import time
 
 import cloudpickle
 import pytest
@@ -121,3 +124,45 @@ def test_the_secret_cannot_travel_in_a_pickle_or_a_repr():
     with pytest.raises(TypeError):
         cloudpickle.dumps(lambda: secret.reveal())
     assert secret.reveal() not in repr(secret) + str(secret) + "%s" % secret
+
+
+TASK_PROCESS = """
+import os, sys, time
+from hvrun.cluster import RankSlot, payload, run_rank
+
+def sleep_as_rank(pid_file):
+    with open(pid_file, "w") as out:
+        out.write(str(os.getpid()))
+    time.sleep(600)
+
+run_rank(RankSlot(0, "h0", 0, 1, 0, 1, 1), payload(sleep_as_rank, (sys.argv[1],)), {}, "s")
+"""
+
+
+def alive(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as stat:
+            return stat.read().rpartition(")")[2].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_a_rank_dies_with_the_task_process_that_started_it(tmp_path):
+    pid_file = tmp_path / "rank.pid"
+    task = subprocess.Popen([sys.executable, "-c", TASK_PROCESS, str(pid_file)])
+    try:
+        deadline = time.monotonic() + 60
+        while not pid_file.exists() or not pid_file.read_text():
+            assert time.monotonic() < deadline, "the rank never started"
+            time.sleep(0.1)
+        rank_pid = int(pid_file.read_text())
+        assert alive(rank_pid)
+    finally:
+        os.kill(task.pid, signal.SIGKILL)
+        task.wait()
+    deadline = time.monotonic() + 10
+    while alive(rank_pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if alive(rank_pid):
+        os.kill(rank_pid, signal.SIGKILL)
+        pytest.fail("rank pid %d outlived its task process" % rank_pid)
