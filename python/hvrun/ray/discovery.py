@@ -1,13 +1,11 @@
 """Which hosts an elastic job on Ray may use: Ray's own cluster state (its alive nodes and their
 resources), as Horovod's RayHostDiscovery reads it."""
 
-HOST_PREFIX = "ray-node-"
-
-
 def host_name(node_id):
     """The host name hvrun knows a Ray node by: never one of this machine's own names, so
-    that hvrun's launcher starts every host's agent through Ray (agent_relay.py)."""
-    return HOST_PREFIX + node_id[:16]
+    that hvrun's launcher starts every host's agent through Ray (agent_relay.py). Short, for
+    hvrun's tables: 40 bits of the node id tell a cluster's nodes apart."""
+    return "ray-" + node_id[:10]
 
 
 class RayHostDiscovery:

@@ -47,3 +47,12 @@ def train(folder):
     weights = [p.detach().double().numpy().ravel().tolist() for p in model.parameters()]
     return {"rank": hvd.rank(), "size": hvd.size(), "host": os.environ.get("HVRUN_HOST"), "step": state.step, "sizes": sizes,
             "weights": weights}
+
+
+def fail_on_rank(rank):
+    """Raises on rank `rank` after init: a failure of the program, which ends the job."""
+    import hvrun.torch as hvd
+    hvd.init()
+    if hvd.rank() == rank:
+        raise ValueError("rank %d gives up" % rank)
+    hvd.allreduce(__import__("torch").ones(1), name="after")

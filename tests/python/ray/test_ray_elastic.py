@@ -6,6 +6,7 @@ import threading
 import time
 
 import ray_elastic_train
+from hvrun.ray.discovery import host_name
 from test_ray_executor import process_alive, files_holding
 
 
@@ -26,6 +27,24 @@ def processes_holding(token):
         except OSError:
             pass
     return found
+
+
+def test_a_failing_rank_fails_the_run_naming_it(ray_cluster):
+    # Runs first: the next test removes a node.
+    import pytest
+    from hvrun.ray import ElasticJobFailed, ElasticRayExecutor
+    executor = ElasticRayExecutor(ElasticRayExecutor.create_settings(
+        min_num_proc=2, max_num_proc=4, elastic_timeout=30, timeout_s=60))
+    executor.start()
+    with pytest.raises(ElasticJobFailed) as failure:
+        executor.run(lambda: ray_elastic_train.fail_on_rank(1))
+    message = str(failure.value)
+    assert "rank 1 on host ray-" in message and "gives up" in message, message
+    token = executor._job.token
+    deadline = time.monotonic() + 30
+    while processes_holding(token) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert processes_holding(token) == []
 
 
 def test_job_survives_a_removed_ray_node(ray_cluster, tmp_path):
@@ -60,7 +79,7 @@ def test_job_survives_a_removed_ray_node(ray_cluster, tmp_path):
     assert "error" not in outcome, outcome.get("error")
     removed = ray_cluster.nodes[1]
     victims = [pid for host, pid in _paused(folder)
-               if host == "ray-node-" + removed.node_id[:16]]
+               if host == host_name(removed.node_id)]
     assert len(victims) == 2
     ray_cluster.remove_node(removed)
     # Its ranks go with the node (actor, agent, ranks); the others go on once they have.
@@ -74,7 +93,7 @@ def test_job_survives_a_removed_ray_node(ray_cluster, tmp_path):
     assert "error" not in outcome, outcome.get("error")
     results = outcome["results"]
     assert [r["rank"] for r in results] == [0, 1]
-    head = "ray-node-" + ray_cluster.nodes[0].node_id[:16]
+    head = host_name(ray_cluster.nodes[0].node_id)
     assert [r["host"] for r in results] == [head, head]
     for r in results:
         assert r["size"] == 2 and r["step"] == ray_elastic_train.STEPS
