@@ -93,9 +93,10 @@ constexpr std::array kVariables = {
     HorovodVariable{"HOROVOD_DYNAMIC_PROCESS_SETS", Use::kNoEffect, {}, Reading::kSame,
                     "hvrun always allows add_process_set and remove_process_set after init"},
     HorovodVariable{"HOROVOD_SPARK_START_TIMEOUT", Use::kNoEffect, {}, Reading::kSame,
-                    "horovod.spark only"},
+                    "read by hvrun.spark.run on the Spark driver (its start_timeout), not by "
+                    "hvrun or its ranks"},
     HorovodVariable{"HOROVOD_SPARK_USE_LOCAL_RANK_GPU_INDEX", Use::kNoEffect, {}, Reading::kSame,
-                    "horovod.spark only"},
+                    "horovod.spark's estimators only; hvrun pins local rank k to GPU k anyway"},
 
     HorovodVariable{"HOROVOD_RANK", Use::kSetByLauncher},
     HorovodVariable{"HOROVOD_SIZE", Use::kSetByLauncher},
