@@ -21,8 +21,10 @@ wheel_cache_init() {
 pin() { sed -n "s/^$1==//p" "$wheel_cache_source/python/requirements-dev.txt"; }
 
 cached_wheel() {  # cached_wheel NAME PYTHON_VERSION (3.11) DEST_DIR
-  local name=$1 version abi=cp${2/./} dest=$3
+  local name=$1 version abi=cp${2/./} dest=$3 nullglob
   version=$(pin "$1")
+  nullglob=$(shopt -p nullglob)  # a pattern that matches nothing expands to nothing, here only
+  shopt -s nullglob
   local found=("$wheel_cache/$name-$version"-*{$abi-$abi-*manylinux*x86_64,py3-none-any}.whl)
   if [[ ${#found[@]} == 0 ]]; then
     python3 -m pip download -q --no-deps --only-binary=:all: --python-version "$2" \
@@ -32,5 +34,6 @@ cached_wheel() {  # cached_wheel NAME PYTHON_VERSION (3.11) DEST_DIR
     found=("$wheel_cache/$name-$version"-*{$abi-$abi-*manylinux*x86_64,py3-none-any}.whl)
     [[ ${#found[@]} != 0 ]] || fail "pip download put no $name==$version wheel for $abi in $wheel_cache"
   fi
-  cp "${found[0]}" "$dest/"
+  eval "$nullglob"
+  cp "${found[0]}" "$dest/" || fail "cannot copy ${found[0]} to $dest"
 }
