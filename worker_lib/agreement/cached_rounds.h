@@ -8,7 +8,8 @@
 // executes them as it executes a plan, so the results are the coordinator path's bits. A CUDA
 // tensor's response says so, and the plan executor gives it to the GPU executor
 // (backends/nccl/gpu_executor.h), which calls the device plane on whichever thread holds the
-// executor's lock here. What is not agreed goes to the coordinator exactly as before. Why no op is lost, duplicated or run apart, step by step:
+// executor's lock here. What is not agreed goes to the coordinator exactly as before. Why no op
+// is lost, duplicated or run apart, step by step:
 //  - Only when this rank waits for nothing else: no op sent to the coordinator without its
 //    plan, every received plan executed, no abort, shutdown or timeline recording, checked
 //    under the executor's lock (held through the round and the execution). As for the
