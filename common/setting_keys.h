@@ -39,6 +39,7 @@ inline constexpr SettingKey<int64_t> kSlotsPerHost{"slots_per_host"};
 inline constexpr SettingKey<double> kElasticTimeoutSeconds{"elastic_timeout_s"};
 inline constexpr SettingKey<int64_t> kResetLimit{"reset_limit"};
 inline constexpr SettingKey<std::string> kBlacklistCooldownRange{"blacklist_cooldown_range"};
+inline constexpr SettingKey<int64_t> kSpares{"spares"};
 inline constexpr SettingKey<bool> kSummary{"summary"};
 inline constexpr SettingKey<std::string> kAutopsyDir{"autopsy_dir"};
 
