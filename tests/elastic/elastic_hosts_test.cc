@@ -90,11 +90,13 @@ class ElasticHostsTest : public NamespaceHostsTest<ElasticHostsTest> {
     return argv;
   }
 
-  // Waits (bounded) until the job's output shows `text`.
+  // Waits (bounded) until the job's output (the trainers' or hvrun's own) shows `text`.
   static bool wait_for_output(const LoggedProcess& p, const std::string& text, seconds limit) {
     const auto deadline = Clock::now() + limit;
     while (Clock::now() < deadline) {
-      if (read_file(p.out_path).find(text) != std::string::npos) return true;
+      if (read_file(p.out_path).find(text) != std::string::npos ||
+          read_file(p.err_path).find(text) != std::string::npos)
+        return true;
       ::usleep(50000);
     }
     return false;
