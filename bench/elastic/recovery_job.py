@@ -51,6 +51,9 @@ def maybe_kill(args, launch_rank, step_no, first_life):
 def run_hvrun(args):
     import hvrun.torch as hvd
     hvd.init()
+    if os.environ.get("HVRUN_ELASTIC_SPARE") == "1":
+        # When the parked spare was given a place: what follows is its own start-up.
+        print("SPARE JOINED T %.6f" % time.time(), flush=True)
     model, x, y = model_and_data()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     state = hvd.elastic.TorchState(model=model, optimizer=optimizer, step=0)
