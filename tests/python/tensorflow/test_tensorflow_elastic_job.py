@@ -2,7 +2,8 @@
 `hvrun -np 3 --min-np 2`, the process launched as rank 2 SIGKILLing itself mid-epoch. The job
 must succeed with the two survivors, which must have reset once, resumed from the last commit
 and finished every epoch with the same weights and optimizer state; those weights must be what
-one process reaches taking the steps that counted (the global batches, in order).
+one process reaches taking the steps that counted (the global batches, in order). With
+`--spares 1` the spare takes the killed rank's place and every step runs on 3 ranks.
 
 The job runs in its own session with a bounded wait; its whole process group is killed by pid
 if it overstays (run_job)."""
