@@ -44,6 +44,7 @@ inline constexpr SettingKey<std::string> kHealthCheckScript{"health_check_script
 inline constexpr SettingKey<double> kHealthCheckTimeoutSeconds{"health_check_timeout_s"};
 inline constexpr SettingKey<int64_t> kHealthMinFreeDiskMb{"health_min_free_disk_mb"};
 inline constexpr SettingKey<std::string> kHealthDiskPath{"health_disk_path"};
+inline constexpr SettingKey<int64_t> kSpares{"spares"};
 inline constexpr SettingKey<bool> kSummary{"summary"};
 inline constexpr SettingKey<std::string> kAutopsyDir{"autopsy_dir"};
 

@@ -315,6 +315,15 @@ constexpr std::array kCatalog = {
                 .description = "Where the trainer writes checkpoints and output, for the health "
                                "check's free-disk test; empty = --output-filename's directory, "
                                "else hvrun's working directory."},
+    SettingSpec{.name = "spares", .flag = "--spares", .env = "HVRUN_SPARES",
+                .kind = SettingKind::kInt, .default_value = "0", .min = 0, .max = 4096,
+                .unit = "workers", .scope = "launcher",
+                .description = "Elastic jobs (a job with spares is elastic): this many hot "
+                               "spares, started with the job and run up to their "
+                               "registration in init(), outside the membership; a lost rank's "
+                               "place goes to a spare at the next membership, so the world "
+                               "size stays, and a spare used is replaced when the discovery "
+                               "script offers a slot."},
     SettingSpec{.name = "metrics_port", .flag = "--metrics-port", .env = "HVRUN_METRICS_PORT",
                 .kind = SettingKind::kInt, .default_value = "-1", .min = -1, .max = 65535,
                 .unit = "port", .scope = "coordinator",

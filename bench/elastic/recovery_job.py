@@ -1,7 +1,8 @@
 """The job bench/elastic/recovery times: a small PyTorch model trained with SGD on synthetic data,
 2-3 ranks on this host, one rank SIGKILLed at a fixed step. The same model, data and step run
 under hvrun's elastic mode (--launcher hvrun: hvrun.torch.elastic, TorchState committed every
-COMMIT steps; the survivors reset and go on) and under torchrun's elastic restart (--launcher
+COMMIT steps; the survivors reset and go on, with a hot spare in the lost rank's place when hvrun
+was given --spares) and under torchrun's elastic restart (--launcher
 torchrun: DDP over gloo, rank 0 checkpointing every COMMIT steps; torchrun stops every worker and
 starts them all again, which then load the checkpoint).
 
@@ -50,11 +51,15 @@ def maybe_kill(args, launch_rank, step_no, first_life):
 def run_hvrun(args):
     import hvrun.torch as hvd
     hvd.init()
+    if os.environ.get("HVRUN_ELASTIC_SPARE") == "1":
+        # When the parked spare was given a place: what follows is its own start-up.
+        print("SPARE JOINED T %.6f" % time.time(), flush=True)
     model, x, y = model_and_data()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     state = hvd.elastic.TorchState(model=model, optimizer=optimizer, step=0)
     launch_rank = int(os.environ["HVRUN_RANK"])
-    lives = [0]
+    # A hot spare (hvrun --spares) first trains after a failure: its first life is the second.
+    lives = [1 if os.environ.get("HVRUN_ELASTIC_SPARE") == "1" else 0]
 
     @hvd.elastic.run
     def train(state):

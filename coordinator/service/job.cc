@@ -69,6 +69,7 @@ Job::~Job() {
     stopping_ = true;
     threads.swap(waiting_registrations_);
   }
+  ended_cv_.notify_all();  // parked spares wait for nothing else
   for (WaitingRegistration& t : threads) t.thread.join();
   stop_loops();
   telemetry_.finish();
@@ -84,7 +85,18 @@ bool newcomer_to(const Generation& generation, const v1::WorkerInfo& worker) {
     return p.host == worker.host() && p.local_rank == worker.local_rank();
   });
 }
+
+bool in_plan(const std::vector<PlannedRank>& plan, const v1::WorkerInfo& worker) {
+  return std::any_of(plan.begin(), plan.end(), [&](const PlannedRank& p) {
+    return p.host == worker.host() && p.local_rank == worker.local_rank();
+  });
+}
 }  // namespace
+
+bool Job::parked_spare_locked(const Generation& now, const v1::WorkerInfo& worker) const {
+  return options_.elastic && newcomer_to(now, worker) &&
+         !(next_plan_ && in_plan(*next_plan_, worker));
+}
 
 void Job::register_on_thread(const v1::WorkerInfo& worker, Rendezvous::Done done) {
   std::vector<WaitingRegistration> finished;
@@ -167,6 +179,17 @@ Result<Registered> Job::register_worker(const v1::WorkerInfo& worker) {
       std::unique_lock<std::mutex> lock(mutex_);
       Generation* now = generations_.back().get();
       const auto limit = options_.elastic ? options_.elastic_timeout : options_.start_timeout;
+      if (parked_spare_locked(*now, worker)) {
+        // Parked for as long as the job runs: a spare is there for the failure that may never
+        // come. Each new membership is looked at; the job's end or the server's stop wakes it.
+        ended_cv_.wait(lock, [&] {
+          return stopping_ || (end_.has_value() && !end_->is_ok()) ||
+                 generations_.back().get() != now;
+        });
+        if (stopping_) return cancelled("the coordinator shut down before the job ended");
+        if (end_ && !end_->is_ok()) return *end_;
+        continue;
+      }
       if (now->resetting) {
         // A survivor of a lost rank: the launcher names the next membership.
         ended_cv_.wait_for(lock, limit, [&] {
@@ -550,7 +573,16 @@ void Job::abort(const std::string& reason, int rank, const std::string& host) {
   end(status);
 }
 
-void Job::shutdown() { end(cancelled("the coordinator shut down before the job ended")); }
+void Job::shutdown() {
+  {
+    // Parked spares wait past a job that ended well: they are answered now, so that the server
+    // does not wait on their calls.
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  ended_cv_.notify_all();
+  end(cancelled("the coordinator shut down before the job ended"));
+}
 
 void Job::worker_lost(Generation& generation, int rank) {
   std::string who = "rank " + std::to_string(rank);

@@ -15,7 +15,11 @@
 // owner's next plan (change_membership), which opens the next generation. Added slots
 // (add_slots) wait for every current rank's Goodbye at their next commit, as in init after
 // shutdown, and the next generation takes the plan given. Start-up and every reset are the
-// same rendezvous.
+// same rendezvous. Hot spares: the owner starts a process only for a slot it plans, so a
+// worker whose slot neither the current membership nor the next one given has is a spare
+// (hvrun --spares); it waits outside every membership, without the elastic timeout, until a
+// membership names its slot (the owner gives it a lost rank's place), the job fails or the
+// server stops.
 //
 // Threads: every method may be called from any thread; mutex_ guards the end state and the
 // generations.
@@ -120,6 +124,8 @@ class Job {
   void reset(Generation& generation, const std::string& reason, int rank, const std::string& host);
   // Requires mutex_: opens the next generation (with next_plan_ when the owner gave one).
   Generation& open_next_locked(Generation& now);
+  // Requires mutex_: `worker` is a hot spare (see above) while `now` is the current generation.
+  bool parked_spare_locked(const Generation& now, const v1::WorkerInfo& worker) const;
   // What a registration in `generation` is told names its resources (shared-memory segments).
   std::string job_id_of(const Generation& generation) const;
   std::optional<v1::RankInfo> rank_info(int rank);
@@ -149,7 +155,7 @@ class Job {
   void abort_after_autopsy(const std::string& trigger, const std::string& reason, int rank,
                            const std::string& host);
   // Guarded by mutex_: the threads of registrations that wait for another generation, joined
-  // by the destructor; `stopping_`: the destructor runs, no new one starts.
+  // by the destructor; `stopping_`: the server stops or the destructor runs, none starts.
   struct WaitingRegistration {
     std::thread thread;
     std::shared_ptr<std::atomic<bool>> answered;  // set by the thread as its last act

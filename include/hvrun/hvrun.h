@@ -115,6 +115,9 @@ struct Config {
   // membership, up to elastic_timeout (HVRUN_ELASTIC_TIMEOUT).
   bool elastic = false;
   std::chrono::milliseconds elastic_timeout{600000};
+  // A hot spare of an elastic job (HVRUN_ELASTIC_SPARE=1, set by hvrun --spares): init() waits
+  // in registration, with no deadline but the job's end, until a lost rank's place is its.
+  bool spare = false;
   // Bounds every data-plane operation and every wait() without an explicit timeout.
   std::chrono::milliseconds op_timeout{300000};
   std::string log_level = "info";

@@ -120,17 +120,17 @@ JobIdentity Attempt::identity(const std::string& coordinator_address,
 Environment Attempt::rank_environment(int rank, const JobIdentity& identity,
                                       const NcclTuning& tuning, const Environment& base) const {
   Environment env = launcher::rank_environment(plan_, rank, identity, settings(), tuning, base);
-  if (elastic_.enabled) put_elastic_environment(elastic_, env);
+  if (elastic_.enabled) put_elastic_environment(elastic_, /*spare=*/false, env);
   return env;
 }
 
-Environment Attempt::member_environment(int id, const ElasticSlot& slot,
+Environment Attempt::member_environment(int id, const ElasticSlot& slot, bool spare,
                                         const JobIdentity& identity, const NcclTuning& tuning,
                                         const Environment& base) const {
   Environment env =
       launcher::rank_environment(plan_with_rank(plan_, id, slot.host, slot.local_rank), id,
                                  identity, settings(), tuning, base);
-  put_elastic_environment(elastic_, env);
+  put_elastic_environment(elastic_, spare, env);
   return env;
 }
 

@@ -71,9 +71,11 @@ class Attempt {
   // The environment of launch-plan rank `rank`, from `base` with `tuning`.
   Environment rank_environment(int rank, const JobIdentity& identity, const NcclTuning& tuning,
                                const Environment& base) const;
-  // An elastic process `id` started in `slot` (the launch plan may not have it), likewise.
-  Environment member_environment(int id, const ElasticSlot& slot, const JobIdentity& identity,
-                                 const NcclTuning& tuning, const Environment& base) const;
+  // An elastic process `id` started in `slot` (the launch plan may not have it), likewise;
+  // `spare`: a hot spare, parked outside the membership.
+  Environment member_environment(int id, const ElasticSlot& slot, bool spare,
+                                 const JobIdentity& identity, const NcclTuning& tuning,
+                                 const Environment& base) const;
   // "hvrun: rank 3 environment: K=V ..." with what `env` adds to `base` (the secret masked).
   static std::string environment_line(int rank, const Environment& env, const Environment& base);
 

@@ -44,8 +44,8 @@ int LocalProcesses::run(Attempt& attempt) {
     // Membership ranks renumber at each reset: the launch-time rank of an exit means nothing to
     // a later membership, and the membership change says what was lost.
     ec.coordinator.worker_exited = nullptr;
-    ec.environment = [this, &attempt](int id, const ElasticSlot& slot) {
-      return to_envp(attempt.member_environment(id, slot, identity_, attempt.nccl(),
+    ec.environment = [this, &attempt](int id, const ElasticSlot& slot, bool spare) {
+      return to_envp(attempt.member_environment(id, slot, spare, identity_, attempt.nccl(),
                                                 attempt.launch_environment()));
     };
     ec.hooks = attempt.elastic_hooks();

@@ -130,8 +130,14 @@ int run_job(const LaunchOptions& given) {
   if (!elastic.is_ok()) {
     return fail(elastic.status().message());
   } else if (elastic->enabled && mpi) {
-    return fail("elastic jobs (--min-np, --max-np, --host-discovery-script) cannot run under "
-                "--mpi: mpirun ends every rank when one fails; leave one or the other out");
+    return fail("elastic jobs (--min-np, --max-np, --host-discovery-script, --spares) cannot "
+                "run under --mpi: mpirun ends every rank when one fails; leave one or the other "
+                "out");
+  } else if (elastic->spares > 0 && elastic->discovery_script.empty() && plan->multi_host) {
+    return fail("--spares " + std::to_string(elastic->spares) +
+                " on several hosts needs --host-discovery-script: spares start on the slots it "
+                "lists beyond the ranks (on one host they start with the job, in the next local "
+                "ranks)");
   } else if (elastic->enabled && settings.get(setting::kMaxRestarts) > 0) {
     return fail("--max-restarts restarts every rank; an elastic job replaces lost ranks instead: "
                 "give one or the other");

@@ -37,6 +37,9 @@ bool ElasticController::absorb() {
   std::string lost_host;
   std::string withdrawn;
   std::string withdrawn_host;
+  std::vector<std::string> lost_hosts;
+  int lost_count = 0;
+  std::string spares_ended;
   for (size_t i = 0; i < records.size(); ++i) {
     const WorkerRecord& r = records[i];
     if (handled_[i] || (!r.exited && r.lost.empty())) continue;
@@ -49,6 +52,15 @@ bool ElasticController::absorb() {
       withdrawn_host = r.host;
       continue;
     }
+    if (membership_.is_spare(static_cast<int>(i))) {
+      // A spare that ended held no rank: the membership stays as it is.
+      if (r.lost.empty() && !is_failure(r.wait_status))
+        membership_.remove_finished(static_cast<int>(i));
+      else
+        membership_.remove_failed(static_cast<int>(i), now);
+      spares_ended += (spares_ended.empty() ? "" : "; ") + describe(r);
+      continue;
+    }
     if (r.lost.empty() && !is_failure(r.wait_status)) {
       if (membership_.remove_finished(static_cast<int>(i)) && !training_over_) end_training(r);
       continue;
@@ -59,7 +71,12 @@ bool ElasticController::absorb() {
     if (!lost.empty()) lost += "; ";
     lost += describe(r);
     lost_host = r.host;
+    lost_hosts.push_back(r.host);
+    ++lost_count;
   }
+  if (!spares_ended.empty() && !training_over_)
+    runner_.say("elastic: spare ended: " + spares_ended + "; " +
+                std::to_string(membership_.spares().size()) + " spare(s) left");
   if (lost.empty() && !withdrawn.empty() && training_over_) {
     runner_.say("elastic: the training is over; stopped: " + withdrawn);
     return true;
@@ -85,14 +102,50 @@ bool ElasticController::absorb() {
   }
   std::string blacklist;
   for (const std::string& host : membership_.failed_hosts(now)) blacklist += " " + host + ";";
+  const std::string promoted = promote_spares(lost_count, lost_hosts);
   runner_.say("elastic: " + lost + "; blacklisted:" + blacklist + " " +
-              std::to_string(membership_.size()) + " ranks left");
+              (promoted.empty() ? std::to_string(membership_.size()) + " ranks left"
+                                : "spare(s) in the lost ranks' place: " + promoted + "; " +
+                                      std::to_string(membership_.size()) + " ranks, " +
+                                      std::to_string(membership_.spares().size()) +
+                                      " spare(s) left"));
   if (membership_.short_of_min()) {
     wait_for_hosts(lost);
     return true;
   }
   hooks_.change_membership(membership_.plan(), lost, lost_host);
   return true;
+}
+
+std::string ElasticController::promote_spares(int count,
+                                              const std::vector<std::string>& lost_hosts) {
+  std::string promoted;
+  for (int k = 0; k < count; ++k) {
+    const std::optional<ElasticMembership::Member> spare = membership_.promote_spare(lost_hosts);
+    if (!spare) break;
+    const WorkerRecord& r = runner_.records()[static_cast<size_t>(spare->id)];
+    promoted += (promoted.empty() ? "the worker started as rank " : ", rank ") +
+                std::to_string(r.rank) + " on host " + r.host;
+  }
+  return promoted;
+}
+
+void ElasticController::top_up_spares(const std::vector<HostSlots>& hosts) {
+  start_spares(membership_.spare_slots(hosts, ElasticMembership::Clock::now()));
+}
+
+void ElasticController::start_spares(const std::vector<ElasticSlot>& slots) {
+  if (!runner_.start || training_over_) return;
+  std::string where;
+  for (const ElasticSlot& slot : slots) {
+    const int id = runner_.start(slot, /*spare=*/true);
+    if (id < 0) break;
+    membership_.add_spare({id, slot});
+    where += (where.empty() ? "" : ", ") + slot.host + " slot " + std::to_string(slot.local_rank);
+  }
+  if (where.empty()) return;
+  runner_.say("elastic: spare(s) started (" + where + "), parked until a rank is lost; " +
+              std::to_string(membership_.spares().size()) + " spare(s) ready");
 }
 
 void ElasticController::wait_for_hosts(const std::string& lost) {
@@ -149,11 +202,18 @@ void ElasticController::end_training(const WorkerRecord& finished) {
     if (added_.count(m.id) == 0 || withdrawing_.count(m.id) > 0) continue;
     if (std::find(formed.begin(), formed.end(), m.slot) == formed.end()) idle.push_back(m.id);
   }
+  const size_t late = idle.size();
+  // Spares never trained: nothing is left for them to wait for.
+  for (const ElasticMembership::Member& m : membership_.spares())
+    if (withdrawing_.count(m.id) == 0) idle.push_back(m.id);
+  const size_t spares = idle.size() - late;
   runner_.say("elastic: the worker started as rank " + std::to_string(finished.rank) +
               " on host " + finished.host + " finished its training; the job ends with its ranks" +
-              (idle.empty() ? std::string() : ", and the " + std::to_string(idle.size()) +
-                                                  " worker(s) of slots added too late to join "
-                                                  "are stopped"));
+              (late == 0 ? std::string() : ", and the " + std::to_string(late) +
+                                               " worker(s) of slots added too late to join "
+                                               "are stopped") +
+              (spares == 0 ? std::string()
+                           : "; its " + std::to_string(spares) + " spare(s) are stopped"));
   if (!runner_.stop) return;
   for (int id : idle) {
     withdrawing_.insert(id);
@@ -170,8 +230,21 @@ void ElasticController::stop_waiting() {
 void ElasticController::withdraw_unlisted(const std::vector<HostSlots>& hosts) {
   if (!runner_.stop) return;
   std::vector<int> ids;
-  for (int id : membership_.unlisted(hosts))
-    if (withdrawing_.count(id) == 0) ids.push_back(id);
+  std::string spares;
+  for (int id : membership_.unlisted(hosts)) {
+    if (withdrawing_.count(id) > 0) continue;
+    if (!membership_.is_spare(id)) {
+      ids.push_back(id);
+      continue;
+    }
+    // A spare holds no rank: stopping it resets nobody.
+    withdrawing_.insert(id);
+    spares += (spares.empty() ? "" : ", ") + std::to_string(id);
+    runner_.stop(id);
+  }
+  if (!spares.empty())
+    runner_.say("elastic: the discovery script no longer lists the slots of spare(s) " + spares +
+                ": stopping them (SIGTERM)");
   if (ids.empty()) return;
   if (!membership_.count_reset()) {
     runner_.fail("elastic: --reset-limit " + std::to_string(membership_.options().reset_limit) +
@@ -209,8 +282,17 @@ void ElasticController::on_discovered(const Result<std::vector<HostSlots>>& host
   }
   empty_said_ = false;
   withdraw_unlisted(*hosts);
-  const std::vector<ElasticSlot> slots =
-      healthy_slots(membership_.free_slots(*hosts, ElasticMembership::Clock::now()));
+  const auto now = ElasticMembership::Clock::now();
+  // Short of --min-np the slots go to ranks first; spares come at a later run of the script.
+  std::vector<ElasticSlot> spares;
+  if (!membership_.short_of_min()) spares = membership_.spare_slots(*hosts, now);
+  std::vector<ElasticSlot> slots = membership_.free_slots(*hosts, now);
+  // A spare is checked as a rank is: one check of its host clears both.
+  std::vector<ElasticSlot> wanted = spares;
+  wanted.insert(wanted.end(), slots.begin(), slots.end());
+  const std::set<std::string> cleared = cleared_hosts(wanted);
+  start_spares(on_hosts(cleared, spares));
+  slots = on_hosts(cleared, slots);
   if (slots.empty()) return;
   if (!membership_.count_reset()) {
     runner_.fail("elastic: --reset-limit " + std::to_string(membership_.options().reset_limit) +
@@ -220,7 +302,7 @@ void ElasticController::on_discovered(const Result<std::vector<HostSlots>>& host
   int added = 0;
   std::string where;
   for (const ElasticSlot& slot : slots) {
-    const int id = runner_.start(slot);
+    const int id = runner_.start(slot, /*spare=*/false);
     if (id < 0) break;
     membership_.add({id, slot});
     added_.insert(id);
@@ -239,17 +321,21 @@ void ElasticController::on_discovered(const Result<std::vector<HostSlots>>& host
   hooks_.add_slots(membership_.plan(), added);
 }
 
-std::vector<ElasticSlot> ElasticController::healthy_slots(const std::vector<ElasticSlot>& slots) {
-  if (!runner_.host_cleared) return slots;
+std::set<std::string> ElasticController::cleared_hosts(const std::vector<ElasticSlot>& slots) {
   std::map<std::string, int> per_host;
   for (const ElasticSlot& slot : slots) ++per_host[slot.host];
   std::set<std::string> cleared;
-  // Asked once per host: a clearance is used up by the ranks it lets start.
+  // Asked once per host: a clearance is used up by the workers it lets start.
   for (const auto& [host, count] : per_host)
-    if (runner_.host_cleared(host, count)) cleared.insert(host);
+    if (!runner_.host_cleared || runner_.host_cleared(host, count)) cleared.insert(host);
+  return cleared;
+}
+
+std::vector<ElasticSlot> ElasticController::on_hosts(const std::set<std::string>& hosts,
+                                                     const std::vector<ElasticSlot>& slots) {
   std::vector<ElasticSlot> out;
   for (const ElasticSlot& slot : slots)
-    if (cleared.count(slot.host) > 0) out.push_back(slot);
+    if (hosts.count(slot.host) > 0) out.push_back(slot);
   return out;
 }
 

@@ -3,6 +3,8 @@
 // hosts' agents: remote/remote_agents.cc). It keeps the membership (membership.h), tells the
 // coordinator the next one, waits for hosts when short of --min-np (up to --elastic-timeout,
 // then fails naming what was lost) and starts workers on discovered slots where the runner can.
+// With --spares it keeps hot spares outside the membership: a lost rank's place goes to one at
+// the next membership, and a spare used is started again on a slot the runner offers.
 //
 // Threads: the supervisor's loop only.
 #pragma once
@@ -44,9 +46,9 @@ struct ElasticRunnerSide {
   std::function<void(const std::string&)> fail;         // ends the job with this message
   // Keeps the job alive with no rank running (waiting for hosts); may be empty.
   std::function<void(bool)> hold;
-  // Starts a new process in `slot`, adds its record; its id, or -1 (said why). Empty: this
-  // runner cannot add ranks.
-  std::function<int(const ElasticSlot&)> start;
+  // Starts a new process in `slot` (`spare`: a hot spare, HVRUN_ELASTIC_SPARE=1), adds its
+  // record; its id, or -1 (said why). Empty: this runner cannot add ranks or spares.
+  std::function<int(const ElasticSlot&, bool spare)> start;
   // Stops process `id` (SIGTERM to its process group, wherever it runs); its exit is then
   // taken as a withdrawal. Empty: this runner takes no slot away.
   std::function<void(int id)> stop;
@@ -76,16 +78,26 @@ class ElasticController {
   // The health check of `host` (asked for through host_cleared) ended: a healthy host's slots
   // are offered again; an unhealthy one is blacklisted, named with `reason`.
   void on_host_checked(const std::string& host, bool healthy, const std::string& reason);
+  // Starts spares on unheld slots of `hosts` until --spares are ready (at the start of a job
+  // without a discovery script: this host's slots after the ranks').
+  void top_up_spares(const std::vector<HostSlots>& hosts);
   // "the worker started as rank 2 on host b (pid 7) was killed by SIGKILL".
   static std::string describe(const WorkerRecord& record);
 
  private:
   void wait_for_hosts(const std::string& lost);
+  // Gives up to `count` lost ranks' places to spares, on other hosts than `lost_hosts` first;
+  // "the worker started as rank 3 on host b, ..." for those that took one.
+  std::string promote_spares(int count, const std::vector<std::string>& lost_hosts);
   // Stops the members whose slots `hosts` no longer lists (their exits are withdrawals).
   void withdraw_unlisted(const std::vector<HostSlots>& hosts);
   void stop_waiting();
-  // `slots` less those on hosts not cleared by their health check (whose checks start).
-  std::vector<ElasticSlot> healthy_slots(const std::vector<ElasticSlot>& slots);
+  // The hosts of `slots` whose workers may start now: those a health check cleared (each host
+  // asked once), every one without health checks.
+  std::set<std::string> cleared_hosts(const std::vector<ElasticSlot>& slots);
+  static std::vector<ElasticSlot> on_hosts(const std::set<std::string>& hosts,
+                                           const std::vector<ElasticSlot>& slots);
+  void start_spares(const std::vector<ElasticSlot>& slots);
   // A rank finished its training (exited 0): the job ends as its ranks do. Workers started
   // for added slots that no formed membership took in never trained: they are stopped.
   void end_training(const WorkerRecord& finished);

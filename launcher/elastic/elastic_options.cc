@@ -21,9 +21,10 @@ Result<CooldownRange> parse_cooldown_range(const std::string& text) {
   return range;
 }
 
-void put_elastic_environment(const ElasticOptions& options,
+void put_elastic_environment(const ElasticOptions& options, bool spare,
                              std::map<std::string, std::string>& env) {
   env["HVRUN_ELASTIC"] = "1";
+  if (spare) env["HVRUN_ELASTIC_SPARE"] = "1";
   env["HVRUN_ELASTIC_TIMEOUT"] =
       std::to_string(static_cast<double>(options.timeout.count()) / 1000.0);
 }
@@ -33,7 +34,8 @@ Result<ElasticOptions> elastic_options(const Settings& settings, int np) {
   const int64_t min_np = settings.get(setting::kMinNp);
   const int64_t max_np = settings.get(setting::kMaxNp);
   o.discovery_script = settings.get(setting::kHostDiscoveryScript);
-  o.enabled = min_np > 0 || max_np > 0 || !o.discovery_script.empty();
+  o.spares = static_cast<int>(settings.get(setting::kSpares));
+  o.enabled = min_np > 0 || max_np > 0 || !o.discovery_script.empty() || o.spares > 0;
   o.start_np = np;
   o.min_np = min_np > 0 ? static_cast<int>(min_np) : np;
   o.max_np = static_cast<int>(max_np);

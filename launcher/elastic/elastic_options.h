@@ -1,6 +1,6 @@
 // Elastic jobs' settings as the launcher acts on them (docs/elastic.md): read once from the
 // registry (--min-np, --max-np, --host-discovery-script, --slots-per-host, --elastic-timeout,
-// --reset-limit, --blacklist-cooldown-range and their HVRUN_* / HOROVOD_* spellings).
+// --reset-limit, --blacklist-cooldown-range, --spares and their HVRUN_* / HOROVOD_* spellings).
 #pragma once
 
 #include <chrono>
@@ -19,7 +19,7 @@ struct CooldownRange {
 };
 
 struct ElasticOptions {
-  bool enabled = false;  // any of --min-np, --max-np, --host-discovery-script was given
+  bool enabled = false;  // any of --min-np, --max-np, --host-discovery-script, --spares given
   int start_np = 0;      // -np: the first membership's size
   int min_np = 0;        // --min-np, or -np when not given
   int max_np = 0;        // 0 = no limit
@@ -28,14 +28,16 @@ struct ElasticOptions {
   std::chrono::milliseconds timeout{600000};
   int reset_limit = 0;  // 0 = no limit
   std::optional<CooldownRange> cooldown;  // none: a failed host is never used again
+  int spares = 0;  // hot spares kept outside the membership (--spares)
 };
 
 // `np`: the job's -np. Errors name the flag: a --min-np above -np or --max-np, a malformed
 // cool-down range.
 Result<ElasticOptions> elastic_options(const Settings& settings, int np);
 
-// What an elastic job's workers are told (HVRUN_ELASTIC, HVRUN_ELASTIC_TIMEOUT), into `env`.
-void put_elastic_environment(const ElasticOptions& options,
+// What an elastic job's workers are told (HVRUN_ELASTIC, HVRUN_ELASTIC_TIMEOUT, and
+// HVRUN_ELASTIC_SPARE=1 for a hot spare), into `env`.
+void put_elastic_environment(const ElasticOptions& options, bool spare,
                              std::map<std::string, std::string>& env);
 
 // "10,100" or "10 100" (seconds, MIN <= MAX).

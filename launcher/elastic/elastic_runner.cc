@@ -14,7 +14,9 @@ namespace hvrun::launcher {
 namespace {
 // Records are never moved (pipes and streams point into them), so the job starts at most this
 // many processes in all: every replacement and added slot takes a new one.
-int record_capacity(const ElasticOptions& o) { return 4 * std::max(o.start_np, o.max_np) + 16; }
+int record_capacity(const ElasticOptions& o) {
+  return 4 * (std::max(o.start_np, o.max_np) + o.spares) + 16;
+}
 
 }  // namespace
 
@@ -83,20 +85,24 @@ int ElasticRunner::run(const std::vector<ElasticSlot>& first) {
   // No slot is discovered here, so the controller never calls it; that it is set keeps a job
   // short of --min-np waiting --elastic-timeout before it fails, as single-host elastic jobs
   // always have (docs/elastic.md).
-  side.start = [this](const ElasticSlot& slot) { return start_member(slot); };
+  side.start = [this](const ElasticSlot& slot, bool spare) { return start_member(slot, spare); };
   controller_ = std::make_unique<ElasticController>(config_.elastic, config_.hooks, std::move(side),
                                                     supervisor().io());
   const int code = supervisor().run(children, [&] {
+    int local_ranks = 0;
     for (const ElasticSlot& slot : first) {
-      const int id = start_member(slot);
+      const int id = start_member(slot, /*spare=*/false);
       if (id < 0) return;
       controller_->started(id, slot);
+      if (slot.host == first.front().host) local_ranks = std::max(local_ranks, slot.local_rank + 1);
     }
     supervisor().say("elastic job: " + std::to_string(first.size()) + " ranks (--min-np " +
                      std::to_string(config_.elastic.min_np) + ", --max-np " +
                      (config_.elastic.max_np > 0 ? std::to_string(config_.elastic.max_np)
                                                  : std::string("unlimited")) +
                      ")");
+    if (config_.elastic.spares > 0 && !first.empty())
+      controller_->top_up_spares({{first.front().host, local_ranks + config_.elastic.spares}});
   });
   const int resets = controller_->membership().resets();
   const int size = controller_->membership().size();
@@ -109,7 +115,7 @@ int ElasticRunner::run(const std::vector<ElasticSlot>& first) {
   return code;
 }
 
-int ElasticRunner::start_member(const ElasticSlot& slot) {
+int ElasticRunner::start_member(const ElasticSlot& slot, bool spare) {
   std::vector<WorkerRecord>& records = supervisor().workers();
   if (records.size() >= records.capacity()) {
     supervisor().say("elastic: this job has started " + std::to_string(records.size()) +
@@ -121,7 +127,7 @@ int ElasticRunner::start_member(const ElasticSlot& slot) {
   record.rank = id;
   record.host = slot.host;
   records.push_back(record);
-  const std::vector<std::string> envp = config_.environment(id, slot);
+  const std::vector<std::string> envp = config_.environment(id, slot, spare);
   Status started = local_->start(static_cast<size_t>(id), config_.command_path, config_.argv, envp,
                                  binding_for_worker(envp));
   if (!started.is_ok()) {

@@ -27,8 +27,8 @@ struct ElasticRunnerConfig : SupervisedJobConfig {
   std::string command_path;       // resolved executable
   std::vector<std::string> argv;  // argv[0] as the user typed it
   ElasticOptions elastic;
-  // The environment of process `id` started in `slot` ("KEY=VALUE").
-  std::function<std::vector<std::string>(int id, const ElasticSlot& slot)> environment;
+  // The environment of process `id` started in `slot` ("KEY=VALUE"); `spare`: a hot spare.
+  std::function<std::vector<std::string>(int id, const ElasticSlot& slot, bool spare)> environment;
   ElasticHooks hooks;
 };
 
@@ -37,15 +37,16 @@ class ElasticRunner : public SupervisedJob {
   ElasticRunner(ElasticRunnerConfig config, OutputSink& out, OutputSink& err, OrphanGuard* guard);
   ~ElasticRunner();
 
-  // Starts the first membership (`first`: -np slots, ids 0..n-1) and runs until the job is
-  // over; returns hvrun's exit code. `config.elastic` has no discovery script.
+  // Starts the first membership (`first`: -np slots, ids 0..n-1), then --spares spares in the
+  // next local ranks of the first slot's host, and runs until the job is over; returns hvrun's
+  // exit code. `config.elastic` has no discovery script.
   int run(const std::vector<ElasticSlot>& first);
 
  private:
   class HeldChildren;
 
   // A new process in `slot`: its id, or -1 (said why).
-  int start_member(const ElasticSlot& slot);
+  int start_member(const ElasticSlot& slot, bool spare);
 
   ElasticRunnerConfig config_;
   OrphanGuard* guard_;

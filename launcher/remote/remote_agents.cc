@@ -123,7 +123,7 @@ class AgentStart final : public MultiHostRunner::Starter {
   // An elastic job's: growth across hosts, and the discovery script's thread.
   void start_growth();
   void start_elastic_controller();
-  std::vector<std::string> new_rank_environment(int id, const ElasticSlot& slot,
+  std::vector<std::string> new_rank_environment(int id, const ElasticSlot& slot, bool spare,
                                                 const InterfaceChoice& choice,
                                                 const std::string& coordinator) const;
 
@@ -385,9 +385,11 @@ NcclTuning AgentStart::host_tuning(const InterfaceChoice& choice,
 }
 
 std::vector<std::string> AgentStart::new_rank_environment(int id, const ElasticSlot& slot,
+                                                          bool spare,
                                                           const InterfaceChoice& choice,
                                                           const std::string& coordinator) const {
-  return to_envp(attempt_.member_environment(id, slot, attempt_.identity(coordinator, choice.address),
+  return to_envp(attempt_.member_environment(id, slot, spare,
+                                             attempt_.identity(coordinator, choice.address),
                                              host_tuning(choice, nullptr), forwarded_));
 }
 
@@ -472,9 +474,9 @@ void AgentStart::start_growth() {
   job.coordinator_addresses.push_back(coordinator_address_);
   for (const NetInterface& i : rank_candidates(own_, nullptr))
     if (i.address + port != coordinator_address_) job.coordinator_addresses.push_back(i.address + port);
-  job.environment = [this](int id, const ElasticSlot& slot, const InterfaceChoice& choice,
-                           const std::string& coordinator) {
-    return new_rank_environment(id, slot, choice, coordinator);
+  job.environment = [this](int id, const ElasticSlot& slot, bool spare,
+                           const InterfaceChoice& choice, const std::string& coordinator) {
+    return new_rank_environment(id, slot, spare, choice, coordinator);
   };
   job.start_agent = [this](const std::string& host) { return start_agent(host); };
   job.describe_exit = [this](const AgentLink& link) { return describe_exit(link); };
@@ -502,7 +504,9 @@ void AgentStart::start_elastic_controller() {
   side.fail = [&runner](const std::string& text) { runner.post_control_plane_failure(text, -1); };
   if (!elastic_.discovery_script.empty()) {
     // Without a discovery script no host can come: short of --min-np the job fails at once.
-    side.start = [this](const ElasticSlot& slot) { return growth_ ? growth_->start(slot) : -1; };
+    side.start = [this](const ElasticSlot& slot, bool spare) {
+      return growth_ ? growth_->start(slot, spare) : -1;
+    };
     side.hold = [&runner](bool held) { runner.links().hold(held); };
     side.stop = [this, &runner](int id) {
       // A rank whose host's agent is still starting was never sent: its start is ended.

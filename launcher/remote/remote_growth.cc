@@ -31,9 +31,10 @@ void RemoteGrowth::adopt(const std::string& host, size_t link, const InterfaceCh
   h.coordinator = job_.coordinator_addresses.front();
 }
 
-int RemoteGrowth::start(const ElasticSlot& slot) {
+int RemoteGrowth::start(const ElasticSlot& slot, bool spare) {
   const int id = runner_.add_record(slot.host);
   if (id < 0) return -1;
+  if (spare) spares_.insert(id);
   auto it = hosts_.find(slot.host);
   if (it != hosts_.end() && !it->second.failed &&
       (!it->second.ready || runner_.links().takes_ranks(it->second.link))) {
@@ -67,7 +68,8 @@ bool RemoteGrowth::cancel_waiting(int id) {
 }
 
 void RemoteGrowth::send_rank(Host& host, int id, const ElasticSlot& slot) {
-  const std::vector<std::string> envp = job_.environment(id, slot, host.choice, host.coordinator);
+  const std::vector<std::string> envp =
+      job_.environment(id, slot, spares_.count(id) > 0, host.choice, host.coordinator);
   runner_.links().agent(host.link).send(
       encode_frame("WORKER", {std::to_string(id)}, join_list(envp)));
 }

@@ -15,6 +15,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -36,9 +37,9 @@ struct GrowthJob {
   std::vector<std::string> argv;
   // The coordinator's "ADDR:PORT"s, the first hosts' first: a new host gets the first it reaches.
   std::vector<std::string> coordinator_addresses;
-  // The environment ("KEY=VALUE") of process `id` in `slot`, on a host that uses `choice` and
-  // reaches the coordinator at `coordinator`.
-  std::function<std::vector<std::string>(int id, const ElasticSlot& slot,
+  // The environment ("KEY=VALUE") of process `id` in `slot` (`spare`: a hot spare), on a host
+  // that uses `choice` and reaches the coordinator at `coordinator`.
+  std::function<std::vector<std::string>(int id, const ElasticSlot& slot, bool spare,
                                          const InterfaceChoice& choice,
                                          const std::string& coordinator)>
       environment;
@@ -58,9 +59,9 @@ class RemoteGrowth {
 
   // The first membership's agent of `host` is link `link`, using `choice`.
   void adopt(const std::string& host, size_t link, const InterfaceChoice& choice);
-  // ElasticRunnerSide::start: a record for a new process in `slot` and its start under way;
-  // its id, or -1 (said why).
-  int start(const ElasticSlot& slot);
+  // ElasticRunnerSide::start: a record for a new process in `slot` (`spare`: a hot spare) and
+  // its start under way; its id, or -1 (said why).
+  int start(const ElasticSlot& slot, bool spare);
   // Process `id` is no longer wanted: when it still waits for its host's agent, that start ends
   // (the agent is stopped, its waiting ranks lost) and true; false when `id` was sent already.
   bool cancel_waiting(int id);
@@ -92,6 +93,7 @@ class RemoteGrowth {
   GrowthJob job_;
   MultiHostRunner& runner_;
   std::map<std::string, Host> hosts_;
+  std::set<int> spares_;  // ids of the processes started as hot spares
   int generations_ = 0;
   std::vector<std::thread> probes_;
 };

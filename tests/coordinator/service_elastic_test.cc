@@ -1,7 +1,8 @@
 // Elastic jobs' memberships on the coordinator: a lost rank ends only its generation (the
 // survivors hear a JobAbort marked membership_changed), the survivors register again and land
 // in the launcher's next plan with new ranks, renumbered local ranks and fresh resource names;
-// a membership change during a rendezvous moves its waiting workers on.
+// a membership change during a rendezvous moves its waiting workers on; a worker whose slot no
+// plan has (a hot spare) waits, without the elastic timeout, until a membership names it.
 #include <future>
 #include <thread>
 
@@ -118,6 +119,59 @@ TEST(CoordinatorElastic, AChangeDuringARendezvousMovesItsWaitingWorkersOn) {
   EXPECT_EQ(response0.topology().size(), 2);
   EXPECT_EQ(response1.topology().rank(), 1);
   server->shutdown();
+}
+
+// A hot spare: its slot is in no plan the launcher gave. It waits past the elastic timeout,
+// through a membership that does not name it, and joins the one that gives it a lost rank's
+// place.
+TEST(CoordinatorElastic, AWorkerOfNoPlanIsParkedUntilAMembershipNamesIt) {
+  CoordinatorOptions options = elastic_options(3);
+  options.elastic_timeout = std::chrono::seconds(1);
+  auto server = testing::start_server(options, nullptr);
+  TestClient client(server->address());
+  std::vector<std::future<std::pair<grpc::Status, v1::RegisterResponse>>> first;
+  for (int r = 0; r < 3; ++r) first.push_back(register_slot(client, r, r));
+  auto spare = register_slot(client, 3, 3);
+  for (auto& f : first) ASSERT_TRUE(f.get().first.ok());
+  auto streams = open_streams(client, 3);
+  // Parked: not in the first membership, and not failed by the elastic timeout.
+  EXPECT_EQ(spare.wait_for(std::chrono::milliseconds(2500)), std::future_status::timeout);
+
+  // Slot 2 dies; the launcher first shrinks (the spare stays parked), then names the spare.
+  streams[2]->cancel();
+  for (int r : {0, 1}) {
+    v1::CoordinatorMessage message;
+    ASSERT_TRUE(streams[r]->read(&message));
+    ASSERT_TRUE(message.has_abort()) << message.DebugString();
+  }
+  server->change_membership({{"node", 0}, {"node", 1}}, "rank 2 was killed", -1, "node");
+  EXPECT_EQ(spare.wait_for(std::chrono::milliseconds(300)), std::future_status::timeout);
+  auto slot0 = register_slot(client, 0, 0);
+  auto slot1 = register_slot(client, 1, 1);
+  server->change_membership({{"node", 0}, {"node", 1}, {"node", 3}}, "a spare takes its place", -1,
+                            "node");
+  auto [status, response] = spare.get();
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(response.topology().rank(), 2);
+  EXPECT_EQ(response.topology().size(), 3);
+  EXPECT_TRUE(slot0.get().first.ok());
+  EXPECT_TRUE(slot1.get().first.ok());
+  server->shutdown();
+}
+
+// A parked spare is answered when the server stops (its call would otherwise hold the server's
+// shutdown).
+TEST(CoordinatorElastic, AParkedSpareIsAnsweredWhenTheServerStops) {
+  auto server = testing::start_server(elastic_options(1), nullptr);
+  TestClient client(server->address());
+  ASSERT_TRUE(register_slot(client, 0, 0).get().first.ok());
+  auto spare = register_slot(client, 1, 1);
+  EXPECT_EQ(spare.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout);
+  const auto started = std::chrono::steady_clock::now();
+  server->shutdown();
+  auto [status, response] = spare.get();
+  EXPECT_FALSE(status.ok());
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(2));
 }
 
 TEST(CoordinatorElastic, AddedSlotsAreAnnouncedAndJoinOnceEveryRankLeft) {

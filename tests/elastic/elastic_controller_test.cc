@@ -1,7 +1,7 @@
 // ElasticController without processes: what it does when a rank finishes its training while a
-// worker of an added slot waits for a membership, and how much of a discovery script's flood it
-// looks at; which hosts its health checks let ranks start on. The runner side records what the
-// controller asked for.
+// worker of an added slot waits for a membership, how much of a discovery script's flood it
+// looks at, which hosts its health checks let ranks start on, and where hot spares start and
+// which one takes a lost rank's place. The runner side records what the controller asked for.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -26,7 +26,9 @@ struct FakeRunner {
   std::vector<int> stopped;
   std::vector<std::string> said;
   std::vector<std::string> failed;
+  std::vector<bool> spare;  // by record: started as a spare
   int membership_changes = 0;
+  std::vector<ElasticSlot> last_plan;  // of the latest membership change
   int slot_additions = 0;
   std::vector<ElasticSlot> formed;
 
@@ -36,7 +38,8 @@ struct FakeRunner {
     s.ending = [] { return false; };
     s.say = [this](const std::string& t) { said.push_back(t); };
     s.fail = [this](const std::string& t) { failed.push_back(t); };
-    s.start = [this](const ElasticSlot& slot) {
+    s.start = [this](const ElasticSlot& slot, bool as_spare) {
+      spare.push_back(as_spare);
       WorkerRecord r;
       r.rank = static_cast<int>(records.size());
       r.host = slot.host;
@@ -49,8 +52,11 @@ struct FakeRunner {
   }
   ElasticHooks hooks() {
     ElasticHooks h;
-    h.change_membership = [this](const std::vector<ElasticSlot>&, const std::string&,
-                                 const std::string&) { ++membership_changes; };
+    h.change_membership = [this](const std::vector<ElasticSlot>& plan, const std::string&,
+                                 const std::string&) {
+      ++membership_changes;
+      last_plan = plan;
+    };
     h.add_slots = [this](const std::vector<ElasticSlot>&, int) { ++slot_additions; };
     h.formed = [this] { return formed; };
     return h;
@@ -71,7 +77,7 @@ struct Grown {
         ElasticOptions{.enabled = true, .start_np = 2, .min_np = 1, .max_np = 3}, runner.hooks(),
         runner.side(), io);
     for (int i = 0; i < 2; ++i) {
-      runner.side().start({"a", i});
+      runner.side().start({"a", i}, false);
       controller->started(i, {"a", i});
     }
     runner.formed = {{"a", 0}, {"a", 1}};
@@ -126,7 +132,7 @@ TEST(ElasticController, AFloodOfHostsBeyondMaxNpStartsNothing) {
       ElasticOptions{.enabled = true, .start_np = 2, .min_np = 1, .max_np = 2}, runner.hooks(),
       runner.side(), io);
   for (int i = 0; i < 2; ++i) {
-    runner.side().start({"a", i});
+    runner.side().start({"a", i}, false);
     controller.started(i, {"a", i});
   }
   std::string text = "a:2\n";
@@ -159,7 +165,7 @@ TEST(ElasticControllerHealth, AHostGetsRanksOnlyAfterItsCheckPassed) {
                      .cooldown = CooldownRange{0.3, 0.3}},
       runner.hooks(), std::move(side), io);
   for (int i = 0; i < 2; ++i) {
-    runner.side().start({"a", i});
+    runner.side().start({"a", i}, false);
     controller.started(i, {"a", i});
   }
   const std::vector<HostSlots> hosts = {{"a", 2}, {"b", 2}};
@@ -195,6 +201,100 @@ TEST(ElasticControllerHealth, AHostGetsRanksOnlyAfterItsCheckPassed) {
   EXPECT_EQ(runner.records.size(), 4u) << "b's two slots start once its check passed";
   EXPECT_EQ(runner.slot_additions, 1);
   EXPECT_TRUE(cleared.empty());
+// Four ranks on hosts a and b, two spares from the script's other slots (a2, c0).
+struct WithSpares {
+  boost::asio::io_context io;
+  FakeRunner runner;
+  std::unique_ptr<ElasticController> controller;
+  WithSpares() {
+    controller = std::make_unique<ElasticController>(
+        ElasticOptions{.enabled = true, .start_np = 4, .min_np = 4, .max_np = 4, .spares = 2},
+        runner.hooks(), runner.side(), io);
+    const ElasticSlot first[] = {{"a", 0}, {"a", 1}, {"b", 0}, {"b", 1}};
+    for (int i = 0; i < 4; ++i) {
+      runner.side().start(first[i], false);
+      controller->started(i, first[i]);
+    }
+    runner.formed = {first, first + 4};
+    controller->on_discovered(std::vector<HostSlots>{{"a", 3}, {"b", 2}, {"c", 1}});
+  }
+};
+
+TEST(ElasticController, SparesStartOnSlotsBeyondTheRanksAndAreNoRanks) {
+  WithSpares w;
+  ASSERT_EQ(w.runner.records.size(), 6u);
+  EXPECT_EQ(w.runner.spare, (std::vector<bool>{false, false, false, false, true, true}));
+  EXPECT_EQ(w.runner.records[4].host, "a");
+  EXPECT_EQ(w.runner.records[5].host, "c");
+  // --max-np does not count them, and they reset nobody.
+  EXPECT_EQ(w.controller->membership().size(), 4);
+  EXPECT_EQ(w.controller->membership().spares().size(), 2u);
+  EXPECT_EQ(w.runner.slot_additions, 0);
+  EXPECT_EQ(w.runner.membership_changes, 0);
+  // Offered again, the same slots start nothing more.
+  w.controller->on_discovered(std::vector<HostSlots>{{"a", 3}, {"b", 2}, {"c", 1}});
+  EXPECT_EQ(w.runner.records.size(), 6u);
+}
+
+TEST(ElasticController, ALostRanksPlaceGoesToASpareOnAnotherHostAndTheSpareIsReplaced) {
+  WithSpares w;
+  w.runner.records[1].lost = "killed with its host";  // rank a1
+  ASSERT_TRUE(w.controller->absorb());
+  EXPECT_EQ(w.runner.membership_changes, 1);
+  // The world size stays: the survivors in order, then the spare from host c, not host a.
+  const std::vector<ElasticSlot> expected{{"a", 0}, {"b", 0}, {"b", 1}, {"c", 0}};
+  EXPECT_EQ(w.runner.last_plan, expected);
+  EXPECT_EQ(w.controller->membership().spares().size(), 1u);
+  EXPECT_NE(w.runner.said.back().find("spare(s) in the lost ranks' place: the worker started as "
+                                      "rank 5 on host c; 4 ranks, 1 spare(s) left"),
+            std::string::npos)
+      << w.runner.said.back();
+  // The next slot the script offers (host a is blacklisted) becomes a spare, not a rank.
+  w.controller->on_discovered(std::vector<HostSlots>{{"a", 3}, {"b", 2}, {"c", 2}});
+  ASSERT_EQ(w.runner.records.size(), 7u);
+  EXPECT_TRUE(w.runner.spare[6]);
+  EXPECT_EQ(w.runner.records[6].host, "c");
+  EXPECT_EQ(w.controller->membership().spares().size(), 2u);
+  EXPECT_EQ(w.runner.membership_changes, 1);
+  EXPECT_EQ(w.runner.slot_additions, 0);
+}
+
+TEST(ElasticController, AHostLostWithItsSpareIsReplacedBySparesElsewhere) {
+  WithSpares w;
+  // Host a goes: its two ranks and its spare at once.
+  for (int id : {0, 1, 4}) w.runner.records[static_cast<size_t>(id)].lost = "lost with host a";
+  ASSERT_TRUE(w.controller->absorb());
+  // One spare was left (on c): three ranks, short of --min-np 4, so the job waits for hosts.
+  const std::vector<ElasticSlot> expected{{"b", 0}, {"b", 1}, {"c", 0}};
+  EXPECT_EQ(w.controller->membership().plan(), expected);
+  EXPECT_TRUE(w.controller->membership().spares().empty());
+  EXPECT_TRUE(w.runner.failed.empty());
+  // Short of --min-np, a slot the script offers becomes a rank, not a spare.
+  w.controller->on_discovered(std::vector<HostSlots>{{"a", 3}, {"b", 3}, {"c", 1}});
+  ASSERT_EQ(w.runner.records.size(), 7u);
+  EXPECT_FALSE(w.runner.spare[6]);
+  EXPECT_EQ(w.controller->membership().size(), 4);
+  EXPECT_EQ(w.runner.membership_changes, 1);  // "slots were added", ending the wait
+}
+
+TEST(ElasticController, ASpareThatEndsChangesNoMembership) {
+  WithSpares w;
+  w.runner.exit(5, kKilledByTerm);
+  ASSERT_TRUE(w.controller->absorb());
+  EXPECT_EQ(w.runner.membership_changes, 0);
+  EXPECT_EQ(w.controller->membership().size(), 4);
+  EXPECT_EQ(w.controller->membership().spares().size(), 1u);
+}
+
+TEST(ElasticController, SparesAreStoppedWhenTheTrainingEnds) {
+  WithSpares w;
+  w.runner.exit(0, kExitedZero);
+  w.controller->exited(0);
+  EXPECT_EQ(w.runner.stopped, (std::vector<int>{4, 5}));
+  w.runner.exit(4, kKilledByTerm);
+  w.runner.exit(5, kKilledByTerm);
+  EXPECT_TRUE(w.controller->absorb());
+  EXPECT_TRUE(w.runner.failed.empty());
 }
 
 // The script runs every second: reading 40,000 names must cost next to nothing (a scan of the

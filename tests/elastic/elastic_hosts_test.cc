@@ -90,11 +90,13 @@ class ElasticHostsTest : public NamespaceHostsTest<ElasticHostsTest> {
     return argv;
   }
 
-  // Waits (bounded) until the job's output shows `text`.
+  // Waits (bounded) until the job's output (the trainers' or hvrun's own) shows `text`.
   static bool wait_for_output(const LoggedProcess& p, const std::string& text, seconds limit) {
     const auto deadline = Clock::now() + limit;
     while (Clock::now() < deadline) {
-      if (read_file(p.out_path).find(text) != std::string::npos) return true;
+      if (read_file(p.out_path).find(text) != std::string::npos ||
+          read_file(p.err_path).find(text) != std::string::npos)
+        return true;
       ::usleep(50000);
     }
     return false;
@@ -256,6 +258,39 @@ TEST_F(ElasticHostsTest, ASecondFailureDuringTheResetLeavesThreeRanks) {
   const std::string out = read_file(p->out_path), err = read_file(p->err_path);
   EXPECT_NE(out.find("KILLING myself (launched as rank 2) in restore"), std::string::npos) << out;
   EXPECT_NE(err.find("the worker started as rank 2 on host hostB"), std::string::npos) << err;
+  expect_nothing_left(err);
+}
+
+// Hot spares across hosts: four ranks on hostA and hostB, and two spares that the discovery
+// script's other slots put on hostC (its agent started over ssh). hostB's agent is SIGKILLed:
+// both its ranks' places go to the spares on hostC, the world size stays 4 throughout, and the
+// weights match the replay; the third slot on hostC becomes a new spare.
+TEST_F(ElasticHostsTest, ALostHostsRanksAreReplacedBySparesOnAnotherHost) {
+  const std::string hosts = hosts_file("spare-hosts", "hostA:2\nhostB:2\nhostC:2\n");
+  auto p = start_logged(job({"-np", "4", "-H", "hostA:2,hostB:2", "--spares", "2",
+                             "--host-discovery-script", "cat " + hosts},
+                            {{"ELASTIC_EPOCHS", "3"}, {"ELASTIC_STEP_SLEEP", "0.3"}}),
+                        dir_, "spares");
+  ASSERT_TRUE(wait_for_output(*p, "2 spare(s) ready", seconds(90)))
+      << read_file(p->out_path) << read_file(p->err_path);
+  ASSERT_TRUE(wait_for_output(*p, "STEP 3 SIZE 4", seconds(90)))
+      << read_file(p->out_path) << read_file(p->err_path);
+  hosts_file("spare-hosts", "hostA:2\nhostB:2\nhostC:3\n");
+  const pid_t agent = hvrun_agent_in(env_["NS_B"]);
+  ASSERT_GT(agent, 0) << "no hvrun agent in hostB's namespace";
+  ASSERT_EQ(::kill(agent, SIGKILL), 0);
+  expect_replayed(*p, 4, "4");
+  const std::string err = read_file(p->err_path);
+  EXPECT_NE(err.find("elastic: spare(s) started (hostC slot 0, hostC slot 1), parked until a "
+                     "rank is lost; 2 spare(s) ready"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("blacklisted: hostB (1 failure, blacklisted for the rest of the job); "
+                     "spare(s) in the lost ranks' place: the worker started as rank 4 on host "
+                     "hostC, rank 5 on host hostC; 4 ranks, 0 spare(s) left"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("elastic: spare(s) started (hostC slot 2)"), std::string::npos) << err;
   expect_nothing_left(err);
 }
 

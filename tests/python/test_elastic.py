@@ -133,3 +133,45 @@ def test_an_error_of_the_program_is_raised_not_reset_for_ever():
     assert code != 0, out
     assert "HorovodInternalError" in out and "mismatch" in out, out
     assert "membership" not in out, out  # nobody reset: the error went to the trainer
+
+
+def reference_run():
+    """The same training on 3 ranks, uninterrupted: the data order a job that keeps its world
+    size must follow exactly."""
+    code, out = elastic_job(["-np", "3", "--min-np", "3", "--elastic-timeout", "60"], {})
+    return check_job(out, code, final_size=3, sizes_seen=[3])
+
+
+def test_a_spare_takes_a_killed_ranks_place_and_the_world_size_stays():
+    code, out = elastic_job(["-np", "3", "--spares", "1", "--elastic-timeout", "60"],
+                            {"ELASTIC_KILL": "1:5"})
+    assert re.search(r"spare\(s\) started \(\S+ slot 3\), parked until a rank is lost", out), out
+    assert "KILLING myself (launched as rank 1) at step 5" in out, out
+    assert re.search(r"elastic: the worker started as rank 1 on host \S+ \(pid \d+\) was killed "
+                     r"by SIGKILL; blacklisted: \S+ \(1 failure, blacklisted for the rest of the "
+                     r"job\); spare\(s\) in the lost ranks' place: the worker started as rank 3 "
+                     r"on host \S+; 3 ranks, 0 spare\(s\) left", out), out
+    # The world size never changed, and the weights are those of the uninterrupted run.
+    result = check_job(out, code, final_size=3, sizes_seen=[3])
+    reference = reference_run()
+    assert result["log"] == reference["log"]
+    assert result["weights"] == reference["weights"], (result["weights"], reference["weights"])
+
+
+def test_a_used_spare_is_replaced_on_a_slot_the_script_offers(tmp_path):
+    hosts = tmp_path / "hosts"
+    hosts.write_text("localhost:4\n")
+    code, out = elastic_job(["-np", "3", "--spares", "1", "--elastic-timeout", "60",
+                             "--host-discovery-script", "cat " + str(hosts),
+                             "--blacklist-cooldown-range", "1", "2"],
+                            {"ELASTIC_KILL": "0:5", "ELASTIC_EPOCHS": "4",
+                             "ELASTIC_STEP_SLEEP": "0.2"})
+    assert "spare(s) started (localhost slot 3), parked until a rank is lost; 1 spare(s) ready" \
+        in out, out
+    assert re.search(r"spare\(s\) in the lost ranks' place: the worker started as rank 3 on host "
+                     r"localhost; 3 ranks, 0 spare\(s\) left", out), out
+    # Once localhost's cool-down is over, the lost rank's slot holds a new spare.
+    assert "spare(s) started (localhost slot 0), parked until a rank is lost; 1 spare(s) ready" \
+        in out, out
+    assert re.search(r"its 1 spare\(s\) are stopped", out), out
+    check_job(out, code, final_size=3, sizes_seen=[3])

@@ -9,6 +9,8 @@ namespace {
 
 constexpr int kProtocolVersion = v1::PROTOCOL_VERSION_CURRENT;
 constexpr std::chrono::seconds kRegisterSlack{10};
+// A spare's registration: longer than any job, short enough for a gRPC deadline.
+constexpr std::chrono::milliseconds kSpareWait = std::chrono::hours(24 * 365);
 
 }  // namespace
 
@@ -24,9 +26,12 @@ Result<Registration> register_worker(const Config& config, CoordinatorClient& cl
   info->set_hvrun_version(hvrun::version());
   info->set_job_id(config.job_id);
   // An elastic job's survivor may wait for the next membership as long as the launcher may take
-  // to form it.
+  // to form it; a hot spare as long as the job runs (the coordinator answers it when the job
+  // fails or stops, and a lost coordinator breaks the call).
   const std::chrono::milliseconds wait =
-      config.elastic ? std::max(config.start_timeout, config.elastic_timeout) : config.start_timeout;
+      config.elastic && config.spare ? kSpareWait
+      : config.elastic               ? std::max(config.start_timeout, config.elastic_timeout)
+                                     : config.start_timeout;
   HVRUN_ASSIGN_OR_RETURN(
       v1::RegisterResponse registered,
       client.register_worker(

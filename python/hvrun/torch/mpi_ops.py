@@ -734,6 +734,19 @@ def join(device=-1):
 
 # ---- basics
 
+def _before_parking():
+    """A hot spare (hvrun --spares) parks in init() until a lost rank's place is its. What a
+    PyTorch trainer's start-up imports lazily after init() would then be paid inside the reset,
+    with every rank waiting: torch.optim's first optimizer imports torch._dynamo (over a second
+    on a loaded 2-vCPU host). The spare pays it before it parks, while the job runs."""
+    if os.environ.get("HVRUN_ELASTIC_SPARE") != "1":
+        return
+    try:
+        import torch._dynamo  # noqa: F401
+    except ImportError:
+        pass
+
+
 def init(comm=None, process_sets=None):
     """Joins the job started by hvrun. `comm` (an MPI communicator) is not supported.
     `process_sets`: Horovod's static sets (ProcessSet objects or rank lists, added in order with
@@ -743,6 +756,7 @@ def init(comm=None, process_sets=None):
     check_initial_process_sets(process_sets)
     if _state.is_initialized():
         return
+    _before_parking()
     _state.init()
     w = _worker()
     set_global_ranks(w.size)

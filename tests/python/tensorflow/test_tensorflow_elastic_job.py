@@ -2,7 +2,8 @@
 `hvrun -np 3 --min-np 2`, the process launched as rank 2 SIGKILLing itself mid-epoch. The job
 must succeed with the two survivors, which must have reset once, resumed from the last commit
 and finished every epoch with the same weights and optimizer state; those weights must be what
-one process reaches taking the steps that counted (the global batches, in order).
+one process reaches taking the steps that counted (the global batches, in order). With
+`--spares 1` the spare takes the killed rank's place and every step runs on 3 ranks.
 
 The job runs in its own session with a bounded wait; its whole process group is killed by pid
 if it overstays (run_job)."""
@@ -94,3 +95,32 @@ def test_keras_job_goes_on_without_a_killed_rank(backend):
     assert len(got) == len(expected)
     for g, e in zip(got, expected):
         np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-5)  # a wrong step: ~0.07 off
+
+
+def test_keras_job_keeps_its_size_with_a_spare_in_the_killed_ranks_place():
+    env = dict(os.environ)
+    env.update({"ELASTIC_KILL": "2:1:3", "OMP_NUM_THREADS": "1", "TF_CPP_MIN_LOG_LEVEL": "2"})
+    code, out = run_job(["-np", "3", "--spares", "1", "--elastic-timeout", "60", sys.executable,
+                         TRAINER], timeout=130, env=env)
+    assert code == 0, out
+    assert "KILLING myself (launched as rank 2) at epoch 1 batch 3" in out, out
+    assert re.search(r"spare\(s\) in the lost ranks' place: the worker started as rank 3 on host "
+                     r"\S+; 3 ranks, 0 spare\(s\) left", out), out
+    assert "elastic job finished after 1 reset(s), on 3 ranks at the end" in out, out
+    # Every step ran on 3 ranks; the spare (launched as rank 3) finished as rank 2, with the
+    # survivors' weights and optimizer state.
+    rank0 = [tuple(map(int, m[1:])) for m in TRAINED.findall(out) if m[0] == "0"]
+    assert {size for _, _, size in rank0} == {3}, rank0
+    finals = FINAL.findall(out)
+    assert sorted((f[0], f[1]) for f in finals) == [("0", "0"), ("1", "1"), ("3", "2")], out
+    for _, _, size, epoch, iterations, _, _ in finals:
+        assert (int(size), int(epoch)) == (3, trainer.EPOCHS), out
+        assert int(iterations) == trainer.EPOCHS * trainer.STEPS, out
+    assert len({f[5] for f in finals}) == 1 and len({f[6] for f in finals}) == 1, out
+    # The weights: those of the steps of an uninterrupted 3-rank run, in order.
+    steps = [(e, d, 3) for e in range(trainer.EPOCHS) for d in range(1, trainer.STEPS + 1)]
+    found = re.search(r"^\[0\]<stdout>:WEIGHTS (.*)$", out, re.M)
+    assert found, out
+    got = [np.array(w, dtype=np.float32) for w in json.loads(found.group(1))]
+    for g, e in zip(got, replay(steps)):
+        np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-5)
