@@ -94,7 +94,7 @@ bool in_plan(const std::vector<PlannedRank>& plan, const v1::WorkerInfo& worker)
 }  // namespace
 
 bool Job::parked_spare_locked(const Generation& now, const v1::WorkerInfo& worker) const {
-  return options_.elastic && newcomer_to(now, worker) &&
+  return options_.elastic && worker.spare() && newcomer_to(now, worker) &&
          !(next_plan_ && in_plan(*next_plan_, worker));
 }
 

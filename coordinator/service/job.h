@@ -15,11 +15,10 @@
 // owner's next plan (change_membership), which opens the next generation. Added slots
 // (add_slots) wait for every current rank's Goodbye at their next commit, as in init after
 // shutdown, and the next generation takes the plan given. Start-up and every reset are the
-// same rendezvous. Hot spares: the owner starts a process only for a slot it plans, so a
-// worker whose slot neither the current membership nor the next one given has is a spare
-// (hvrun --spares); it waits outside every membership, without the elastic timeout, until a
-// membership names its slot (the owner gives it a lost rank's place), the job fails or the
-// server stops.
+// same rendezvous. Hot spares (hvrun --spares; WorkerInfo.spare): a spare whose slot neither
+// the current membership nor the next one given has waits outside every membership, without
+// the elastic timeout, until a membership names its slot (the owner gives it a lost rank's
+// place), the job fails or the server stops. Another worker of no plan is not parked.
 //
 // Threads: every method may be called from any thread; mutex_ guards the end state and the
 // generations.

@@ -25,11 +25,13 @@ CoordinatorOptions elastic_options(int n) {
   return options;
 }
 
-// A worker in slot (node, `slot`) that was started as rank `launch_rank`.
+// A worker in slot (node, `slot`) that was started as rank `launch_rank` (`spare`: as a hot
+// spare).
 std::future<std::pair<grpc::Status, v1::RegisterResponse>> register_slot(TestClient& client,
                                                                          int slot,
-                                                                         int launch_rank) {
-  return std::async(std::launch::async, [&client, slot, launch_rank] {
+                                                                         int launch_rank,
+                                                                         bool spare = false) {
+  return std::async(std::launch::async, [&client, slot, launch_rank, spare] {
     v1::RegisterRequest request;
     request.set_protocol_version(v1::PROTOCOL_VERSION_CURRENT);
     request.mutable_worker()->set_host("node");
@@ -37,6 +39,7 @@ std::future<std::pair<grpc::Status, v1::RegisterResponse>> register_slot(TestCli
     request.mutable_worker()->set_pid(2000 + launch_rank);
     request.mutable_worker()->set_requested_rank(launch_rank);
     request.mutable_worker()->set_device_kind(v1::DEVICE_KIND_CPU);
+    request.mutable_worker()->set_spare(spare);
     v1::RegisterResponse response;
     auto context = client.context(std::chrono::seconds(20));
     grpc::Status status = client.stub().Register(context.get(), request, &response);
@@ -124,14 +127,14 @@ TEST(CoordinatorElastic, AChangeDuringARendezvousMovesItsWaitingWorkersOn) {
 // A hot spare: its slot is in no plan the launcher gave. It waits past the elastic timeout,
 // through a membership that does not name it, and joins the one that gives it a lost rank's
 // place.
-TEST(CoordinatorElastic, AWorkerOfNoPlanIsParkedUntilAMembershipNamesIt) {
+TEST(CoordinatorElastic, AHotSpareIsParkedUntilAMembershipNamesIt) {
   CoordinatorOptions options = elastic_options(3);
   options.elastic_timeout = std::chrono::seconds(1);
   auto server = testing::start_server(options, nullptr);
   TestClient client(server->address());
   std::vector<std::future<std::pair<grpc::Status, v1::RegisterResponse>>> first;
   for (int r = 0; r < 3; ++r) first.push_back(register_slot(client, r, r));
-  auto spare = register_slot(client, 3, 3);
+  auto spare = register_slot(client, 3, 3, /*spare=*/true);
   for (auto& f : first) ASSERT_TRUE(f.get().first.ok());
   auto streams = open_streams(client, 3);
   // Parked: not in the first membership, and not failed by the elastic timeout.
@@ -159,13 +162,28 @@ TEST(CoordinatorElastic, AWorkerOfNoPlanIsParkedUntilAMembershipNamesIt) {
   server->shutdown();
 }
 
+// Only a worker that says it is a spare is parked: another of no plan (a stray, a worker of a
+// misconfigured launcher) is refused at the elastic timeout, as a job that never forms is.
+TEST(CoordinatorElastic, AWorkerOfNoPlanThatIsNoSpareIsNotParked) {
+  CoordinatorOptions options = elastic_options(1);
+  options.elastic_timeout = std::chrono::seconds(1);
+  auto server = testing::start_server(options, nullptr);
+  TestClient client(server->address());
+  ASSERT_TRUE(register_slot(client, 0, 0).get().first.ok());
+  auto stray = register_slot(client, 1, 1);
+  ASSERT_EQ(stray.wait_for(std::chrono::seconds(8)), std::future_status::ready)
+      << "a worker of no plan that is no spare waits past the elastic timeout";
+  EXPECT_FALSE(stray.get().first.ok());
+  server->shutdown();
+}
+
 // A parked spare is answered when the server stops (its call would otherwise hold the server's
 // shutdown).
 TEST(CoordinatorElastic, AParkedSpareIsAnsweredWhenTheServerStops) {
   auto server = testing::start_server(elastic_options(1), nullptr);
   TestClient client(server->address());
   ASSERT_TRUE(register_slot(client, 0, 0).get().first.ok());
-  auto spare = register_slot(client, 1, 1);
+  auto spare = register_slot(client, 1, 1, /*spare=*/true);
   EXPECT_EQ(spare.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout);
   const auto started = std::chrono::steady_clock::now();
   server->shutdown();

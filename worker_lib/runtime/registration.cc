@@ -25,6 +25,7 @@ Result<Registration> register_worker(const Config& config, CoordinatorClient& cl
   info->set_requested_rank(config.requested_rank);
   info->set_hvrun_version(hvrun::version());
   info->set_job_id(config.job_id);
+  info->set_spare(config.elastic && config.spare);
   // An elastic job's survivor may wait for the next membership as long as the launcher may take
   // to form it; a hot spare as long as the job runs (the coordinator answers it when the job
   // fails or stops, and a lost coordinator breaks the call).
