@@ -201,6 +201,8 @@ TEST(ElasticControllerHealth, AHostGetsRanksOnlyAfterItsCheckPassed) {
   EXPECT_EQ(runner.records.size(), 4u) << "b's two slots start once its check passed";
   EXPECT_EQ(runner.slot_additions, 1);
   EXPECT_TRUE(cleared.empty());
+}
+
 // Four ranks on hosts a and b, two spares from the script's other slots (a2, c0).
 struct WithSpares {
   boost::asio::io_context io;
@@ -219,6 +221,38 @@ struct WithSpares {
     controller->on_discovered(std::vector<HostSlots>{{"a", 3}, {"b", 2}, {"c", 1}});
   }
 };
+
+// A spare's host is checked as a rank's is: the spare on a cleared host starts, the one on a
+// host whose check has not passed waits for it.
+TEST(ElasticControllerHealth, ASpareStartsOnlyOnAHostItsCheckCleared) {
+  boost::asio::io_context io;
+  FakeRunner runner;
+  std::set<std::string> cleared{"a"};
+  std::vector<std::string> asked;
+  ElasticRunnerSide side = runner.side();
+  side.host_cleared = [&](const std::string& host, int) {
+    if (cleared.count(host) > 0) return true;
+    asked.push_back(host);
+    return false;
+  };
+  ElasticController controller(
+      ElasticOptions{.enabled = true, .start_np = 2, .min_np = 2, .max_np = 2, .spares = 2},
+      runner.hooks(), std::move(side), io);
+  for (int i = 0; i < 2; ++i) {
+    runner.side().start({"a", i}, false);
+    controller.started(i, {"a", i});
+  }
+  controller.on_discovered(std::vector<HostSlots>{{"a", 3}, {"c", 1}});
+  ASSERT_EQ(runner.records.size(), 3u) << "only a's spare starts";
+  EXPECT_EQ(runner.records[2].host, "a");
+  EXPECT_EQ(asked, std::vector<std::string>{"c"});
+  cleared.insert("c");
+  controller.on_host_checked("c", true, "");
+  ASSERT_EQ(runner.records.size(), 4u) << "c's spare starts once its check passed";
+  EXPECT_EQ(runner.records[3].host, "c");
+  EXPECT_EQ(runner.spare, (std::vector<bool>{false, false, true, true}));
+  EXPECT_EQ(controller.membership().size(), 2);
+}
 
 TEST(ElasticController, SparesStartOnSlotsBeyondTheRanksAndAreNoRanks) {
   WithSpares w;
