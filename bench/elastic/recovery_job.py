@@ -121,6 +121,18 @@ def run_torchrun(args):
     dist.destroy_process_group()
 
 
+def start_together(start_dir, replica, replicas):
+    """Waits until every replica group has come this far. The lighthouse gives a quorum of the
+    groups already asking (at least --min-replicas), so a group still importing torch would
+    otherwise join only after the kill; torchrun and hvrun start their ranks together likewise."""
+    open(os.path.join(start_dir, "ready%d" % replica), "w").close()
+    deadline = time.time() + 120
+    while sum(1 for name in os.listdir(start_dir) if name.startswith("ready")) < replicas:
+        if time.time() > deadline:
+            raise SystemExit("replica group %d: the other groups did not start in 120 s" % replica)
+        time.sleep(0.01)
+
+
 def run_torchft(args):
     import datetime
     import torch.distributed as dist
@@ -144,6 +156,7 @@ def run_torchft(args):
         hostname="127.0.0.1", init_sync=False)  # every replica builds the same seeded model
     ddp = torchft.DistributedDataParallel(manager, model)
     ft_optimizer = torchft.Optimizer(manager, optimizer)
+    start_together(args.start_dir, replica, args.replicas)
     # Replica groups join the lighthouse one by one, so the first quorums may lack some: life 0
     # until every group has taken part, so that the first life is the whole job's, as elsewhere.
     life, participants = 0, None
@@ -174,6 +187,7 @@ def main():
     parser.add_argument("--checkpoint", default="")
     parser.add_argument("--replicas", type=int, default=3)
     parser.add_argument("--min-replicas", type=int, default=2)
+    parser.add_argument("--start-dir", default="")
     args = parser.parse_args()
     torch.set_num_threads(1)
     if args.launcher == "hvrun":
