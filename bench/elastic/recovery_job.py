@@ -6,8 +6,9 @@ was given --spares) and under torchrun's elastic restart (--launcher
 torchrun: DDP over gloo, rank 0 checkpointing every COMMIT steps; torchrun stops every worker and
 starts them all again, which then load the checkpoint) and under torchft (--launcher torchft: one
 process per replica group, each with its own store, a torchft Manager over its Gloo process group
-reporting to the lighthouse that bench/elastic/recovery starts; the survivors' failed step is
-not committed, and they go on without the lost group once the lighthouse gives a new quorum).
+reporting to the lighthouse that bench/elastic/recovery starts; a step whose allreduce failed is
+not committed, and the survivors go on without the lost group once the lighthouse gives a new
+quorum).
 
 Every rank prints "STEP <global step> SIZE <world size> LIFE <l> T <unix time>" after each
 completed step (LIFE 1 before the failure, then 2, 3, ...: after each of hvrun's resets or
@@ -189,6 +190,8 @@ def main():
     parser.add_argument("--min-replicas", type=int, default=2)
     parser.add_argument("--start-dir", default="")
     args = parser.parse_args()
+    if args.launcher == "torchft" and not args.start_dir:
+        parser.error("--launcher torchft needs --start-dir (a folder the replica groups share)")
     torch.set_num_threads(1)
     if args.launcher == "hvrun":
         run_hvrun(args)
