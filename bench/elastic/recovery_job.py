@@ -4,11 +4,16 @@ under hvrun's elastic mode (--launcher hvrun: hvrun.torch.elastic, TorchState co
 COMMIT steps; the survivors reset and go on, with a hot spare in the lost rank's place when hvrun
 was given --spares) and under torchrun's elastic restart (--launcher
 torchrun: DDP over gloo, rank 0 checkpointing every COMMIT steps; torchrun stops every worker and
-starts them all again, which then load the checkpoint).
+starts them all again, which then load the checkpoint) and under torchft (--launcher torchft: one
+process per replica group, each with its own store, a torchft Manager over its Gloo process group
+reporting to the lighthouse that bench/elastic/recovery starts; a step whose allreduce failed is
+not committed, and the survivors go on without the lost group once the lighthouse gives a new
+quorum).
 
 Every rank prints "STEP <global step> SIZE <world size> LIFE <l> T <unix time>" after each
 completed step (LIFE 1 before the failure, then 2, 3, ...: after each of hvrun's resets or
-torchrun's restarts); the killed rank prints "KILL T <unix time>" just before it dies.
+torchrun's restarts, or each change of torchft's quorum; LIFE 0 while torchft's first quorums
+still lack a replica group); the killed rank prints "KILL T <unix time>" just before it dies.
 Recovery = the first step completed in a later life, less the kill's time.
 """
 import argparse
@@ -117,20 +122,83 @@ def run_torchrun(args):
     dist.destroy_process_group()
 
 
+def start_together(start_dir, replica, replicas):
+    """Waits until every replica group has come this far. The lighthouse gives a quorum of the
+    groups already asking (at least --min-replicas), so a group still importing torch would
+    otherwise join only after the kill; torchrun and hvrun start their ranks together likewise."""
+    open(os.path.join(start_dir, "ready%d" % replica), "w").close()
+    deadline = time.time() + 120
+    while sum(1 for name in os.listdir(start_dir) if name.startswith("ready")) < replicas:
+        if time.time() > deadline:
+            raise SystemExit("replica group %d: the other groups did not start in 120 s" % replica)
+        time.sleep(0.01)
+
+
+def run_torchft(args):
+    import datetime
+    import torch.distributed as dist
+    import torchft
+    replica = int(os.environ["REPLICA_GROUP_ID"])
+    # One process per replica group: the group's own store, which the Manager connects to.
+    store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
+    model, x, y = model_and_data()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+
+    def load(state):
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+
+    manager = torchft.Manager(
+        pg=torchft.ProcessGroupGloo(timeout=datetime.timedelta(seconds=60)),
+        load_state_dict=load,
+        state_dict=lambda: {"model": model.state_dict(), "optimizer": optimizer.state_dict()},
+        min_replica_size=args.min_replicas, replica_id="replica%d" % replica,
+        store_addr="127.0.0.1", store_port=store.port, rank=0, world_size=1,
+        hostname="127.0.0.1", init_sync=False)  # every replica builds the same seeded model
+    ddp = torchft.DistributedDataParallel(manager, model)
+    ft_optimizer = torchft.Optimizer(manager, optimizer)
+    start_together(args.start_dir, replica, args.replicas)
+    # Replica groups join the lighthouse one by one, so the first quorums may lack some: life 0
+    # until every group has taken part, so that the first life is the whole job's, as elsewhere.
+    life, participants = 0, None
+    while manager.current_step() < args.steps:
+        maybe_kill(args, replica, manager.current_step(), True)
+        before = manager.current_step()
+        ft_optimizer.zero_grad()  # starts the quorum for this step
+        torch.nn.functional.cross_entropy(ddp(x), y).backward()
+        ft_optimizer.step()  # steps only when every participant's allreduce succeeded
+        if manager.current_step() == before:
+            continue  # not committed: the same step again, in the next quorum
+        if life == 0 and manager.num_participants() == args.replicas:
+            life = 1
+        elif life > 0 and manager.num_participants() != participants:
+            life += 1
+        participants = manager.num_participants()
+        report(manager.current_step(), participants, life)
+    manager.shutdown(wait=False)
+
+
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--launcher", choices=["hvrun", "torchrun"], required=True)
+    parser.add_argument("--launcher", choices=["hvrun", "torchrun", "torchft"], required=True)
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--kill-at", type=int, default=30)
     parser.add_argument("--kill-rank", type=int, default=1)
     parser.add_argument("--commit", type=int, default=5)
     parser.add_argument("--checkpoint", default="")
+    parser.add_argument("--replicas", type=int, default=3)
+    parser.add_argument("--min-replicas", type=int, default=2)
+    parser.add_argument("--start-dir", default="")
     args = parser.parse_args()
+    if args.launcher == "torchft" and not args.start_dir:
+        parser.error("--launcher torchft needs --start-dir (a folder the replica groups share)")
     torch.set_num_threads(1)
     if args.launcher == "hvrun":
         run_hvrun(args)
-    else:
+    elif args.launcher == "torchrun":
         run_torchrun(args)
+    else:
+        run_torchft(args)
 
 
 if __name__ == "__main__":
