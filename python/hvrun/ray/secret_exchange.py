@@ -34,23 +34,27 @@ class KeyPair:
         if not 1 < peer_public < _PRIME - 1:
             raise ValueError("the peer's public value is out of range")
         shared = pow(peer_public, self._private, _PRIME)
-        return hashlib.sha256(shared.to_bytes(256, "big")).digest()
+        master = hashlib.sha256(shared.to_bytes(256, "big")).digest()
+        # One key for the keystream and another for the tag, so neither use can leak the other.
+        return (hmac.new(master, b"hvrun job secret: keystream", hashlib.sha256).digest(),
+                hmac.new(master, b"hvrun job secret: tag", hashlib.sha256).digest())
 
     def seal(self, peer_public, secret):
         """The secret (str) encrypted for the holder of `peer_public`: (nonce, ciphertext, tag)."""
-        key = self._key(peer_public)
+        stream_key, tag_key = self._key(peer_public)
         nonce = secrets.token_bytes(16)
         plain = secret.encode()
-        cipher = bytes(a ^ b for a, b in zip(plain, _keystream(key, nonce, len(plain))))
-        return nonce, cipher, hmac.new(key, nonce + cipher, hashlib.sha256).digest()
+        cipher = bytes(a ^ b for a, b in zip(plain, _keystream(stream_key, nonce, len(plain))))
+        return nonce, cipher, hmac.new(tag_key, nonce + cipher, hashlib.sha256).digest()
 
     def open(self, peer_public, sealed):
         """The secret from `seal`'s answer; ValueError if it was not made for this key pair."""
         nonce, cipher, tag = sealed
-        key = self._key(peer_public)
-        if not hmac.compare_digest(tag, hmac.new(key, nonce + cipher, hashlib.sha256).digest()):
+        stream_key, tag_key = self._key(peer_public)
+        if not hmac.compare_digest(tag, hmac.new(tag_key, nonce + cipher, hashlib.sha256).digest()):
             raise ValueError("the sealed job secret was not made for this worker's key")
-        return bytes(a ^ b for a, b in zip(cipher, _keystream(key, nonce, len(cipher)))).decode()
+        return bytes(a ^ b
+                     for a, b in zip(cipher, _keystream(stream_key, nonce, len(cipher)))).decode()
 
 
 def _keystream(key, nonce, length):

@@ -55,6 +55,9 @@ def test_the_sealed_secret_opens_only_for_its_worker():
     assert worker.open(driver.public, sealed) == "s3cret-job"
     with pytest.raises(ValueError):
         stranger.open(driver.public, sealed)
+    nonce, cipher, tag = sealed
+    with pytest.raises(ValueError):  # a changed byte of the ciphertext is caught by its tag
+        worker.open(driver.public, (nonce, bytes([cipher[0] ^ 1]) + cipher[1:], tag))
 
 
 def test_worker_environment_is_a_ranks_with_its_gpus_and_interfaces():
