@@ -21,7 +21,7 @@ ElasticController::ElasticController(ElasticOptions options, ElasticHooks hooks,
       membership_(std::move(options)),
       hosts_timer_(io),
       straggler_timer_(io) {
-  if (membership_.options().replace_stragglers && hooks_.straggler && runner_.replace)
+  if (membership_.options().replace_stragglers && hooks_.straggler && runner_.stop)
     poll_stragglers();
 }
 
@@ -63,7 +63,7 @@ void ElasticController::check_stragglers() {
   }
   replacing_ = id;
   runner_.say("elastic: " + named + ": stopping it (SIGTERM); a spare takes its place");
-  runner_.replace(id);
+  runner_.stop(id);
 }
 
 std::string ElasticController::describe(const WorkerRecord& record) {

@@ -55,15 +55,13 @@ struct ElasticRunnerSide {
   // record; its id, or -1 (said why). Empty: this runner cannot add ranks or spares.
   std::function<int(const ElasticSlot&, bool spare)> start;
   // Stops process `id` (SIGTERM to its process group, wherever it runs); its exit is then
-  // taken as a withdrawal. Empty: this runner takes no slot away.
+  // taken as a withdrawal (or, for a straggler, as a lost rank whose host did not fail).
+  // Empty: this runner takes no slot away.
   std::function<void(int id)> stop;
   // Whether `host` may get `slots` new ranks now: its health check passed since it last got
   // ranks. When not, its check is under way and on_host_checked() follows. Empty: hosts are not
   // checked (no --health-check).
   std::function<bool(const std::string& host, int slots)> host_cleared;
-  // Stops process `id` (SIGTERM to its process group, wherever it runs) so that a spare takes
-  // its place: its exit is then taken as the loss of a rank whose host did not fail.
-  std::function<void(int id)> replace;
 };
 
 class ElasticController {

@@ -88,7 +88,8 @@ int ElasticRunner::run(const std::vector<ElasticSlot>& first) {
   // short of --min-np waiting --elastic-timeout before it fails, as single-host elastic jobs
   // always have (docs/elastic.md).
   side.start = [this](const ElasticSlot& slot, bool spare) { return start_member(slot, spare); };
-  side.replace = [this](int id) {
+  // Spares at the end of the training, and a straggler replaced by a spare.
+  side.stop = [this](int id) {
     WorkerRecord& record = supervisor().workers()[static_cast<size_t>(id)];
     if (record.pid > 0 && !record.exited && signal_group(record.pid, SIGTERM))
       record.signalled_by_hvrun = true;

@@ -508,7 +508,6 @@ void AgentStart::start_elastic_controller() {
       return growth_ ? growth_->start(slot, spare) : -1;
     };
     side.hold = [&runner](bool held) { runner.links().hold(held); };
-    side.replace = [&runner](int id) { runner.links().stop_rank(id); };
     side.stop = [this, &runner](int id) {
       // A rank whose host's agent is still starting was never sent: its start is ended.
       if (!(growth_ && growth_->cancel_waiting(id))) runner.links().stop_rank(id);
