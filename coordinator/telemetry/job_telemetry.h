@@ -99,7 +99,6 @@ struct StragglerEvidence {
   int window = 0;
   double threshold_seconds = 0;
   double lateness_median_seconds = 0;  // over those late steps
-  uint64_t membership_steps = 0;       // attributed steps of this membership when it was found
 };
 
 struct JobTelemetry {

@@ -56,7 +56,6 @@ void StragglerTracker::reset_membership(int world_size) {
   waiting_.clear();
   window_.clear();
   replace_window_.clear();
-  membership_steps_ = 0;
   replaceable_.reset();
 }
 
@@ -120,7 +119,6 @@ std::optional<std::string> StragglerTracker::attribute(Waiting& step, Clock::tim
   if (replacement_.window > 0) {
     replace_window_.emplace_back(last, a.lateness);
     if (replace_window_.size() > replacement_.window) replace_window_.pop_front();
-    ++membership_steps_;
     judge_replacement();
   }
   window_.push_back(std::move(a));
@@ -190,8 +188,7 @@ void StragglerTracker::judge_replacement() {
                                    .late_steps = static_cast<int>(worst->size()),
                                    .window = static_cast<int>(replacement_.window),
                                    .threshold_seconds = threshold,
-                                   .lateness_median_seconds = median(*worst),
-                                   .membership_steps = membership_steps_};
+                                   .lateness_median_seconds = median(*worst)};
 }
 
 void StragglerTracker::fill(JobTelemetry& job) const {

@@ -117,7 +117,6 @@ class StragglerTracker {
   std::deque<Attributed> window_;
   const ReplacementRule replacement_;
   std::deque<std::pair<int, double>> replace_window_;  // (last rank, its lateness in seconds)
-  uint64_t membership_steps_ = 0;
   std::optional<StragglerEvidence> replaceable_;
   uint64_t attributed_ = 0;
 };

@@ -244,9 +244,14 @@ void ElasticController::exited(int id) {
   const std::vector<WorkerRecord>& records = runner_.records();
   if (id < 0 || static_cast<size_t>(id) >= records.size()) return;
   const WorkerRecord& r = records[static_cast<size_t>(id)];
-  if (!r.exited || !r.lost.empty() || is_failure(r.wait_status) || withdrawing_.count(id) > 0 ||
-      id == replacing_)
+  if (!r.exited || !r.lost.empty() || is_failure(r.wait_status) || withdrawing_.count(id) > 0)
     return;
+  if (id == replacing_) {
+    // A straggler that ended cleanly on SIGTERM: absorb() hears failures only, yet its place
+    // still goes to a spare.
+    if (!absorb()) runner_.fail("elastic: the straggler stopped could not be replaced (see above)");
+    return;
+  }
   const auto& members = membership_.members();
   const bool member = std::any_of(members.begin(), members.end(),
                                   [id](const ElasticMembership::Member& m) { return m.id == id; });
