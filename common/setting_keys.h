@@ -65,6 +65,9 @@ inline constexpr SettingKey<std::string> kMetricsAddress{"metrics_address"};
 inline constexpr SettingKey<std::string> kTimelineFilename{"timeline_filename"};
 inline constexpr SettingKey<std::string> kTimelineNames{"timeline_names"};
 inline constexpr SettingKey<double> kStragglerWarningMs{"straggler_warning_ms"};
+inline constexpr SettingKey<bool> kReplaceStragglers{"replace_stragglers"};
+inline constexpr SettingKey<double> kStragglerReplaceMs{"straggler_replace_ms"};
+inline constexpr SettingKey<int64_t> kStragglerReplaceWindow{"straggler_replace_window"};
 inline constexpr SettingKey<bool> kAutopsy{"autopsy"};
 inline constexpr SettingKey<double> kAutopsyDeadlineSeconds{"autopsy_deadline_s"};
 

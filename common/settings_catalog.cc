@@ -324,6 +324,26 @@ constexpr std::array kCatalog = {
                                "place goes to a spare at the next membership, so the world "
                                "size stays, and a spare used is replaced when the discovery "
                                "script offers a slot."},
+    SettingSpec{.name = "replace_stragglers", .flag = "--replace-stragglers",
+                .env = "HVRUN_REPLACE_STRAGGLERS", .kind = SettingKind::kBool,
+                .default_value = "false", .scope = "launcher",
+                .description = "Elastic jobs with --spares: a rank that the straggler attribution "
+                               "names last by --straggler-replace-ms or more in most of the last "
+                               "--straggler-replace-window steps (hvrun::mark_step) is stopped "
+                               "and a spare takes its place, saying so; with no spare ready it "
+                               "is named and left running."},
+    SettingSpec{.name = "straggler_replace_ms", .flag = "--straggler-replace-ms",
+                .env = "HVRUN_STRAGGLER_REPLACE_MS", .kind = SettingKind::kDouble,
+                .default_value = "50", .min = 0.001, .max = 3600000, .unit = "ms",
+                .scope = "coordinator",
+                .description = "--replace-stragglers: how late a rank must arrive last in a step "
+                               "for the step to count against it."},
+    SettingSpec{.name = "straggler_replace_window", .flag = "--straggler-replace-window",
+                .env = "HVRUN_STRAGGLER_REPLACE_WINDOW", .kind = SettingKind::kInt,
+                .default_value = "20", .min = 2, .max = 2048, .unit = "steps",
+                .scope = "coordinator",
+                .description = "--replace-stragglers: the last this many attributed steps; a rank "
+                               "late in more than half of them is replaced."},
     SettingSpec{.name = "metrics_port", .flag = "--metrics-port", .env = "HVRUN_METRICS_PORT",
                 .kind = SettingKind::kInt, .default_value = "-1", .min = -1, .max = 65535,
                 .unit = "port", .scope = "coordinator",

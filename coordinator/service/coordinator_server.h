@@ -56,6 +56,10 @@ struct CoordinatorOptions {
   bool timeline_horovod_names = false;  // --timeline-names horovod (telemetry/horovod_event_names.h)
   // Warn when one rank is this late in most recent steps (telemetry/straggler_tracker.h); 0 = off.
   std::chrono::microseconds straggler_warning{0};
+  // --replace-stragglers: report a rank last by this much in most of the last `window` steps
+  // (JobTelemetry::replaceable_straggler); window 0 = never.
+  std::chrono::microseconds straggler_replace_threshold{0};
+  size_t straggler_replace_window = 0;
   // Elastic jobs (--min-np, --max-np, --host-discovery-script): a lost rank ends only its
   // membership, not the job. The survivors hear a JobAbort marked membership_changed, register
   // again, and wait (at most elastic_timeout) for the owner to name the next membership

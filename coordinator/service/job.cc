@@ -50,7 +50,9 @@ Job::Job(CoordinatorOptions options, CoordinatorServer::EventCallback on_event)
                   .fusion_threshold_bytes = options_.fusion_threshold_bytes,
                   .timeline_filename = options_.timeline_filename,
                   .timeline_horovod_names = options_.timeline_horovod_names,
-                  .straggler_warning = options_.straggler_warning}),
+                  .straggler_warning = options_.straggler_warning,
+                  .straggler_replacement = {.threshold = options_.straggler_replace_threshold,
+                                            .window = options_.straggler_replace_window}}),
       autopsies_(options_.autopsy_deadline,
                  [this](std::shared_ptr<const v1::AutopsyJobReport> report) {
                    CoordinatorEvent event{CoordinatorEvent::Kind::kAutopsy, report->trigger()};

@@ -45,6 +45,12 @@ CoordinatorOptions CoordinatorOptions::from_settings(const Settings& settings) {
   options.timeline_horovod_names = settings.get(setting::kTimelineNames) == "horovod";
   options.straggler_warning = std::chrono::microseconds(
       std::llround(settings.get(setting::kStragglerWarningMs) * 1000.0));
+  if (settings.get(setting::kReplaceStragglers)) {
+    options.straggler_replace_threshold = std::chrono::microseconds(
+        std::llround(settings.get(setting::kStragglerReplaceMs) * 1000.0));
+    options.straggler_replace_window =
+        static_cast<size_t>(settings.get(setting::kStragglerReplaceWindow));
+  }
   for (const SettingSpec& spec : all_settings()) {
     options.job_settings[std::string(spec.name)] = settings.text(spec.name);
   }

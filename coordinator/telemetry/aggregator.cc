@@ -20,7 +20,8 @@ Aggregator::Aggregator(Options options)
                           std::chrono::system_clock::now().time_since_epoch())
                           .count()),
       ranks_(static_cast<size_t>(std::max(options_.world_size, 0))),
-      stragglers_(options_.world_size, options_.straggler_warning) {
+      stragglers_(options_.world_size, options_.straggler_warning,
+                  options_.straggler_replacement) {
   membership_size_ = options_.world_size;
   for (int r = 0; r < options_.world_size; ++r) {
     ranks_[r].t.rank = r;

@@ -50,6 +50,8 @@ class Aggregator final : public NegotiationObserver {
     bool timeline_horovod_names = false;  // phases under Horovod's names
     // --straggler-warning-ms: warn when one rank is late this much, again and again (0 = off).
     std::chrono::microseconds straggler_warning{0};
+    // --replace-stragglers: when a rank is replaceable (straggler_tracker.h); window 0 = never.
+    ReplacementRule straggler_replacement;
   };
   explicit Aggregator(Options options);
   ~Aggregator() override;  // finish()

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -89,6 +90,17 @@ struct RankTelemetry {
   double seconds_since_report = -1;  // -1: no report yet
 };
 
+// A rank slow enough for long enough to be replaced (--replace-stragglers): last by at least
+// the threshold in `late_steps` of the last `window` attributed steps of this membership.
+struct StragglerEvidence {
+  int rank = -1;
+  std::string host;
+  int late_steps = 0;
+  int window = 0;
+  double threshold_seconds = 0;
+  double lateness_median_seconds = 0;  // over those late steps
+};
+
 struct JobTelemetry {
   std::string job_id;
   int world_size = 0;
@@ -105,6 +117,8 @@ struct JobTelemetry {
   bool timeline_recording = false;
   uint64_t attributed_steps = 0;  // steps every rank's timing arrived for (straggler attribution)
   std::vector<RankTelemetry> ranks;  // by rank
+  // --replace-stragglers: the rank to replace now, if one is (straggler_tracker.h).
+  std::optional<StragglerEvidence> replaceable_straggler;
 };
 
 }  // namespace hvrun::coordinator::telemetry

@@ -43,16 +43,20 @@ uint64_t busy_of(const std::vector<std::pair<std::string, uint64_t>>& phases,
 
 }  // namespace
 
-StragglerTracker::StragglerTracker(int world_size, std::chrono::microseconds warning_threshold)
+StragglerTracker::StragglerTracker(int world_size, std::chrono::microseconds warning_threshold,
+                                   ReplacementRule replacement)
     : world_size_(std::max(world_size, 0)),
       warning_threshold_(warning_threshold),
-      ranks_(static_cast<size_t>(world_size_)) {}
+      ranks_(static_cast<size_t>(world_size_)),
+      replacement_(replacement) {}
 
 void StragglerTracker::reset_membership(int world_size) {
   world_size_ = std::max(world_size, 0);
   if (ranks_.size() < static_cast<size_t>(world_size_)) ranks_.resize(static_cast<size_t>(world_size_));
   waiting_.clear();
   window_.clear();
+  replace_window_.clear();
+  replaceable_.reset();
 }
 
 void StragglerTracker::set_host(int rank, const std::string& host) {
@@ -112,6 +116,11 @@ std::optional<std::string> StragglerTracker::attribute(Waiting& step, Clock::tim
     ++sums.steps;
     a.growth.push_back(std::move(g));
   }
+  if (replacement_.window > 0) {
+    replace_window_.emplace_back(last, a.lateness);
+    if (replace_window_.size() > replacement_.window) replace_window_.pop_front();
+    judge_replacement();
+  }
   window_.push_back(std::move(a));
   if (window_.size() > kWarningWindow) window_.pop_front();
   return maybe_warn(now);
@@ -162,8 +171,29 @@ std::optional<std::string> StragglerTracker::maybe_warn(Clock::time_point now) {
   return text;
 }
 
+void StragglerTracker::judge_replacement() {
+  replaceable_.reset();
+  if (replace_window_.size() < replacement_.window) return;
+  const double threshold = std::chrono::duration<double>(replacement_.threshold).count();
+  std::vector<std::vector<double>> late(static_cast<size_t>(world_size_));
+  for (const auto& [rank, lateness] : replace_window_)
+    if (lateness >= threshold) late[rank].push_back(lateness);
+  const auto worst = std::max_element(
+      late.begin(), late.end(),
+      [](const std::vector<double>& a, const std::vector<double>& b) { return a.size() < b.size(); });
+  if (worst == late.end() || worst->size() * 2 <= replacement_.window) return;
+  const int rank = static_cast<int>(worst - late.begin());
+  replaceable_ = StragglerEvidence{.rank = rank,
+                                   .host = ranks_[rank].host,
+                                   .late_steps = static_cast<int>(worst->size()),
+                                   .window = static_cast<int>(replacement_.window),
+                                   .threshold_seconds = threshold,
+                                   .lateness_median_seconds = median(*worst)};
+}
+
 void StragglerTracker::fill(JobTelemetry& job) const {
   job.attributed_steps = attributed_;
+  job.replaceable_straggler = replaceable_;
   for (RankTelemetry& t : job.ranks) {
     if (t.rank < 0 || t.rank >= world_size_) continue;
     const RankStats& s = ranks_[t.rank];

@@ -23,6 +23,12 @@
 // half of the last 10 attributed steps, a line naming it, its median lateness and the phase that
 // grew most; again for the same rank at most every 10 s.
 //
+// Replacement (a ReplacementRule with a window): once the last `window` attributed steps of the
+// current membership are in, a rank last by at least the rule's threshold in more than half of
+// them is the replaceable straggler (fill() reports it; the launcher acts on it). Stricter than
+// the warning on purpose: stopping a process costs the job a reset, so it needs a majority of a
+// longer window, and a new membership starts its window afresh.
+//
 // Not thread-safe: the aggregator calls it under its lock.
 #pragma once
 
@@ -39,6 +45,12 @@
 
 namespace hvrun::coordinator::telemetry {
 
+// When a rank is replaceable (see above).
+struct ReplacementRule {
+  std::chrono::microseconds threshold{0};
+  size_t window = 0;  // 0 = never replace
+};
+
 class StragglerTracker {
  public:
   using Clock = std::chrono::steady_clock;
@@ -48,7 +60,8 @@ class StragglerTracker {
   static constexpr std::chrono::seconds kWarningInterval{10};
 
   // `warning_threshold`: 0 = no warnings.
-  StragglerTracker(int world_size, std::chrono::microseconds warning_threshold);
+  StragglerTracker(int world_size, std::chrono::microseconds warning_threshold,
+                   ReplacementRule replacement = {});
 
   void set_host(int rank, const std::string& host);
   // Elastic jobs: a new membership of `world_size` ranks (numbered afresh, their step counts
@@ -57,6 +70,9 @@ class StragglerTracker {
   void reset_membership(int world_size);
   // One step of `rank`. Returns a warning line to log when this step completes one (see above).
   std::optional<std::string> add(int rank, const v1::StepTiming& step, Clock::time_point now);
+
+  // The rank to replace now under the ReplacementRule, if any (see above).
+  const std::optional<StragglerEvidence>& replaceable() const { return replaceable_; }
 
   // Fills the straggler fields of `job` (and of its ranks, by rank).
   void fill(JobTelemetry& job) const;
@@ -92,12 +108,16 @@ class StragglerTracker {
 
   std::optional<std::string> attribute(Waiting& step, Clock::time_point now);
   std::optional<std::string> maybe_warn(Clock::time_point now);
+  void judge_replacement();
 
   int world_size_;
   const std::chrono::microseconds warning_threshold_;
   std::map<uint64_t, Waiting> waiting_;  // by step index
   std::vector<RankStats> ranks_;
   std::deque<Attributed> window_;
+  const ReplacementRule replacement_;
+  std::deque<std::pair<int, double>> replace_window_;  // (last rank, its lateness in seconds)
+  std::optional<StragglerEvidence> replaceable_;
   uint64_t attributed_ = 0;
 };
 

@@ -187,6 +187,11 @@ ElasticHooks elastic_hooks(const std::unique_ptr<ControlPlane>* control, std::mu
     auto held = lock();
     if (*control) (*control)->add_slots(to_plan(slots), added);
   };
+  hooks.straggler = [control, lock]() -> std::optional<coordinator::telemetry::StragglerEvidence> {
+    auto held = lock();
+    if (!*control) return std::nullopt;
+    return (*control)->telemetry().replaceable_straggler;
+  };
   hooks.formed = [control, lock] {
     auto held = lock();
     std::vector<ElasticSlot> slots;

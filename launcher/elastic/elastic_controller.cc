@@ -1,6 +1,7 @@
 #include "launcher/elastic/elastic_controller.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 
 #include "launcher/supervisor/job_verdict.h"
@@ -18,7 +19,52 @@ ElasticController::ElasticController(ElasticOptions options, ElasticHooks hooks,
     : hooks_(std::move(hooks)),
       runner_(std::move(runner)),
       membership_(std::move(options)),
-      hosts_timer_(io) {}
+      hosts_timer_(io),
+      straggler_timer_(io) {
+  if (membership_.options().replace_stragglers && hooks_.straggler && runner_.stop)
+    poll_stragglers();
+}
+
+void ElasticController::poll_stragglers() {
+  straggler_timer_.expires_after(kStragglerPoll);
+  straggler_timer_.async_wait([this](boost::system::error_code ec) {
+    if (ec) return;
+    check_stragglers();
+    poll_stragglers();
+  });
+}
+
+void ElasticController::check_stragglers() {
+  if (training_over_ || waiting_for_hosts_ || runner_.ending() || replacing_ >= 0) return;
+  const std::optional<coordinator::telemetry::StragglerEvidence> evidence = hooks_.straggler();
+  if (!evidence) {
+    straggler_membership_ = membership_.resets();
+    return;
+  }
+  if (straggler_membership_ != membership_.resets()) return;  // about an earlier membership
+  const auto& members = membership_.members();
+  if (evidence->rank < 0 || static_cast<size_t>(evidence->rank) >= members.size()) return;
+  const int id = members[static_cast<size_t>(evidence->rank)].id;
+  const WorkerRecord& r = runner_.records()[static_cast<size_t>(id)];
+  char numbers[96];
+  std::snprintf(numbers, sizeof numbers, "by %.1f ms or more in %d of the last %d steps, %.1f ms",
+                evidence->threshold_seconds * 1e3, evidence->late_steps, evidence->window,
+                evidence->lateness_median_seconds * 1e3);
+  const std::string named = "rank " + std::to_string(evidence->rank) + " on host " + r.host +
+                            " (the worker started as rank " + std::to_string(r.rank) +
+                            (r.pid > 0 ? ", pid " + std::to_string(r.pid) : std::string()) +
+                            ") was last " + numbers + " late at the median (--replace-stragglers)";
+  if (membership_.spares().empty()) {
+    // Stopping it would shrink the job, which a slow rank does not justify.
+    if (straggler_named_ == membership_.resets()) return;
+    straggler_named_ = membership_.resets();
+    runner_.say("elastic: " + named + "; no spare is ready, so it is not replaced");
+    return;
+  }
+  replacing_ = id;
+  runner_.say("elastic: " + named + ": stopping it (SIGTERM); a spare takes its place");
+  runner_.stop(id);
+}
 
 std::string ElasticController::describe(const WorkerRecord& record) {
   // A rank whose host never got its agent has no process to speak of.
@@ -44,6 +90,18 @@ bool ElasticController::absorb() {
     const WorkerRecord& r = records[i];
     if (handled_[i] || (!r.exited && r.lost.empty())) continue;
     handled_[i] = true;
+    if (static_cast<int>(i) == replacing_) {
+      // Stopped by hvrun as a straggler: however it ended, it is lost, and its host did not fail.
+      replacing_ = -1;
+      if (training_over_ || !membership_.remove_finished(static_cast<int>(i))) continue;
+      if (!lost.empty()) lost += "; ";
+      lost += "the worker started as rank " + std::to_string(r.rank) + " on host " + r.host +
+              " was stopped as a straggler";
+      lost_host = r.host;
+      lost_hosts.push_back(r.host);
+      ++lost_count;
+      continue;
+    }
     if (withdrawing_.erase(static_cast<int>(i)) > 0) {
       // Stopped by hvrun: however it ended, its host did not fail.
       if (!membership_.remove_finished(static_cast<int>(i))) continue;
@@ -102,8 +160,10 @@ bool ElasticController::absorb() {
   }
   std::string blacklist;
   for (const std::string& host : membership_.failed_hosts(now)) blacklist += " " + host + ";";
+  if (!blacklist.empty()) blacklist = "; blacklisted:" + blacklist;
+  else blacklist = ";";
   const std::string promoted = promote_spares(lost_count, lost_hosts);
-  runner_.say("elastic: " + lost + "; blacklisted:" + blacklist + " " +
+  runner_.say("elastic: " + lost + blacklist + " " +
               (promoted.empty() ? std::to_string(membership_.size()) + " ranks left"
                                 : "spare(s) in the lost ranks' place: " + promoted + "; " +
                                       std::to_string(membership_.size()) + " ranks, " +
@@ -186,6 +246,12 @@ void ElasticController::exited(int id) {
   const WorkerRecord& r = records[static_cast<size_t>(id)];
   if (!r.exited || !r.lost.empty() || is_failure(r.wait_status) || withdrawing_.count(id) > 0)
     return;
+  if (id == replacing_) {
+    // A straggler that ended cleanly on SIGTERM: absorb() hears failures only, yet its place
+    // still goes to a spare.
+    if (!absorb()) runner_.fail("elastic: the straggler stopped could not be replaced (see above)");
+    return;
+  }
   const auto& members = membership_.members();
   const bool member = std::any_of(members.begin(), members.end(),
                                   [id](const ElasticMembership::Member& m) { return m.id == id; });

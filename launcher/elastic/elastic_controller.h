@@ -9,6 +9,7 @@
 // Threads: the supervisor's loop only.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -20,6 +21,7 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include "common/status.h"
+#include "coordinator/telemetry/job_telemetry.h"
 #include "launcher/elastic/membership.h"
 #include "launcher/options/options.h"
 #include "launcher/supervisor/job_summary.h"
@@ -36,6 +38,9 @@ struct ElasticHooks {
   // The slots of the latest membership whose ranks all registered
   // (CoordinatorServer::formed_membership()).
   std::function<std::vector<ElasticSlot>()> formed;
+  // --replace-stragglers: the rank the coordinator's straggler attribution names as
+  // replaceable now, if any (JobTelemetry::replaceable_straggler). Empty: never replaced.
+  std::function<std::optional<coordinator::telemetry::StragglerEvidence>()> straggler;
 };
 
 // What the controller needs of the runner.
@@ -50,7 +55,8 @@ struct ElasticRunnerSide {
   // record; its id, or -1 (said why). Empty: this runner cannot add ranks or spares.
   std::function<int(const ElasticSlot&, bool spare)> start;
   // Stops process `id` (SIGTERM to its process group, wherever it runs); its exit is then
-  // taken as a withdrawal. Empty: this runner takes no slot away.
+  // taken as a withdrawal (or, for a straggler, as a lost rank whose host did not fail).
+  // Empty: this runner takes no slot away.
   std::function<void(int id)> stop;
   // Whether `host` may get `slots` new ranks now: its health check passed since it last got
   // ranks. When not, its check is under way and on_host_checked() follows. Empty: hosts are not
@@ -81,6 +87,11 @@ class ElasticController {
   // Starts spares on unheld slots of `hosts` until --spares are ready (at the start of a job
   // without a discovery script: this host's slots after the ranks').
   void top_up_spares(const std::vector<HostSlots>& hosts);
+  // --replace-stragglers: asks the coordinator for a replaceable straggler and, with a spare
+  // ready, stops it (its place goes to the spare in absorb()); with none, names it once per
+  // membership and leaves it running. Runs every kStragglerPoll once started.
+  void check_stragglers();
+  static constexpr std::chrono::milliseconds kStragglerPoll{250};
   // "the worker started as rank 2 on host b (pid 7) was killed by SIGKILL".
   static std::string describe(const WorkerRecord& record);
 
@@ -101,11 +112,20 @@ class ElasticController {
   // A rank finished its training (exited 0): the job ends as its ranks do. Workers started
   // for added slots that no formed membership took in never trained: they are stopped.
   void end_training(const WorkerRecord& finished);
+  void poll_stragglers();
 
   ElasticHooks hooks_;
   ElasticRunnerSide runner_;
   ElasticMembership membership_;
   boost::asio::steady_timer hosts_timer_;  // short of --min-np
+  boost::asio::steady_timer straggler_timer_;  // --replace-stragglers
+  // The process stopped as a straggler, until absorb() takes its exit in; -1: none.
+  int replacing_ = -1;
+  // The membership (by resets()) whose straggler evidence may be acted on: set when the
+  // coordinator reports none, so that evidence about an earlier membership's rank numbers,
+  // still reported until the coordinator opens the next, is never acted on.
+  int straggler_membership_ = 0;
+  int straggler_named_ = -1;  // the membership whose straggler was named without a spare
   std::vector<bool> handled_;              // by record: taken into the membership
   std::set<int> withdrawing_;              // stopped because the script no longer lists them
   std::set<int> added_;                    // started for slots the script added

@@ -47,6 +47,11 @@ Result<ElasticOptions> elastic_options(const Settings& settings, int np) {
     HVRUN_ASSIGN_OR_RETURN(CooldownRange parsed, parse_cooldown_range(range));
     o.cooldown = parsed;
   }
+  o.replace_stragglers = settings.get(setting::kReplaceStragglers);
+  if (o.replace_stragglers && o.spares == 0)
+    return invalid_argument(
+        "--replace-stragglers needs --spares N: a straggler is replaced by a hot spare, and "
+        "this job has none");
   if (!o.enabled) return o;
   if (o.min_np > np)
     return invalid_argument("--min-np " + std::to_string(o.min_np) + " is more than -np " +

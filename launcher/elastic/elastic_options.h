@@ -29,6 +29,7 @@ struct ElasticOptions {
   int reset_limit = 0;  // 0 = no limit
   std::optional<CooldownRange> cooldown;  // none: a failed host is never used again
   int spares = 0;  // hot spares kept outside the membership (--spares)
+  bool replace_stragglers = false;  // --replace-stragglers: a straggler's place goes to a spare
 };
 
 // `np`: the job's -np. Errors name the flag: a --min-np above -np or --max-np, a malformed

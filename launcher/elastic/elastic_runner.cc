@@ -2,9 +2,11 @@
 
 #include <spdlog/spdlog.h>
 
+#include <csignal>
 #include <chrono>
 
 #include "launcher/plan/cpu_binding.h"
+#include "launcher/process/process_group.h"
 #include "launcher/supervisor/job_supervisor.h"
 #include "launcher/supervisor/local_workers.h"
 #include "launcher/supervisor/rank_streams.h"
@@ -86,6 +88,12 @@ int ElasticRunner::run(const std::vector<ElasticSlot>& first) {
   // short of --min-np waiting --elastic-timeout before it fails, as single-host elastic jobs
   // always have (docs/elastic.md).
   side.start = [this](const ElasticSlot& slot, bool spare) { return start_member(slot, spare); };
+  // Spares at the end of the training, and a straggler replaced by a spare.
+  side.stop = [this](int id) {
+    WorkerRecord& record = supervisor().workers()[static_cast<size_t>(id)];
+    if (record.pid > 0 && !record.exited && signal_group(record.pid, SIGTERM))
+      record.signalled_by_hvrun = true;
+  };
   controller_ = std::make_unique<ElasticController>(config_.elastic, config_.hooks, std::move(side),
                                                     supervisor().io());
   const int code = supervisor().run(children, [&] {

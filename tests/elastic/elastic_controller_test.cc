@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <optional>
 #include <set>
 
 #include <boost/asio/io_context.hpp>
@@ -329,6 +330,79 @@ TEST(ElasticController, SparesAreStoppedWhenTheTrainingEnds) {
   w.runner.exit(5, kKilledByTerm);
   EXPECT_TRUE(w.controller->absorb());
   EXPECT_TRUE(w.runner.failed.empty());
+}
+
+// Three ranks and one spare on host a, --replace-stragglers; the test says what the
+// coordinator's straggler attribution reports.
+struct WithAStraggler {
+  boost::asio::io_context io;
+  FakeRunner runner;
+  std::optional<coordinator::telemetry::StragglerEvidence> evidence;
+  std::unique_ptr<ElasticController> controller;
+  explicit WithAStraggler(bool spare) {
+    ElasticHooks hooks = runner.hooks();
+    hooks.straggler = [this] { return evidence; };
+    controller = std::make_unique<ElasticController>(
+        ElasticOptions{.enabled = true, .start_np = 3, .min_np = 3, .spares = 1,
+                       .replace_stragglers = true},
+        hooks, runner.side(), io);
+    for (int i = 0; i < 3; ++i) {
+      runner.side().start({"a", i}, false);
+      controller->started(i, {"a", i});
+    }
+    if (spare) controller->top_up_spares({{"a", 4}});
+  }
+};
+
+coordinator::telemetry::StragglerEvidence rank_one_late() {
+  return {.rank = 1, .host = "a", .late_steps = 18, .window = 20, .threshold_seconds = 0.05,
+          .lateness_median_seconds = 0.035};
+}
+
+TEST(ElasticControllerStragglers, AStragglerIsStoppedAndASpareTakesItsPlaceItsHostKept) {
+  WithAStraggler w(/*spare=*/true);
+  w.controller->check_stragglers();
+  EXPECT_TRUE(w.runner.stopped.empty()) << "nobody reported";
+  w.evidence = rank_one_late();
+  w.controller->check_stragglers();
+  ASSERT_EQ(w.runner.stopped, (std::vector<int>{1}));
+  EXPECT_NE(w.runner.said.back().find("rank 1 on host a (the worker started as rank 1, pid 1001) "
+                                      "was last by 50.0 ms or more in 18 of the last 20 steps, "
+                                      "35.0 ms late at the median (--replace-stragglers): "
+                                      "stopping it"),
+            std::string::npos)
+      << w.runner.said.back();
+  // Reported again before its exit came: stopped once.
+  w.controller->check_stragglers();
+  EXPECT_EQ(w.runner.stopped.size(), 1u);
+  w.runner.exit(1, kKilledByTerm);
+  ASSERT_TRUE(w.controller->absorb());
+  const std::vector<ElasticSlot> expected{{"a", 0}, {"a", 2}, {"a", 3}};
+  EXPECT_EQ(w.runner.last_plan, expected);
+  EXPECT_NE(w.runner.said.back().find("the worker started as rank 1 on host a was stopped as a "
+                                      "straggler; spare(s) in the lost ranks' place: the worker "
+                                      "started as rank 3 on host a; 3 ranks, 0 spare(s) left"),
+            std::string::npos)
+      << w.runner.said.back();
+  EXPECT_TRUE(w.controller->membership().failed_hosts(ElasticMembership::Clock::now()).empty());
+  // The evidence still names the old membership's rank 1 until the coordinator opens the next:
+  // nothing more is stopped, until the coordinator reported none in between.
+  w.controller->check_stragglers();
+  EXPECT_EQ(w.runner.stopped.size(), 1u);
+  EXPECT_TRUE(w.runner.failed.empty());
+}
+
+TEST(ElasticControllerStragglers, WithoutASpareTheStragglerIsNamedOnceAndLeftRunning) {
+  WithAStraggler w(/*spare=*/false);
+  w.evidence = rank_one_late();
+  w.controller->check_stragglers();
+  w.controller->check_stragglers();
+  EXPECT_TRUE(w.runner.stopped.empty());
+  int named = 0;
+  for (const std::string& line : w.runner.said)
+    named += line.find("no spare is ready, so it is not replaced") != std::string::npos;
+  EXPECT_EQ(named, 1);
+  EXPECT_EQ(w.runner.membership_changes, 0);
 }
 
 // The script runs every second: reading 40,000 names must cost next to nothing (a scan of the

@@ -12,7 +12,9 @@ Faults, by the rank each process was started as (HVRUN_RANK at launch, which a r
 change): ELASTIC_KILL="ID:STEP" SIGKILLs process ID at the start of global step STEP (the other
 ranks are then inside that step's collectives); ELASTIC_KILL_IN_RESTORE=ID SIGKILLs process ID
 as it restores the last commit (a second failure during the reset of the first).
-ELASTIC_MISMATCH=STEP makes every rank allreduce a tensor of its own shape at step STEP (an error
+ELASTIC_SLOW="ID:SECONDS" makes process ID sleep SECONDS in every step before its allreduces
+(a straggler: the others wait for it), and every rank mark its steps for the straggler
+attribution. ELASTIC_MISMATCH=STEP makes every rank allreduce a tensor of its own shape at step STEP (an error
 of the program, which a reset cannot mend). ELASTIC_GROW="FILE:STEP:TEXT" makes rank 0 write TEXT into FILE (the discovery script's input)
 at step STEP. ELASTIC_EPOCHS, ELASTIC_STEP_SLEEP (seconds per step) and ELASTIC_PRINT_STEPS
 make room and a progress line for tests that act from outside.
@@ -33,6 +35,7 @@ COMMIT_EVERY = 2
 STEP_SLEEP = float(os.environ.get("ELASTIC_STEP_SLEEP", "0"))
 PRINT_STEPS = os.environ.get("ELASTIC_PRINT_STEPS") == "1"  # rank 0: "STEP n SIZE s" per step
 LAUNCH_ID = int(os.environ.get("HVRUN_RANK", "-1"))
+SLOW = os.environ.get("ELASTIC_SLOW", "").split(":") if os.environ.get("ELASTIC_SLOW") else None
 
 
 def fault(name, parts=2):
@@ -89,6 +92,8 @@ def main():
                 optimizer.zero_grad()
                 loss = 0.5 * ((model(xb).squeeze(1) - yb) ** 2).sum()
                 loss.backward()
+                if SLOW and int(SLOW[0]) == LAUNCH_ID:
+                    time.sleep(float(SLOW[1]))
                 grad = hvd.allreduce(model.weight.grad, op=hvd.Sum, name="grad")
                 count = hvd.allreduce(torch.tensor([float(len(batch))], dtype=torch.float64),
                                       op=hvd.Sum, name="count")
@@ -99,6 +104,8 @@ def main():
                 state.log.append([state.epoch, hvd.size(), everyone])
                 state.sampler.record_indices(everyone)
                 state.step += 1
+                if SLOW:
+                    hvd.mark_step()
                 if PRINT_STEPS and hvd.rank() == 0:
                     print("STEP %d SIZE %d" % (state.step, hvd.size()), flush=True)
                 if STEP_SLEEP:

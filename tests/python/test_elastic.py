@@ -175,3 +175,41 @@ def test_a_used_spare_is_replaced_on_a_slot_the_script_offers(tmp_path):
         in out, out
     assert re.search(r"its 1 spare\(s\) are stopped", out), out
     check_job(out, code, final_size=3, sizes_seen=[3])
+
+
+STRAGGLER_JOB = ["-np", "3", "--spares", "1", "--elastic-timeout", "60"]
+STRAGGLER_ENV = {"ELASTIC_SLOW": "1:0.06", "ELASTIC_EPOCHS": "6"}
+
+
+def test_a_straggler_is_replaced_by_the_spare_when_asked_and_the_world_size_stays():
+    code, out = elastic_job(STRAGGLER_JOB + ["--replace-stragglers", "--straggler-replace-ms", "20",
+                                             "--straggler-replace-window", "10"], STRAGGLER_ENV)
+    found = re.search(r"elastic: rank 1 on host \S+ \(the worker started as rank 1, pid \d+\) was "
+                      r"last by 20\.0 ms or more in (\d+) of the last 10 steps, ([\d.]+) ms late "
+                      r"at the median \(--replace-stragglers\): stopping it \(SIGTERM\); a spare "
+                      r"takes its place", out)
+    assert found, out
+    assert int(found.group(1)) > 5 and float(found.group(2)) >= 20, out
+    assert re.search(r"elastic: the worker started as rank 1 on host \S+ was stopped as a "
+                     r"straggler; spare\(s\) in the lost ranks' place: the worker started as "
+                     r"rank 3 on host \S+; 3 ranks, 0 spare\(s\) left", out), out
+    assert "blacklisted" not in out, out  # a slow rank's host did not fail
+    check_job(out, code, final_size=3, sizes_seen=[3])
+
+
+@pytest.mark.parametrize("flags", [[], ["--replace-stragglers", "--straggler-replace-ms", "1000",
+                                        "--straggler-replace-window", "10"]],
+                         ids=["without_the_flag", "not_slow_enough"])
+def test_a_straggler_is_never_replaced_otherwise(flags):
+    code, out = elastic_job(STRAGGLER_JOB + flags, STRAGGLER_ENV)
+    # Rank 1 was the straggler (the summary says so), yet nobody was stopped or replaced.
+    assert re.search(r"hvrun: straggler: rank 1 on \S+ was last in", out), out
+    assert "stopping it" not in out and "stopped as a straggler" not in out, out
+    assert "spare(s) in the lost ranks' place" not in out and "not replaced" not in out, out
+    check_job(out, code, final_size=3, sizes_seen=[3])
+
+
+def test_replacing_stragglers_without_spares_is_refused():
+    code, out = elastic_job(["-np", "2", "--min-np", "1", "--replace-stragglers"], {}, timeout=60)
+    assert code != 0, out
+    assert "--replace-stragglers needs --spares N" in out, out

@@ -63,6 +63,79 @@ void slow_rank_two(StragglerTracker& tracker, uint64_t step, Clock::time_point n
   }
 }
 
+// A step in which every rank waited as long: rank 0 comes last by nothing.
+void even_step(StragglerTracker& tracker, uint64_t step, Clock::time_point now) {
+  for (int r = 0; r < 3; ++r) tracker.add(r, timing(step, 5), now);
+}
+
+TEST(StragglerReplacement, NamesARankLateInMostOfTheWindowOnceTheWindowIsFull) {
+  StragglerTracker tracker(3, 0us, ReplacementRule{.threshold = 10ms, .window = 10});
+  tracker.set_host(2, "slowhost");
+  const auto now = Clock::now();
+  for (uint64_t step = 1; step <= 9; ++step) {
+    slow_rank_two(tracker, step, now, nullptr);
+    EXPECT_FALSE(tracker.replaceable()) << "step " << step << ": the window is not full yet";
+  }
+  slow_rank_two(tracker, 10, now, nullptr);
+  ASSERT_TRUE(tracker.replaceable());
+  EXPECT_EQ(tracker.replaceable()->rank, 2);
+  EXPECT_EQ(tracker.replaceable()->host, "slowhost");
+  EXPECT_EQ(tracker.replaceable()->late_steps, 10);
+  EXPECT_EQ(tracker.replaceable()->window, 10);
+  EXPECT_NEAR(tracker.replaceable()->lateness_median_seconds, 0.021, 1e-9);
+  EXPECT_NEAR(tracker.replaceable()->threshold_seconds, 0.010, 1e-12);
+  JobTelemetry job = job_of(3);
+  tracker.fill(job);
+  ASSERT_TRUE(job.replaceable_straggler);
+  EXPECT_EQ(job.replaceable_straggler->rank, 2);
+}
+
+TEST(StragglerReplacement, HalfTheWindowIsNotMost) {
+  StragglerTracker tracker(3, 0us, ReplacementRule{.threshold = 10ms, .window = 10});
+  const auto now = Clock::now();
+  uint64_t step = 0;
+  for (int k = 0; k < 5; ++k) {
+    even_step(tracker, ++step, now);
+    slow_rank_two(tracker, ++step, now, nullptr);
+  }
+  EXPECT_FALSE(tracker.replaceable()) << "5 of 10 late steps";
+  // The window slides: one more late step in place of an even one makes 6 of the last 10.
+  slow_rank_two(tracker, ++step, now, nullptr);
+  ASSERT_TRUE(tracker.replaceable());
+  EXPECT_EQ(tracker.replaceable()->late_steps, 6);
+  // And back to 5 of 10 once the oldest late steps slide out.
+  even_step(tracker, ++step, now);
+  EXPECT_FALSE(tracker.replaceable());
+}
+
+TEST(StragglerReplacement, LateByLessThanTheThresholdIsNeverReplaced) {
+  // Rank 2 is last in every step, by 21 ms: under a 22 ms threshold that never counts.
+  StragglerTracker tracker(3, 0us, ReplacementRule{.threshold = 22ms, .window = 10});
+  const auto now = Clock::now();
+  for (uint64_t step = 1; step <= 50; ++step) slow_rank_two(tracker, step, now, nullptr);
+  EXPECT_FALSE(tracker.replaceable());
+}
+
+TEST(StragglerReplacement, NoWindowNeverReplacesAndANewMembershipStartsAfresh) {
+  StragglerTracker off(3, 0us);
+  const auto now = Clock::now();
+  for (uint64_t step = 1; step <= 50; ++step) slow_rank_two(off, step, now, nullptr);
+  EXPECT_FALSE(off.replaceable());
+  JobTelemetry job = job_of(3);
+  off.fill(job);
+  EXPECT_FALSE(job.replaceable_straggler);
+
+  StragglerTracker on(3, 0us, ReplacementRule{.threshold = 10ms, .window = 10});
+  for (uint64_t step = 1; step <= 10; ++step) slow_rank_two(on, step, now, nullptr);
+  ASSERT_TRUE(on.replaceable());
+  on.reset_membership(3);
+  EXPECT_FALSE(on.replaceable());
+  for (uint64_t step = 1; step <= 9; ++step) slow_rank_two(on, step, now, nullptr);
+  EXPECT_FALSE(on.replaceable()) << "the new membership's window is not full yet";
+  slow_rank_two(on, 10, now, nullptr);
+  EXPECT_TRUE(on.replaceable());
+}
+
 TEST(StragglerTracker, NamesTheRankThatBlockedLeastAndHowLateItWas) {
   StragglerTracker tracker(3, 0us);
   const auto now = Clock::now();
