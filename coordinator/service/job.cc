@@ -81,17 +81,14 @@ namespace {
 // Elastic: a worker started for a slot the launcher added is no rank of a generation whose
 // plan lacks its slot; it waits for the next membership (the ranks take it in at their next
 // commit) rather than failing in this one's rendezvous.
-bool newcomer_to(const Generation& generation, const v1::WorkerInfo& worker) {
-  if (generation.plan.empty()) return false;
-  return std::none_of(generation.plan.begin(), generation.plan.end(), [&](const PlannedRank& p) {
-    return p.host == worker.host() && p.local_rank == worker.local_rank();
-  });
-}
-
 bool in_plan(const std::vector<PlannedRank>& plan, const v1::WorkerInfo& worker) {
   return std::any_of(plan.begin(), plan.end(), [&](const PlannedRank& p) {
     return p.host == worker.host() && p.local_rank == worker.local_rank();
   });
+}
+
+bool newcomer_to(const Generation& generation, const v1::WorkerInfo& worker) {
+  return !generation.plan.empty() && !in_plan(generation.plan, worker);
 }
 }  // namespace
 
