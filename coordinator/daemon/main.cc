@@ -14,6 +14,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <iostream>
 #include <string>
@@ -119,6 +120,18 @@ std::string this_host_name() {
 // The autopsy's lines, each message in one piece (stderr is unbuffered: one write).
 void write_to_stderr(std::string_view lines) { std::cerr << lines << std::flush; }
 
+// A rank between its registration and its negotiation stream when the job was aborted hears
+// why only if the coordinator still answers; a coordinator already gone would leave it with
+// "connection refused", a failure of its own in the eyes of whoever gathers the ranks' ends.
+// Bounded: a rank that died there never opens its stream.
+void tell_late_ranks_why(hvrun::coordinator::CoordinatorServer& server) {
+  constexpr auto kLinger = std::chrono::seconds(2);
+  constexpr auto kPoll = std::chrono::milliseconds(20);
+  const auto until = std::chrono::steady_clock::now() + kLinger;
+  while (!server.registered_without_stream().empty() && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(kPoll);
+}
+
 int fail(const Status& status) {
   std::cerr << "hvrun-coordinator: " << status.message() << std::endl;
   return 2;
@@ -197,6 +210,7 @@ int main(int argc, char** argv) {
     if (args->exit_with_stdin && stdin_ended())
       (*server)->abort("the process that started the coordinator ended (its stdin closed)");
   }
+  if (!end->is_ok()) tell_late_ranks_why(**server);
   if (metrics) metrics->stop();
   (*server)->shutdown();
   pthread_kill(signal_waiter.native_handle(), SIGUSR1);

@@ -99,6 +99,7 @@ class Server final : public CoordinatorServer {
     job_.add_slots(std::move(plan), added);
   }
   std::vector<PlannedRank> formed_membership() const override { return job_.formed_membership(); }
+  std::vector<int> registered_without_stream() override { return job_.registered_without_stream(); }
 
   void shutdown() override {
     std::lock_guard<std::mutex> lock(shutdown_mutex_);

@@ -170,6 +170,10 @@ class CoordinatorServer {
   // before the first): a worker of a slot not among them never trained in this job.
   virtual std::vector<PlannedRank> formed_membership() const { return {}; }
 
+  // Ranks that registered (the rendezvous completed) but have not opened their negotiation
+  // stream yet: after an abort, ranks that would hear why only if the server still answers.
+  virtual std::vector<int> registered_without_stream() { return {}; }
+
   // Stops serving (in-flight calls are cancelled). Idempotent; also done by the destructor.
   virtual void shutdown() = 0;
 

@@ -371,6 +371,12 @@ std::vector<PlannedRank> Job::formed_membership() const {
   return formed_;
 }
 
+std::vector<int> Job::registered_without_stream() {
+  Generation& now = current();
+  if (!now.rendezvous.complete()) return {};
+  return now.loop.ranks_without_stream();
+}
+
 NegotiationLoop::Hooks Job::loop_hooks() {
   return {.protocol_error =
               [this](int rank, const Status& error) {

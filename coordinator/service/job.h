@@ -97,6 +97,9 @@ class Job {
   void add_slots(std::vector<PlannedRank> plan, int added);
   // Elastic: the slots of the latest membership whose ranks all registered (empty before).
   std::vector<PlannedRank> formed_membership() const;
+  // Ranks of the current generation that registered but have not opened their negotiation
+  // stream (coordinator_server.h); empty while its rendezvous is incomplete.
+  std::vector<int> registered_without_stream();
   // Why the job was ended: the first abort, else the rendezvous' own failure; nullopt while
   // neither happened. Recorded before any worker hears of it.
   std::optional<AbortCause> abort_cause() const;

@@ -73,6 +73,7 @@ Status NegotiationLoop::attach(int rank, std::shared_ptr<StreamSink> sink) {
   if (abort_message_) {
     sink->send(abort_message_);
     sink->finish(abort_status_);
+    if (rank >= 0 && rank < world_size_) attached_once_[rank] = 1;  // it heard why
     return abort_status_;
   }
   if (rank < 0 || rank >= world_size_) {
@@ -104,6 +105,15 @@ void NegotiationLoop::expect_streams_by(NegotiationEngine::TimePoint deadline) {
     deadline_changed_ = true;
   }
   inbox_cv_.notify_one();
+}
+
+std::vector<int> NegotiationLoop::ranks_without_stream() const {
+  std::vector<int> ranks;
+  std::lock_guard<std::mutex> lock(streams_mutex_);
+  for (int r = 0; r < world_size_; ++r) {
+    if (!attached_once_[r] && !said_goodbye_[r]) ranks.push_back(r);
+  }
+  return ranks;
 }
 
 void NegotiationLoop::check_streams_attached() {

@@ -82,6 +82,9 @@ class NegotiationLoop {
 
   // Every rank must have attached a stream by `deadline` (else hooks.streams_missing).
   void expect_streams_by(NegotiationEngine::TimePoint deadline);
+  // Ranks that neither opened a stream (and so, after an abort, were not told why) nor said
+  // Goodbye.
+  std::vector<int> ranks_without_stream() const;
 
   void submit(int rank, v1::RequestBatch batch);
   // Any message from `rank` (a Heartbeat carries the last plan it finished executing).
@@ -150,10 +153,10 @@ class NegotiationLoop {
   // them in the same order. Not streams_mutex_: a stream's end may run inline in a send and
   // detach itself. Lock order: delivery_mutex_, then streams_mutex_.
   std::mutex delivery_mutex_;
-  std::mutex streams_mutex_;   // also orders Welcome before the plans a stream receives
+  mutable std::mutex streams_mutex_;  // also orders Welcome before the plans a stream receives
   std::vector<std::shared_ptr<StreamSink>> streams_;  // by rank; guarded by streams_mutex_
   std::vector<uint8_t> said_goodbye_;                 // guarded by streams_mutex_
-  std::vector<uint8_t> attached_once_;                // guarded by streams_mutex_
+  std::vector<uint8_t> attached_once_;                // or told of the abort; streams_mutex_
   int goodbyes_ = 0;                                  // guarded by streams_mutex_
   uint64_t last_seq_ = 0;                             // guarded by streams_mutex_
   std::shared_ptr<const grpc::ByteBuffer> abort_message_;  // guarded by streams_mutex_

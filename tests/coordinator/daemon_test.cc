@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -138,6 +139,66 @@ TEST(Daemon, RegistrationTimeoutEndsItWithAFailure) {
   EXPECT_NE(status.error_message().find("missing rank 1"), std::string::npos)
       << status.error_message();
   EXPECT_EQ(daemon.wait_exit(std::chrono::seconds(10)), 1);
+}
+
+// Every rank registers at once (Register answers when the last one arrives).
+void register_all(TestClient& client, int world_size) {
+  std::vector<std::thread> workers;
+  for (int r = 0; r < world_size; ++r) {
+    workers.emplace_back([&client, r] {
+      v1::RegisterResponse registered;
+      EXPECT_TRUE(client.register_worker(r, "host" + std::to_string(r), &registered).ok());
+    });
+  }
+  for (auto& worker : workers) worker.join();
+}
+
+// Rank 0 registered but had not opened its stream when rank 1 vanished: it must hear that, not
+// find the coordinator gone (which it would report as its own failure).
+TEST(Daemon, ARankOpeningItsStreamAfterAnAbortHearsWhy) {
+  Daemon daemon({"--world-size", "3"}, testing::kTestSecret);
+  const std::string address = daemon.first_line(std::chrono::seconds(10));
+  ASSERT_NE(address, "");
+  TestClient client(address);
+  register_all(client, 3);
+  TestStream witness(client);
+  ASSERT_TRUE(witness.hello(2));
+  v1::CoordinatorMessage message;
+  ASSERT_TRUE(witness.read(&message));
+  ASSERT_TRUE(message.has_welcome());
+  TestStream vanishing(client);
+  ASSERT_TRUE(vanishing.hello(1));
+  ASSERT_TRUE(vanishing.read(&message));
+  vanishing.cancel();
+  ASSERT_TRUE(witness.read(&message));  // the job is aborted now
+  ASSERT_TRUE(message.has_abort()) << message.DebugString();
+
+  TestStream late(client);
+  late.hello(0);
+  ASSERT_TRUE(late.read(&message));
+  ASSERT_TRUE(message.has_abort()) << message.DebugString();
+  EXPECT_NE(message.abort().reason().find("rank 1 on host host1"), std::string::npos)
+      << message.abort().reason();
+  EXPECT_EQ(daemon.wait_exit(std::chrono::seconds(10)), 1);
+}
+
+// A rank that registered and died before opening its stream holds the coordinator only briefly
+// (its wait, and gRPC's grace for calls in flight at shutdown, 2 s each).
+TEST(Daemon, WaitsForLateRanksOnlyBriefly) {
+  Daemon daemon({"--world-size", "2"}, testing::kTestSecret);
+  const std::string address = daemon.first_line(std::chrono::seconds(10));
+  ASSERT_NE(address, "");
+  TestClient client(address);
+  register_all(client, 2);
+  TestStream vanishing(client);
+  ASSERT_TRUE(vanishing.hello(1));
+  v1::CoordinatorMessage message;
+  ASSERT_TRUE(vanishing.read(&message));
+  const auto cancelled = std::chrono::steady_clock::now();
+  vanishing.cancel();
+  vanishing.finish();
+  EXPECT_EQ(daemon.wait_exit(std::chrono::seconds(10)), 1);
+  EXPECT_LT(std::chrono::steady_clock::now() - cancelled, std::chrono::seconds(8));
 }
 
 TEST(Daemon, SigtermEndsItWithAFailure) {

@@ -25,6 +25,14 @@ def _describe(exc):
     return text
 
 
+def _collateral(exc):
+    """The rank failed because the job was aborted for another's failure: a collective failed
+    (HorovodInternalError), or init was refused because the job had already been aborted."""
+    from hvrun.exceptions import HorovodInternalError, HvrunError
+    return isinstance(exc, HorovodInternalError) or (
+        isinstance(exc, HvrunError) and exc.code == "ABORTED")
+
+
 _PR_SET_PDEATHSIG = 1
 
 
@@ -43,8 +51,7 @@ def main():
         record = ("ok", cloudpickle.dumps(fn(*args, **kwargs)))
         failure = None
     except BaseException as exc:  # noqa: B902 - KeyboardInterrupt and SystemExit are outcomes too
-        from hvrun.exceptions import HorovodInternalError
-        record = ("error", _describe(exc), isinstance(exc, HorovodInternalError))
+        record = ("error", _describe(exc), _collateral(exc))
         failure = exc
     with os.fdopen(result_fd, "wb") as out:
         pickle.dump(record, out)
