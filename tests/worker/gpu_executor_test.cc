@@ -8,11 +8,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <future>
 #include <limits>
 #include <map>
 #include <thread>
 
 #include "worker_lib/backends/nccl/gpu_executor.h"
+#include "worker_lib/backends/nccl/host_plane/host_device_plane.h"
+#include "worker_lib/backends/nccl/host_plane/host_stream.h"
 
 namespace hvrun::detail {
 namespace {
@@ -133,6 +136,16 @@ class HostPlane final : public cuda::DevicePlane {
   }
   Status synchronize(const std::string&) override { return call("synchronize"); }
   void abort(const std::string& reason) override { log_.aborted = reason; }
+  // Its work is done when queued: every token has completed.
+  Result<uint64_t> record_completion() override {
+    log_.calls.push_back("record_completion");
+    return ++tokens_;
+  }
+  std::optional<Status> poll_completion(uint64_t, const std::string&,
+                                        std::chrono::steady_clock::time_point) override {
+    return Status::ok();
+  }
+  void release_completion(uint64_t) override {}
 
  private:
   Status call(std::string what) {
@@ -165,6 +178,7 @@ class HostPlane final : public cuda::DevicePlane {
   bool has_comm_ = false;
   std::map<uint64_t, std::vector<Segment>> staged_;
   uint64_t next_staged_ = 1;
+  uint64_t tokens_ = 0;
 };
 
 std::shared_ptr<PendingOp> cuda_op(const std::string& name, std::vector<int64_t> shape, const void* in,
@@ -232,6 +246,103 @@ TEST(GpuExecutor, FusedAllreduceIsOnePackOneCollectiveOneUnpackOnEachStreamOnce)
   EXPECT_EQ(f.store.values.at("nccl/unique_id"), "id:" + std::string(128, 'u'));
   EXPECT_EQ(f.store.values.at("nccl/rebuild"),
             "init (a new unique id): no rank holds a communicator of an earlier membership");
+}
+
+// The plan executor's way: the response is queued (no host wait, the call returns at once)
+// and finished by the executor's own thread once the work completed.
+TEST(GpuExecutor, ExecuteThenQueuesWithoutWaitingAndFinishesWhenTheWorkIsDone) {
+  Fixture f;
+  GpuExecutor ex(f.job);
+  std::vector<float> a{1, 2, 3}, b(5, 4.0f);
+  auto r = response(v1::COLLECTIVE_OP_ALLREDUCE, {{"a", {3}}, {"b", {5}}});
+  std::promise<Status> finished;
+  ex.execute_then(r, {cuda_op("a", {3}, a.data(), a.data(), stream(1)),
+                      cuda_op("b", {5}, b.data(), b.data(), stream(1))},
+                  [&](Status s) { finished.set_value(std::move(s)); });
+  auto done = finished.get_future();
+  ASSERT_EQ(done.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  EXPECT_TRUE(done.get().is_ok());
+  ex.drain();
+  EXPECT_EQ(ex.in_flight(), 0u);
+  std::vector<std::string> want{"use_device 0", "init_communicator", "wait_for stream1",
+                                "stage_segments 2", "stage_segments 2", "copy_staged 2",
+                                "allreduce sum in-place", "copy_staged 2", "release_to stream1",
+                                "record_completion"};
+  EXPECT_EQ(f.log.calls, want);  // no synchronize: nothing waited on the host
+}
+
+// The host-memory plane (host_plane/): a response held behind its caller's stream is queued,
+// not waited for; it finishes on another thread when the caller's stream lets it run, and a
+// response queued behind it finishes after it.
+TEST(GpuExecutor, AResponseHeldOnTheStreamDoesNotHoldTheThreadThatQueuedIt) {
+  Fixture f;
+  f.job.plane_factory = [](const cuda::PluginContext& context) -> Result<std::unique_ptr<cuda::DevicePlane>> {
+    return cuda::make_host_device_plane(context);
+  };
+  GpuExecutor ex(f.job);
+  cuda::HostStream caller("test-caller");
+  std::promise<void> release;
+  caller.enqueue([gate = release.get_future().share()] { gate.wait(); });
+  std::vector<float> a{1, 2, 3}, b{4, 5};
+  std::vector<std::pair<int, std::thread::id>> order;
+  std::mutex order_mutex;
+  std::promise<void> both;
+  auto finish = [&](int which) {
+    return [&, which](Status s) {
+      EXPECT_TRUE(s.is_ok()) << s.to_string();
+      std::lock_guard<std::mutex> lock(order_mutex);
+      order.emplace_back(which, std::this_thread::get_id());
+      if (order.size() == 2) both.set_value();
+    };
+  };
+  const auto start = std::chrono::steady_clock::now();
+  ex.execute_then(response(v1::COLLECTIVE_OP_ALLREDUCE, {{"a", {3}}}),
+                  {cuda_op("a", {3}, a.data(), a.data(), &caller)}, finish(1));
+  ex.execute_then(response(v1::COLLECTIVE_OP_ALLREDUCE, {{"b", {2}}}),
+                  {cuda_op("b", {2}, b.data(), b.data(), nullptr)}, finish(2));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(ex.in_flight(), 2u);
+  {
+    std::lock_guard<std::mutex> lock(order_mutex);
+    EXPECT_TRUE(order.empty());
+  }
+  release.set_value();
+  auto done = both.get_future();
+  ASSERT_EQ(done.wait_for(std::chrono::seconds(20)), std::future_status::ready);
+  ASSERT_EQ(order.size(), 2u);
+  EXPECT_EQ(order[0].first, 1);
+  EXPECT_EQ(order[1].first, 2);
+  EXPECT_NE(order[0].second, std::this_thread::get_id());
+  EXPECT_EQ(a, (std::vector<float>{1, 2, 3}));  // one rank: the sum is itself
+}
+
+// A token that never completes fails at the op timeout, and the plane's failure is then its
+// own: the next response fails at once with it.
+TEST(GpuExecutor, AQueuedResponseFailsAtTheOpTimeoutAndThePlaneWithIt) {
+  Fixture f;
+  f.job.op_timeout = std::chrono::milliseconds(300);
+  f.job.plane_factory = [](const cuda::PluginContext& context) -> Result<std::unique_ptr<cuda::DevicePlane>> {
+    return cuda::make_host_device_plane(context);
+  };
+  GpuExecutor ex(f.job);
+  cuda::HostStream caller("test-caller");
+  std::promise<void> release;
+  caller.enqueue([gate = release.get_future().share()] { gate.wait(); });
+  std::vector<float> a{1, 2, 3};
+  std::promise<Status> failed;
+  ex.execute_then(response(v1::COLLECTIVE_OP_ALLREDUCE, {{"a", {3}}}),
+                  {cuda_op("a", {3}, a.data(), a.data(), &caller)},
+                  [&](Status s) { failed.set_value(std::move(s)); });
+  auto done = failed.get_future();
+  ASSERT_EQ(done.wait_for(std::chrono::seconds(20)), std::future_status::ready);
+  Status s = done.get();
+  EXPECT_EQ(s.code(), StatusCode::kDeadlineExceeded) << s.to_string();
+  EXPECT_NE(s.message().find("allreduce of 'a'"), std::string::npos) << s.message();
+  Status next = ex.execute(response(v1::COLLECTIVE_OP_ALLREDUCE, {{"a", {3}}}),
+                           {cuda_op("a", {3}, a.data(), a.data(), nullptr)});
+  EXPECT_EQ(next.code(), StatusCode::kDeadlineExceeded) << next.to_string();
+  release.set_value();
 }
 
 // A training step reduces the same tensors from the same memory every step: the second step

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -37,6 +38,14 @@ class Executor {
   // Runs one data-moving response (allreduce, reducescatter, allgather, broadcast, alltoall)
   // and returns the status its handles get; completes none of them.
   virtual Status execute(const v1::Response& response, const ResponseEntries& entries) = 0;
+  // The same, but it may return before the work finished (queued on a device): `finish` gets
+  // the status for the handles exactly once, on this thread before returning or later on
+  // another. `response` and `entries` need not outlive the call. By default execute() runs and
+  // finishes at once.
+  virtual void execute_then(const v1::Response& response, const ResponseEntries& entries,
+                            std::function<void(Status)> finish) {
+    finish(execute(response, entries));
+  }
   // Any thread: the operation in progress and every later one fail with kAborted carrying
   // `reason`. Idempotent; the first reason wins.
   virtual void abort(const std::string& reason) = 0;

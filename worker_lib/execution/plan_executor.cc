@@ -11,7 +11,8 @@ void PlanExecutor::record_ended(const ResponseEntries& entries, bool ok) const {
     if (e) recorder_->ended(e->flight_sequence, ok, now);
 }
 
-void PlanExecutor::execute(const v1::Response& response, const ResponseEntries& entries) {
+void PlanExecutor::execute(const v1::Response& response, const ResponseEntries& entries,
+                           Finished finished) {
   if (recorder_ != nullptr) {
     const bool moves_data =
         response.op() != v1::COLLECTIVE_OP_BARRIER && response.op() != v1::COLLECTIVE_OP_JOIN;
@@ -32,27 +33,74 @@ void PlanExecutor::execute(const v1::Response& response, const ResponseEntries& 
         if (e) e->handle->join_result = response.last_joined_rank();
       break;
     default:
-      status = response.device() == v1::DEVICE_KIND_CUDA ? execute_on_gpu(response, entries)
-                                                         : cpu_.execute(response, entries);
+      if (response.device() == v1::DEVICE_KIND_CUDA) {
+        execute_on_gpu(response, entries, std::move(finished));
+        return;
+      }
+      status = cpu_.execute(response, entries);
   }
+  complete(response.joined_ranks(), entries, std::move(status));
+  if (finished) finished(telemetry::PhaseClock::now());
+}
+
+void PlanExecutor::complete(const google::protobuf::RepeatedField<int32_t>& joined_ranks,
+                            const ResponseEntries& entries, Status status) const {
   if (!status.is_ok() && explain_) status = explain_(std::move(status));
   if (!status.is_ok()) SPDLOG_ERROR("{}", status.message());
   record_ended(entries, status.is_ok());
   for (const auto& e : entries) {
     if (!e) continue;
-    e->handle->joined_ranks.assign(response.joined_ranks().begin(), response.joined_ranks().end());
+    e->handle->joined_ranks.assign(joined_ranks.begin(), joined_ranks.end());
     e->handle->complete(status);
   }
 }
 
-Status PlanExecutor::execute_on_gpu(const v1::Response& r, const ResponseEntries& e) {
-  if (!gpu_)
-    return failed_precondition("response on CUDA tensors but this worker has no GPU data plane "
-                               "(PlanExecutor::set_gpu_executor was not called)");
-  // NCCL packs, reduces and unpacks on its stream: one collective phase for the whole.
-  telemetry::ScopedPhase collective(phase_observer_, r, telemetry::Phase::kCollective,
-                                    phase_observer_ ? local_bytes(r, e) : 0, "nccl");
-  return gpu_->execute(r, e);
+namespace {
+
+// What the telemetry reads of a response (its op, tensor count and first name), kept past the
+// response for a phase that ends on another thread.
+v1::Response phase_summary(const v1::Response& r) {
+  v1::Response summary;
+  summary.set_op(r.op());
+  summary.set_device(r.device());
+  summary.mutable_tensors()->Reserve(r.tensors_size());
+  for (int i = 0; i < r.tensors_size(); ++i) {
+    v1::ResponseTensor* t = summary.add_tensors();
+    if (i == 0) t->set_name(r.tensors(0).name());
+  }
+  return summary;
+}
+
+}  // namespace
+
+void PlanExecutor::execute_on_gpu(const v1::Response& r, const ResponseEntries& e,
+                                  Finished finished) {
+  if (!gpu_) {
+    complete(r.joined_ranks(), e,
+             failed_precondition("response on CUDA tensors but this worker has no GPU data plane "
+                                 "(PlanExecutor::set_gpu_executor was not called)"));
+    if (finished) finished(telemetry::PhaseClock::now());
+    return;
+  }
+  // NCCL packs, reduces and unpacks on its stream: one collective phase for the whole, from
+  // queuing to the GPU's end.
+  struct Phase {
+    v1::Response summary;
+    telemetry::PhaseClock::time_point start;
+    uint64_t bytes = 0;
+  };
+  std::shared_ptr<Phase> phase;
+  if (phase_observer_)
+    phase = std::make_shared<Phase>(Phase{phase_summary(r), telemetry::PhaseClock::now(), local_bytes(r, e)});
+  gpu_->execute_then(r, e, [this, joined = r.joined_ranks(), entries = e, phase,
+                            finished = std::move(finished)](Status status) {
+    const auto end = telemetry::PhaseClock::now();
+    if (phase)
+      phase_observer_->on_phase(phase->summary, telemetry::Phase::kCollective, phase->start, end,
+                                phase->bytes, "nccl");
+    complete(joined, entries, std::move(status));
+    if (finished) finished(end);
+  });
 }
 
 }  // namespace hvrun::detail

@@ -20,9 +20,16 @@ namespace hvrun::detail {
 class PlanExecutor {
  public:
   PlanExecutor(Backend& backend, int rank, int size) : cpu_(backend, rank, size) {}
+  // The GPU executor goes first: responses it still runs finish while what they use is here.
+  ~PlanExecutor() { gpu_.reset(); }
 
-  // Completes every non-null entry's handle (entries as in executor.h).
-  void execute(const v1::Response& response, const ResponseEntries& entries);
+  // Called with when a response's handles completed (the fast path's telemetry times it).
+  using Finished = std::function<void(telemetry::PhaseClock::time_point end)>;
+  // Completes every non-null entry's handle (entries as in executor.h): before returning, or,
+  // for a response on CUDA tensors, once the GPU finished it (the GPU executor's thread; the
+  // call returns when the work is queued). `finished` (optional) is then called too.
+  void execute(const v1::Response& response, const ResponseEntries& entries,
+               Finished finished = nullptr);
 
   // Called with a failed collective's status before the handles complete; returns the status
   // they get (the runtime waits briefly for the coordinator's JobAbort, whose reason names the
@@ -57,7 +64,10 @@ class PlanExecutor {
   size_t buffer_capacity() const { return cpu_.buffer_capacity(); }
 
  private:
-  Status execute_on_gpu(const v1::Response& r, const ResponseEntries& e);
+  void execute_on_gpu(const v1::Response& r, const ResponseEntries& e, Finished finished);
+  // The handles get `status` (explained first when it is a failure).
+  void complete(const google::protobuf::RepeatedField<int32_t>& joined_ranks,
+                const ResponseEntries& entries, Status status) const;
 
   CpuExecutor cpu_;
   std::unique_ptr<Executor> gpu_;  // set once before execute() runs; may be null

@@ -66,6 +66,9 @@ Status RuntimeLifecycle::shutdown(const std::optional<std::string>& failure) {
   p.state.request_stop(failed_precondition("hvrun worker rank " + rank +
                                            " was shut down; no more collectives can be submitted"));
   p.plan_runner->join();
+  // Responses still on the GPU finish (or fail with the abort) before the telemetry's last
+  // report counts them and before anything they use goes.
+  if (p.gpu) p.gpu->drain();
   p.submitter->stop_batch_timer();  // nothing can be submitted any more
   release_peers_of_skipped_plans();
   p.autopsy->stop();  // no report after Goodbye

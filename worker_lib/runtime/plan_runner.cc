@@ -217,8 +217,16 @@ void PlanRunner::execute_plan(v1::Plan& plan) {
       continue;
     }
     c_.submitter.remember_cache_ids(response, entries);
-    executor->execute(response, entries);
-    c_.telemetry.on_response_done(response, !c_.telemetry.recording() || succeeded(entries));
+    if (!c_.telemetry.recording()) {
+      executor->execute(response, entries);
+      continue;
+    }
+    // The timeline's "done" when the handles completed: for CUDA tensors, after execute()
+    // returned (the GPU executor's thread).
+    executor->execute(response, entries,
+                      [&telemetry = c_.telemetry, done = response, entries](auto) {
+                        telemetry.on_response_done(done, succeeded(entries));
+                      });
   }
   finished_plan_seq_.store(plan.seq());
   // Still waiting for something (a join, an op sent meanwhile): this rank cannot take part

@@ -6,7 +6,8 @@
 // tensor. Both are built from the same tree by the same compiler; kPluginAbiVersion guards
 // against mixing builds.
 //
-// Threads: every method except abort() is called by one thread at a time: the thread holding
+// Threads: every method except abort(), poll_completion() and release_completion() (any
+// thread) is called by one thread at a time: the thread holding
 // the worker's executor lock (agreement/execution_lane.h). That is the background thread for
 // plans, and for rounds the ranks agreed on (agreement/cached_rounds.h) either it or a thread
 // about to wait on a handle, which runs the round itself instead of waking the background
@@ -18,13 +19,17 @@
 // Ordering: everything is queued on one internal CUDA stream, in call order. wait_for() makes
 // that stream wait for a caller's stream, release_to() makes a caller's stream wait for the
 // internal one, synchronize() waits on the host (bounded, polling NCCL's asynchronous errors and
-// the abort flag) until the queued work finished.
+// the abort flag) until the queued work finished. A completion token marks the work queued so
+// far; poll_completion() says, without waiting, whether it finished, and is the one method
+// (with abort() and release_completion()) that another thread may call while the owner queues
+// more: responses complete off the thread that queues them, which never waits for the GPU.
 #pragma once
 
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -33,7 +38,7 @@
 
 namespace hvrun::detail::cuda {
 
-inline constexpr int kPluginAbiVersion = 3;
+inline constexpr int kPluginAbiVersion = 4;
 inline constexpr const char* kPluginFileName = "libhvrun_cuda.so";
 inline constexpr const char* kPluginCreateSymbol = "hvrun_cuda_plugin_create";
 inline constexpr const char* kPluginAbiSymbol = "hvrun_cuda_plugin_abi_version";
@@ -188,6 +193,18 @@ class DevicePlane {
   // communicator (ncclCommAbort) and fails with a message naming rank, host, GPU and hints.
   virtual Status synchronize(const std::string& what) = 0;
   virtual void abort(const std::string& reason) = 0;  // any thread
+
+  // ---- Completion tokens
+  // A token for everything queued so far (an event recorded on the internal stream); never 0.
+  virtual Result<uint64_t> record_completion() = 0;
+  // Any thread, concurrently with the owner's calls; never waits. nullopt while the work before
+  // `token` runs; OK once it finished; otherwise the failure synchronize() would have returned
+  // (NCCL's asynchronous error, abort(), `deadline` passed), the communicator aborted as there.
+  // `what` names the operation in the failure.
+  virtual std::optional<Status> poll_completion(uint64_t token, const std::string& what,
+                                                std::chrono::steady_clock::time_point deadline) = 0;
+  // Any thread: the token is polled no more.
+  virtual void release_completion(uint64_t token) = 0;
 };
 
 }  // namespace hvrun::detail::cuda

@@ -69,6 +69,10 @@ GpuExecutor::GpuExecutor(GpuJob job) : job_(std::move(job)), allocator_(job_.all
 GpuExecutor::~GpuExecutor() = default;
 
 void GpuExecutor::carry_communicator_over() {
+  // Responses still on the GPU finish (or fail with the membership change) before the plane
+  // is revoked and parked.
+  completions_.drain();
+  std::lock_guard<std::mutex> call(call_mutex_);
   std::unique_ptr<cuda::DevicePlane> plane;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -326,16 +330,58 @@ Status GpuExecutor::replace_carried_plane(int ordinal) {
   return plane_->use_device(ordinal);
 }
 
-Status GpuExecutor::execute(const v1::Response& r, const std::vector<std::shared_ptr<PendingOp>>& e) {
-  if (!ready_ || std::this_thread::get_id() == plane_thread_) return run(r, e);
+Status GpuExecutor::on_plane_device(const std::function<Status()>& queue_work) {
+  if (!ready_ || std::this_thread::get_id() == plane_thread_) return queue_work();
   // A thread about to wait runs an agreed round itself (device_plane.h): the GPU is made
   // current for the call, and the thread's own device (a framework's choice) comes back after.
   HVRUN_ASSIGN_OR_RETURN(int previous, plane_->current_device());
-  if (previous == ordinal_) return run(r, e);
+  if (previous == ordinal_) return queue_work();
   HVRUN_RETURN_IF_ERROR(plane_->set_current_device(ordinal_));
-  Status status = run(r, e);
+  Status status = queue_work();
   Status back = plane_->set_current_device(previous);
   return status.is_ok() ? back : status;
+}
+
+Status GpuExecutor::execute(const v1::Response& r, const std::vector<std::shared_ptr<PendingOp>>& e) {
+  std::lock_guard<std::mutex> call(call_mutex_);
+  return on_plane_device([&]() -> Status {
+    HVRUN_RETURN_IF_ERROR(run(r, e));
+    return plane_->synchronize(describe(r, e));
+  });
+}
+
+void GpuExecutor::execute_then(const v1::Response& r, const ResponseEntries& e,
+                               std::function<void(Status)> finish) {
+  uint64_t token = 0;
+  cuda::DevicePlane* plane = nullptr;
+  Status queued;
+  {
+    std::lock_guard<std::mutex> call(call_mutex_);
+    queued = on_plane_device([&]() -> Status {
+      HVRUN_RETURN_IF_ERROR(run(r, e));
+      // Recorded with the GPU current: the token's event belongs to the plane's device.
+      HVRUN_ASSIGN_OR_RETURN(token, plane_->record_completion());
+      plane = plane_.get();
+      return Status::ok();
+    });
+  }
+  if (!queued.is_ok()) {
+    finish(std::move(queued));
+    return;
+  }
+  completions_.track({.plane = plane,
+                      .token = token,
+                      .what = describe(r, e),
+                      .deadline = std::chrono::steady_clock::now() + job_.op_timeout,
+                      .finish = std::move(finish)});
+}
+
+void GpuExecutor::take_failure(const std::string& what) {
+  std::lock_guard<std::mutex> call(call_mutex_);
+  if (!plane_) return;
+  // The plane answers with the failure its poll saw, aborting (or, in an elastic job,
+  // revoking) the communicator on the way, so the peers learn of it now.
+  (void)on_plane_device([&] { return plane_->synchronize(what); });
 }
 
 Status GpuExecutor::run(const v1::Response& r, const std::vector<std::shared_ptr<PendingOp>>& e) {
@@ -372,10 +418,9 @@ Status GpuExecutor::wait_for_callers(const std::vector<std::shared_ptr<PendingOp
   return Status::ok();
 }
 
-Status GpuExecutor::release_and_wait(const std::vector<std::shared_ptr<PendingOp>>& e,
-                                     const std::string& what) {
+Status GpuExecutor::release(const std::vector<std::shared_ptr<PendingOp>>& e) {
   for (void* stream : streams_of(e)) HVRUN_RETURN_IF_ERROR(plane_->release_to(stream));
-  return plane_->synchronize(what);
+  return Status::ok();
 }
 
 Status GpuExecutor::reduce_fused(const v1::Response& r,
@@ -436,7 +481,7 @@ Status GpuExecutor::allreduce(const v1::Response& r, const std::vector<std::shar
         HVRUN_RETURN_IF_ERROR(plane_->copy_segments({&in_place, 1}, unpack));
       }
     }
-    return release_and_wait(e, describe(r, e));
+    return release(e);
   }
 
   std::vector<void*> outputs;
@@ -447,7 +492,7 @@ Status GpuExecutor::allreduce(const v1::Response& r, const std::vector<std::shar
     counts.push_back(static_cast<uint64_t>(num_elements(shape_of(r.tensors(i)))));
   }
   HVRUN_RETURN_IF_ERROR(reduce_fused(r, e, outputs, counts, {}, unpack));
-  return release_and_wait(e, describe(r, e));
+  return release(e);
 }
 
 Status GpuExecutor::reducescatter(const v1::Response& r,
@@ -487,7 +532,7 @@ Status GpuExecutor::reducescatter(const v1::Response& r,
   HVRUN_RETURN_IF_ERROR(wait_for_callers(e));
   HVRUN_RETURN_IF_ERROR(reduce_fused(r, e, outputs, counts, first,
                                      {.dtype = dtype, .scale = postscale, .divisor = divisor}));
-  return release_and_wait(e, describe(r, e));
+  return release(e);
 }
 
 Status GpuExecutor::allgather(const v1::Response& r, const std::vector<std::shared_ptr<PendingOp>>& e) {
@@ -544,7 +589,7 @@ Status GpuExecutor::allgather(const v1::Response& r, const std::vector<std::shar
   if (!direct)
     HVRUN_RETURN_IF_ERROR(plane_->copy_segments(
         cuda::allgather_unpack_segments(outputs, first_dims, row_bytes, layout, buffer, esize), copy));
-  return release_and_wait(e, describe(r, e));
+  return release(e);
 }
 
 Status GpuExecutor::broadcast(const v1::Response& r, const std::vector<std::shared_ptr<PendingOp>>& e) {
@@ -565,7 +610,7 @@ Status GpuExecutor::broadcast(const v1::Response& r, const std::vector<std::shar
     }
     HVRUN_RETURN_IF_ERROR(plane_->broadcast(in, out, bytes, r.root_rank()));
   }
-  return release_and_wait(e, describe(r, e));
+  return release(e);
 }
 
 Status GpuExecutor::alltoall(const v1::Response& r, const std::vector<std::shared_ptr<PendingOp>>& e) {
@@ -612,7 +657,7 @@ Status GpuExecutor::alltoall(const v1::Response& r, const std::vector<std::share
   }
   HVRUN_RETURN_IF_ERROR(wait_for_callers(e));
   HVRUN_RETURN_IF_ERROR(plane_->alltoallv(input, send, output, recv));
-  return release_and_wait(e, describe(r, e));
+  return release(e);
 }
 
 }  // namespace hvrun::detail

@@ -5,9 +5,11 @@
 // fused tensors into the persistent device fusion buffer in ONE kernel launch (prescale folded
 // in, neutral values for joined ranks), run one NCCL collective, unpack in ONE launch (Average's
 // division and the postscale folded in; Average of floating types is ncclAvg when every rank
-// contributes), make the callers' streams wait for the internal one, then wait on the host
-// (bounded by the op timeout, polling NCCL's asynchronous errors and the job abort) so the handle
-// completes only when the result is on the GPU.
+// contributes), make the callers' streams wait for the internal one. The handles complete only
+// when the result is on the GPU: execute_then() (the plan executor's way) records a completion
+// token and returns, and a thread of its own (gpu_completions.h) finishes the response when the
+// token completes, bounded by the op timeout and polling NCCL's asynchronous errors and the job
+// abort, so the thread queuing responses never waits for the GPU; execute() waits on the host.
 //
 // The plugin and the communicator are created lazily, by the first CUDA response (every rank
 // executes responses in the same order, so every rank gets here together): load
@@ -50,6 +52,7 @@
 #include "hvrun.pb.h"
 #include "worker_lib/backends/nccl/communicator_carry.h"
 #include "worker_lib/backends/nccl/device_plane.h"
+#include "worker_lib/backends/nccl/gpu_completions.h"
 #include "worker_lib/backends/nccl/staged_fusions.h"
 #include "worker_lib/execution/executor.h"
 #include "worker_lib/kv_store.h"
@@ -81,8 +84,15 @@ class GpuExecutor final : public Executor {
   explicit GpuExecutor(GpuJob job);
   ~GpuExecutor();
 
-  // Runs one CUDA response (executor.h). Does not complete handles.
+  // Runs one CUDA response (executor.h) and waits for the GPU. Does not complete handles.
   Status execute(const v1::Response& r, const ResponseEntries& e) override;
+  // Queues it and returns; `finish` runs when the GPU finished it (or it failed).
+  void execute_then(const v1::Response& r, const ResponseEntries& e,
+                    std::function<void(Status)> finish) override;
+  // Waits until every response queued so far finished (each is bounded by the op timeout).
+  void drain() { completions_.drain(); }
+  // Responses queued and not yet finished (tests).
+  size_t in_flight() const { return completions_.in_flight(); }
   // Pack and unpack tables staged so far (tests: a step like the last one stages none).
   uint64_t tables_staged() const { return fusions_.staged(); }
 
@@ -100,6 +110,11 @@ class GpuExecutor final : public Executor {
 
  private:
   Status run(const v1::Response& r, const ResponseEntries& e);
+  // Runs `queue_work` with the plane's GPU current on this thread (see Threads above).
+  Status on_plane_device(const std::function<Status()>& queue_work);
+  // A completion token failed: the plane's owner (this executor, under call_mutex_) makes the
+  // failure the plane's, which aborts the communicator as a failed wait would.
+  void take_failure(const std::string& what);
   // How the set-up's ranks make their communicator: rank 0's decision, read by every rank.
   struct Rebuild {
     std::optional<std::vector<int>> shrink;  // the excluded old ranks; nullopt: init from `id`
@@ -130,7 +145,7 @@ class GpuExecutor final : public Executor {
 
   // Internal stream waits for every entry's stream / every entry's stream waits for it.
   Status wait_for_callers(const std::vector<std::shared_ptr<PendingOp>>& e);
-  Status release_and_wait(const std::vector<std::shared_ptr<PendingOp>>& e, const std::string& what);
+  Status release(const std::vector<std::shared_ptr<PendingOp>>& e);
   // Packs the response's tensors into the fusion buffer, allreduces it and unpacks into
   // `outputs` (counts[i] elements of tensor i from first[i]; first empty: from 0), with the
   // tables kept from an earlier step when the tensors are the same.
@@ -156,6 +171,12 @@ class GpuExecutor final : public Executor {
   bool membership_changed_ = false;           // mutex_
   bool carried_over_ = false;                 // mutex_
   DeviceAllocator allocator_;                 // mutex_
+
+  // Held while work is queued on the plane (execute, execute_then, carry_communicator_over),
+  // and by take_failure() from the completions' thread.
+  std::mutex call_mutex_;
+  // Last: destroyed first, draining its responses while the plane is still there.
+  GpuCompletions completions_{[this](const std::string& what) { take_failure(what); }};
 };
 
 }  // namespace hvrun::detail

@@ -78,8 +78,14 @@ Status HostDevicePlane::fail(Status failure) {
   return failure;
 }
 
+std::optional<Status> HostDevicePlane::failure_seen() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return failure_seen_;
+}
+
 Status HostDevicePlane::usable(const std::string& what) {
   if (failed_) return *failed_;
+  if (auto seen = failure_seen()) return fail(*seen);
   if (auto reason = abort_reason())
     return fail(aborted("job aborted: " + *reason + " (before " + what + " on the host plane)"));
   if (ordinal_ < 0) return failed_precondition("host plane used before use_device()");
@@ -265,6 +271,7 @@ Status HostDevicePlane::shrink_communicator(std::span<const int> excluded, const
   {
     std::lock_guard<std::mutex> lock(mutex_);
     async_error_.reset();
+    failure_seen_.reset();
     abort_reason_.clear();
     aborted_.store(false);
   }
@@ -387,11 +394,53 @@ Status HostDevicePlane::synchronize(const std::string& what) {
   for (;;) {
     const bool finished = done->wait_for(std::chrono::milliseconds(1));
     if (auto error = async_error()) return fail(*error);
+    if (auto seen = failure_seen()) return fail(*seen);
     if (finished) return Status::ok();
     if (auto reason = abort_reason())
       return fail(aborted("job aborted: " + *reason + " (while " + what + " ran on the host plane)"));
     if (Clock::now() > deadline) return fail(gpu_timeout_status(who_, what, op_timeout_));
   }
+}
+
+Result<uint64_t> HostDevicePlane::record_completion() {
+  HVRUN_RETURN_IF_ERROR(usable("recording a completion"));
+  std::shared_ptr<HostEvent> event = stream_->record();
+  std::lock_guard<std::mutex> lock(tokens_mutex_);
+  const uint64_t token = next_token_++;
+  tokens_.emplace(token, std::move(event));
+  return token;
+}
+
+std::optional<Status> HostDevicePlane::poll_completion(uint64_t token, const std::string& what,
+                                                       Clock::time_point deadline) {
+  std::shared_ptr<HostEvent> event;
+  {
+    std::lock_guard<std::mutex> lock(tokens_mutex_);
+    auto it = tokens_.find(token);
+    if (it == tokens_.end())
+      return internal_error("host plane: completion token " + std::to_string(token) + " is unknown");
+    event = it->second;
+  }
+  // As synchronize(), in its order: a failure on the stream first (the work it skipped still
+  // completes the event), then the event, then the abort and the deadline.
+  const bool finished = event->done();
+  std::optional<Status> failure = async_error();
+  if (!failure && finished) return Status::ok();
+  if (!failure) failure = failure_seen();
+  if (!failure) {
+    if (auto reason = abort_reason())
+      return aborted("job aborted: " + *reason + " (while " + what + " ran on the host plane)");
+    if (Clock::now() <= deadline) return std::nullopt;
+    failure = gpu_timeout_status(who_, what, op_timeout_);
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!failure_seen_) failure_seen_ = *failure;
+  return *failure_seen_;
+}
+
+void HostDevicePlane::release_completion(uint64_t token) {
+  std::lock_guard<std::mutex> lock(tokens_mutex_);
+  tokens_.erase(token);
 }
 
 }  // namespace hvrun::detail::cuda

@@ -9,7 +9,9 @@
 // or a HostStream* of the caller's); the collectives run through a communicator of all ranks
 // over shared memory (host_communicator.h: the "unique id" is its segment's name), reductions in
 // rank order; a failure on the stream is an asynchronous error that synchronize() finds, as
-// ncclCommGetAsyncError; synchronize() is bounded by the op timeout; abort() and every failure
+// ncclCommGetAsyncError; synchronize() and poll_completion() are bounded by the op timeout (a
+// failure poll_completion() sees on another thread is the plane's own at the owner's next
+// call, which aborts the communicator, as the CUDA plane does); abort() and every failure
 // abort the communicator, which the peers see as ncclRemoteError and every later call fails
 // with. Grouped NCCL calls (uneven allgather, alltoall) are one exchange here. An elastic reset
 // whose ranks only left shrinks the communicator as ncclCommShrink does: the survivors attach to
@@ -83,6 +85,10 @@ class HostDevicePlane final : public DevicePlane {
 
   Status synchronize(const std::string& what) override;
   void abort(const std::string& reason) override;
+  Result<uint64_t> record_completion() override;
+  std::optional<Status> poll_completion(uint64_t token, const std::string& what,
+                                        std::chrono::steady_clock::time_point deadline) override;
+  void release_completion(uint64_t token) override;
 
  private:
   struct Buffer {
@@ -101,6 +107,8 @@ class HostDevicePlane final : public DevicePlane {
   Status enqueue_exchange(const std::string& what, std::function<Status(HostCommunicator&)> op);
   std::optional<Status> async_error() const;
   std::optional<std::string> abort_reason() const;
+  // A failure poll_completion() found, which the owner's next call makes the plane's own.
+  std::optional<Status> failure_seen() const;
 
   RankIdentity who_;
   std::chrono::milliseconds op_timeout_;
@@ -117,6 +125,11 @@ class HostDevicePlane final : public DevicePlane {
   std::optional<Status> async_error_;  // mutex_: the first failure on the stream
   std::atomic<bool> aborted_{false};
   std::string abort_reason_;           // mutex_
+  std::optional<Status> failure_seen_;  // mutex_
+  // Completion tokens by handle (tokens_mutex_: the poller's thread reads them).
+  std::mutex tokens_mutex_;
+  std::unordered_map<uint64_t, std::shared_ptr<HostEvent>> tokens_;
+  uint64_t next_token_ = 1;  // tokens_mutex_
 
   // Last: the stream's thread uses everything above, so it stops first.
   std::unique_ptr<HostStream> stream_;

@@ -70,6 +70,8 @@ CudaDevicePlane::~CudaDevicePlane() {
     (void)cudaFree(scratch_);
     (void)cudaFree(device_table_);
     (void)cudaFreeHost(host_table_);
+    for (auto& [token, event] : tokens_) (void)cudaEventDestroy(event);
+    for (cudaEvent_t event : spare_events_) (void)cudaEventDestroy(event);
     if (caller_ready_) (void)cudaEventDestroy(caller_ready_);
     if (done_) (void)cudaEventDestroy(done_);
     if (stream_) (void)cudaStreamDestroy(stream_);
@@ -143,13 +145,23 @@ Status CudaDevicePlane::fail(Status failure) {
       (void)ncclCommAbort(comm_);  // no thread to be had: abort here
     }
   }
-  comm_ = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(comm_mutex_);
+    comm_ = nullptr;
+  }
   if (!failed_) failed_ = failure;
   return failure;
 }
 
+std::optional<Status> CudaDevicePlane::failure_seen() const {
+  if (!failure_flag_.load()) return std::nullopt;
+  std::lock_guard<std::mutex> lock(abort_mutex_);
+  return failure_seen_;
+}
+
 Status CudaDevicePlane::usable(const std::string& what) {
   if (failed_) return *failed_;
+  if (auto seen = failure_seen()) return fail(*seen);
   if (auto reason = abort_reason())
     return fail(aborted("job aborted: " + *reason + " (before " + what + " on the GPU)"));
   if (ordinal_ < 0) return failed_precondition("GPU data plane used before use_device()");
@@ -314,6 +326,8 @@ Status CudaDevicePlane::shrink_communicator(std::span<const int> excluded, const
     std::lock_guard<std::mutex> lock(abort_mutex_);
     abort_reason_.clear();
     aborted_.store(false);
+    failure_seen_.reset();
+    failure_flag_.store(false);
   }
   who_ = RankIdentity{now.rank, now.size, now.host, who_.gpu};
   op_timeout_ = now.op_timeout;
@@ -325,7 +339,10 @@ Status CudaDevicePlane::shrink_communicator(std::span<const int> excluded, const
   // NCCL_SHRINK_ABORT: the parent may hold the lost rank's error; its operations end first.
   ncclResult_t r = NcclOptional::get().comm_shrink(parent, list.data(), static_cast<int>(list.size()), &child,
                                                    &config, NCCL_SHRINK_ABORT);
-  comm_ = child;
+  {
+    std::lock_guard<std::mutex> lock(comm_mutex_);
+    comm_ = child;
+  }
   revoked_ = false;
   fusion_registration_ = nullptr;  // it was the parent's, and goes with it
   Status made = nccl_call(r, "communicator shrink (ncclCommShrink, " + std::to_string(list.size()) +
@@ -491,6 +508,7 @@ Status CudaDevicePlane::nccl_call(ncclResult_t result, const std::string& what) 
     if (polled != ncclSuccess) return fail(nccl_status(polled, "ncclCommGetAsyncError after " + what));
     if (state == ncclSuccess) return Status::ok();
     if (state != ncclInProgress) return fail(nccl_status(state, what));
+    if (auto seen = failure_seen()) return fail(*seen);
     if (auto reason = abort_reason())
       return fail(aborted("job aborted: " + *reason + " (during NCCL " + what + ")"));
     if (Clock::now() > deadline) return fail(gpu_timeout_status(who_, what, op_timeout_));
@@ -605,11 +623,87 @@ Status CudaDevicePlane::synchronize(const std::string& what) {
           state != ncclInProgress)
         return fail(nccl_status(state, what));
     }
+    if (auto seen = failure_seen()) return fail(*seen);
     if (auto reason = abort_reason())
       return fail(aborted("job aborted: " + *reason + " (while " + what + " ran on the GPU)"));
     if (Clock::now() > deadline) return fail(gpu_timeout_status(who_, what, op_timeout_));
     backoff.pause();
   }
+}
+
+Result<uint64_t> CudaDevicePlane::record_completion() {
+  HVRUN_RETURN_IF_ERROR(usable("recording a completion"));
+  cudaEvent_t event = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(tokens_mutex_);
+    if (!spare_events_.empty()) {
+      event = spare_events_.back();
+      spare_events_.pop_back();
+    }
+  }
+  if (event == nullptr)
+    HVRUN_RETURN_IF_ERROR(cuda_status(cudaEventCreateWithFlags(&event, cudaEventDisableTiming),
+                                      "cudaEventCreateWithFlags for a completion"));
+  Status recorded = cuda_status(cudaEventRecord(event, stream_), "cudaEventRecord of a completion");
+  std::lock_guard<std::mutex> lock(tokens_mutex_);
+  if (!recorded.is_ok()) {
+    spare_events_.push_back(event);
+    return recorded;
+  }
+  const uint64_t token = next_token_++;
+  tokens_.emplace(token, event);
+  return token;
+}
+
+std::optional<Status> CudaDevicePlane::async_error_of_comm(const std::string& what) {
+  std::lock_guard<std::mutex> lock(comm_mutex_);
+  if (comm_ == nullptr) return std::nullopt;
+  ncclResult_t state = ncclSuccess;
+  if (ncclCommGetAsyncError(comm_, &state) == ncclSuccess && state != ncclSuccess &&
+      state != ncclInProgress)
+    return nccl_status(state, what);
+  return std::nullopt;
+}
+
+std::optional<Status> CudaDevicePlane::poll_completion(uint64_t token, const std::string& what,
+                                                       Clock::time_point deadline) {
+  cudaEvent_t event = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(tokens_mutex_);
+    auto it = tokens_.find(token);
+    if (it == tokens_.end())
+      return internal_error("GPU data plane: completion token " + std::to_string(token) + " is unknown");
+    event = it->second;
+  }
+  // The poller's thread queries the plane's device (the first poll makes it current there).
+  thread_local int current = -1;
+  if (current != ordinal_ && cudaSetDevice(ordinal_) == cudaSuccess) current = ordinal_;
+  // As synchronize(), in its order: the event, then NCCL's error, the abort, the deadline.
+  std::optional<Status> failure = failure_seen();
+  if (!failure) {
+    const cudaError_t q = cudaEventQuery(event);
+    if (q == cudaSuccess) return Status::ok();
+    if (q != cudaErrorNotReady) failure = cuda_status(q, what);
+  }
+  if (!failure) failure = async_error_of_comm(what);
+  if (!failure) {
+    if (auto reason = abort_reason())
+      return aborted("job aborted: " + *reason + " (while " + what + " ran on the GPU)");
+    if (Clock::now() <= deadline) return std::nullopt;
+    failure = gpu_timeout_status(who_, what, op_timeout_);
+  }
+  std::lock_guard<std::mutex> lock(abort_mutex_);
+  if (!failure_seen_) failure_seen_ = *failure;
+  failure_flag_.store(true);
+  return *failure_seen_;
+}
+
+void CudaDevicePlane::release_completion(uint64_t token) {
+  std::lock_guard<std::mutex> lock(tokens_mutex_);
+  auto it = tokens_.find(token);
+  if (it == tokens_.end()) return;
+  spare_events_.push_back(it->second);
+  tokens_.erase(it);
 }
 
 }  // namespace hvrun::detail::cuda

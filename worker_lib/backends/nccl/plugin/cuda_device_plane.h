@@ -11,6 +11,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <vector>
 
 #include "worker_lib/backends/nccl/device_plane.h"
 #include "worker_lib/backends/nccl/nccl_errors.h"
@@ -62,6 +63,10 @@ class CudaDevicePlane final : public DevicePlane {
 
   Status synchronize(const std::string& what) override;
   void abort(const std::string& reason) override;
+  Result<uint64_t> record_completion() override;
+  std::optional<Status> poll_completion(uint64_t token, const std::string& what,
+                                        std::chrono::steady_clock::time_point deadline) override;
+  void release_completion(uint64_t token) override;
 
  private:
   Status cuda_status(cudaError_t error, const std::string& what) const;
@@ -86,6 +91,11 @@ class CudaDevicePlane final : public DevicePlane {
   // Copies a chunked table to the device (pinned staging, queued) and returns its device address.
   Result<const Segment*> stage_table(std::span<const Segment> chunks);
   std::optional<std::string> abort_reason() const;
+  // A failure poll_completion() found on another thread: the owner's next call (or the wait it
+  // is in) makes it the plane's own through fail(), which aborts the communicator.
+  std::optional<Status> failure_seen() const;
+  // Polled by poll_completion(): NCCL's asynchronous error, under comm_mutex_.
+  std::optional<Status> async_error_of_comm(const std::string& what);
   // The fusion buffer registered with the communicator (ncclCommRegister) where this NCCL has
   // it; a registration NCCL refuses only leaves the buffer unregistered.
   void register_fusion();
@@ -97,7 +107,10 @@ class CudaDevicePlane final : public DevicePlane {
   cudaStream_t stream_ = nullptr;
   cudaEvent_t caller_ready_ = nullptr;  // recorded on a caller's stream, waited by stream_
   cudaEvent_t done_ = nullptr;          // recorded on stream_, waited by callers and the host
+  // Written by the owner's thread under comm_mutex_ where a poller may read it (fail() ends it;
+  // init and shrink run with no completion token outstanding).
   ncclComm_t comm_ = nullptr;
+  mutable std::mutex comm_mutex_;
   bool elastic_ = false;                // PluginContext::elastic
   bool revoked_ = false;                // comm_ revoked (ncclCommRevoke), awaiting shrink
   std::optional<Status> failed_;        // sticky once the communicator was aborted
@@ -123,6 +136,14 @@ class CudaDevicePlane final : public DevicePlane {
   mutable std::mutex abort_mutex_;
   std::atomic<bool> aborted_{false};
   std::string abort_reason_;         // abort_mutex_
+  std::atomic<bool> failure_flag_{false};
+  std::optional<Status> failure_seen_;  // abort_mutex_
+
+  // Completion tokens: an event recorded on stream_ each, reused from spare_events_.
+  std::mutex tokens_mutex_;
+  std::unordered_map<uint64_t, cudaEvent_t> tokens_;  // tokens_mutex_
+  std::vector<cudaEvent_t> spare_events_;             // tokens_mutex_
+  uint64_t next_token_ = 1;                           // tokens_mutex_
 };
 
 }  // namespace hvrun::detail::cuda

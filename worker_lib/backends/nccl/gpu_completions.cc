@@ -1,0 +1,97 @@
+#include "worker_lib/backends/nccl/gpu_completions.h"
+
+#include <utility>
+
+namespace hvrun::detail {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Between polls of a token that is not done: yields for the first ~100 µs (a step's collective
+// often takes that little, and its finish is the step's latency), then sleeps 50 µs per poll so
+// that a long collective costs no core.
+class PollPause {
+ public:
+  void pause() {
+    if (Clock::now() - start_ < std::chrono::microseconds(100)) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+  void restart() { start_ = Clock::now(); }
+
+ private:
+  Clock::time_point start_ = Clock::now();
+};
+
+}  // namespace
+
+GpuCompletions::GpuCompletions(std::function<void(const std::string&)> on_failure)
+    : on_failure_(std::move(on_failure)) {}
+
+GpuCompletions::~GpuCompletions() {
+  drain();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  changed_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void GpuCompletions::track(Queued queued) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    queue_.push_back(std::move(queued));
+    if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
+  }
+  changed_.notify_all();
+}
+
+void GpuCompletions::drain() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  changed_.wait(lock, [this] { return queue_.empty() && finishing_ == 0; });
+}
+
+size_t GpuCompletions::in_flight() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return queue_.size() + finishing_;
+}
+
+void GpuCompletions::run() {
+  PollPause pause;
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    changed_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // stopping, nothing left
+    Queued& front = queue_.front();
+    cuda::DevicePlane* plane = front.plane;
+    const uint64_t token = front.token;
+    const std::string& what = front.what;
+    const Clock::time_point deadline = front.deadline;
+    lock.unlock();
+    // The front stays queued while polled: only this thread pops, so `what` stays valid.
+    std::optional<Status> done = plane->poll_completion(token, what, deadline);
+    lock.lock();
+    if (!done) {
+      lock.unlock();
+      pause.pause();
+      lock.lock();
+      continue;
+    }
+    Queued finished = std::move(queue_.front());
+    queue_.pop_front();
+    ++finishing_;
+    lock.unlock();
+    finished.plane->release_completion(finished.token);
+    if (!done->is_ok()) on_failure_(finished.what);
+    finished.finish(std::move(*done));
+    pause.restart();
+    lock.lock();
+    --finishing_;
+    changed_.notify_all();
+  }
+}
+
+}  // namespace hvrun::detail
