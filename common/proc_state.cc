@@ -49,6 +49,22 @@ std::optional<TaskState> read_task_state(pid_t pid, pid_t tid) {
   return task;
 }
 
+std::optional<int> read_exiting_status(pid_t pid) {
+  const std::string stat = read_small_file(task_dir(pid, pid) + "stat");
+  const size_t close = stat.rfind(')');
+  if (close == std::string::npos) return std::nullopt;
+  // Fields after the name, from the 3rd (the state); the exit code is the 52nd.
+  std::istringstream fields(stat.substr(close + 2));
+  std::string field;
+  for (int n = 3; n <= 52; ++n) {
+    if (!(fields >> field)) return std::nullopt;
+  }
+  char* end = nullptr;
+  const long status = std::strtol(field.c_str(), &end, 10);
+  if (end == field.c_str()) return std::nullopt;
+  return static_cast<int>(status);
+}
+
 std::vector<pid_t> list_tasks(pid_t pid) {
   std::vector<pid_t> tasks;
   const std::string path = "/proc/" + std::to_string(pid) + "/task";

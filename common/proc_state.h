@@ -33,6 +33,13 @@ struct ProcessSnapshot {
   std::vector<TaskState> tasks;
 };
 ProcessSnapshot read_process_snapshot(pid_t pid);
+
+// The status `pid` exits with, as waitpid() will report it, read from /proc/<pid>/stat while
+// the kernel still tears the process down (set as its exit begins: a process holding a large
+// address space, PyTorch's for one, takes tens of milliseconds more before it can be reaped).
+// 0 for a process that is not exiting or exits with code 0; nullopt when it is gone or the
+// field is unreadable.
+std::optional<int> read_exiting_status(pid_t pid);
 // The snapshot as bytes to send to another host ('\0'-separated words), and back (nullopt when
 // malformed).
 std::string encode_process_snapshot(const ProcessSnapshot& snapshot);

@@ -122,6 +122,7 @@ Result<Config> Config::from_environment() {
   config.start_timeout = seconds_to_ms(settings.get(setting::kStartTimeoutSeconds));
   if (const char* elastic = env("HVRUN_ELASTIC")) config.elastic = std::string(elastic) == "1";
   if (const char* spare = env("HVRUN_ELASTIC_SPARE")) config.spare = std::string(spare) == "1";
+  if (const char* watch = env("HVRUN_DEATH_WATCH")) config.death_watch = watch;
   config.elastic_timeout = seconds_to_ms(settings.get(setting::kElasticTimeoutSeconds));
   config.op_timeout = seconds_to_ms(settings.get(setting::kOpTimeoutSeconds));
   config.log_level = settings.get(setting::kLogLevel);

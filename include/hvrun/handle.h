@@ -39,9 +39,10 @@ class Handle {
   // going and can be waited on again.
   Status wait(std::chrono::milliseconds timeout) const;
 
-  // Runs `callback` with the final status once the operation finished: on the worker's
-  // background thread when it completes later, at once on the calling thread when it already
-  // had. Outputs are readable from the callback. The callback holds up every other collective
+  // Runs `callback` with the final status once the operation finished: on the thread that
+  // completes it when it completes later (the worker's background thread; for CUDA tensors of
+  // the global process set, the GPU executor's completion thread, hvrun-gpu-done, which finishes
+  // responses when the GPU did), at once on the calling thread when it already had. Outputs are readable from the callback. The callback holds up every other collective
   // while it runs, so it must not block: frameworks hand the rest of their work to a thread of
   // their own (an asynchronous op kernel schedules its completion). An empty handle calls it at
   // once with kFailedPrecondition. Callbacks run in the order they were added.

@@ -44,7 +44,11 @@
 //   hvrun-telemetry  reports counters and timeline events to the coordinator;
 //   hvrun-autopsy    answers the launcher's autopsy requests (see hvrun/autopsy.h);
 //   hvrun-arbiter    only on the one rank that decides a multi-host job's shared-memory rounds;
-//   hvrun-deadline   only once an op was submitted with a per-op timeout.
+//   hvrun-deadline   only once an op was submitted with a per-op timeout;
+//   hvrun-gpu-done   only once a CUDA tensor was reduced: completes CUDA responses (and runs
+//                    their on_complete callbacks) when the GPU finished them;
+//   hvrun-watched    only under hvrun's death watch (HVRUN_DEATH_WATCH, elastic jobs): holds
+//                    it, so that hvrun sees this process's death as it begins.
 // Blocking allreduces on the fast path run on the caller's thread. The libraries linked in
 // (gRPC, Gloo, NCCL) run threads of their own besides.
 #pragma once
@@ -118,6 +122,10 @@ struct Config {
   // A hot spare of an elastic job (HVRUN_ELASTIC_SPARE=1, set by hvrun --spares): init() waits
   // in registration, with no deadline but the job's end, until a lost rank's place is its.
   bool spare = false;
+  // Set by hvrun for its elastic jobs (HVRUN_DEATH_WATCH, "<segment>:<slot>"): from init() to
+  // shutdown() the worker holds that slot of the launcher's death watch, so that its death is
+  // seen as it begins rather than once the process can be reaped. Empty: none.
+  std::string death_watch;
   // Bounds every data-plane operation and every wait() without an explicit timeout.
   std::chrono::milliseconds op_timeout{300000};
   std::string log_level = "info";

@@ -66,12 +66,21 @@ void ElasticController::check_stragglers() {
   runner_.stop(id);
 }
 
+namespace {
+
+// How a worker ended: its exit once read, or the status it was seen dying with before that.
+int end_status(const WorkerRecord& record) {
+  return record.exited || record.dying_status < 0 ? record.wait_status : record.dying_status;
+}
+
+}  // namespace
+
 std::string ElasticController::describe(const WorkerRecord& record) {
   // A rank whose host never got its agent has no process to speak of.
   const char* what = record.pid > 0 ? "the worker started as rank " : "the worker planned as rank ";
   return what + std::to_string(record.rank) + " on host " + record.host +
          (record.pid > 0 ? " (pid " + std::to_string(record.pid) + ")" : std::string()) + " " +
-         (record.lost.empty() ? describe_wait_status(record.wait_status) : "was " + record.lost);
+         (record.lost.empty() ? describe_wait_status(end_status(record)) : "was " + record.lost);
 }
 
 bool ElasticController::absorb() {
@@ -88,7 +97,7 @@ bool ElasticController::absorb() {
   std::string spares_ended;
   for (size_t i = 0; i < records.size(); ++i) {
     const WorkerRecord& r = records[i];
-    if (handled_[i] || (!r.exited && r.lost.empty())) continue;
+    if (handled_[i] || (!r.exited && r.lost.empty() && r.dying_status < 0)) continue;
     handled_[i] = true;
     if (static_cast<int>(i) == replacing_) {
       // Stopped by hvrun as a straggler: however it ended, it is lost, and its host did not fail.
@@ -112,14 +121,14 @@ bool ElasticController::absorb() {
     }
     if (membership_.is_spare(static_cast<int>(i))) {
       // A spare that ended held no rank: the membership stays as it is.
-      if (r.lost.empty() && !is_failure(r.wait_status))
+      if (r.lost.empty() && !is_failure(end_status(r)))
         membership_.remove_finished(static_cast<int>(i));
       else
         membership_.remove_failed(static_cast<int>(i), now);
       spares_ended += (spares_ended.empty() ? "" : "; ") + describe(r);
       continue;
     }
-    if (r.lost.empty() && !is_failure(r.wait_status)) {
+    if (r.lost.empty() && !is_failure(end_status(r))) {
       if (membership_.remove_finished(static_cast<int>(i)) && !training_over_) end_training(r);
       continue;
     }

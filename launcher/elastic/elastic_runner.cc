@@ -75,6 +75,8 @@ int ElasticRunner::run(const std::vector<ElasticSlot>& first) {
   records.reserve(static_cast<size_t>(record_capacity(config_.elastic)));
   LocalWorkers local(supervisor().io(), records, streams(), supervisor(), guard_,
                      config_.grace_period);
+  // A rank that dies is replaced as its death begins, not once the kernel has torn it down.
+  local.watch_for_dying();
   HeldChildren children(local);
   local_ = &local;
   children_ = &children;

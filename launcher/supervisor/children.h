@@ -42,6 +42,12 @@ class ChildrenEvents {
   // A child is gone without accounting for its ranks (an agent lost before its BYE): that
   // explains every other failure, so the job ends with `end` at once.
   virtual void child_lost(JobEnd end) = 0;
+  // A rank's process began to die inside its job (a failure, `wait_status` as waitpid() will
+  // report it a moment later): a job that goes on without lost ranks acts now.
+  virtual void rank_dying(WorkerRecord& record, int wait_status) {
+    (void)record;
+    (void)wait_status;
+  }
   // A line for the user ("hvrun: " is added).
   virtual void say(const std::string& text) = 0;
   // A child or an output stream ended: the supervisor checks whether the job is over.

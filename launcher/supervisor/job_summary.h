@@ -20,6 +20,9 @@ struct WorkerRecord {
   bool signalled_by_hvrun = false;  // hvrun signalled it before it exited
   const TaggedStream* err_stream = nullptr;
   std::string lost;  // multi-host: why its fate is unknown (its agent was lost), else empty
+  // The status it is dying with, seen before it could be reaped (launcher/process/
+  // dying_workers.h): an elastic job replaces it at once; -1 until then. `exited` follows.
+  int dying_status = -1;
   // Set for a child that runs every rank itself (mpirun, for hvrun --mpi): messages name it
   // ("mpirun (pid 12) exited with code 1") and never blame one rank for it.
   std::string label;

@@ -125,6 +125,21 @@ void JobSupervisor::child_lost(JobEnd end) {
   begin_teardown(std::move(end), SIGTERM);
 }
 
+void JobSupervisor::rank_dying(WorkerRecord& record, int wait_status) {
+  // Only a job that goes on without a lost rank gains by acting before the exit can be read;
+  // any other job ends on the exit's own account, a moment later.
+  if (tearing_down_ || !config_.absorb_failure || record.exited || record.dying_status >= 0) return;
+  record.dying_status = wait_status;
+  WorkerRecord dying = record;
+  dying.wait_status = wait_status;
+  JobEnd end = worker_failure(dying);
+  if (config_.absorb_failure(end)) {
+    loop_.check_progress();
+    return;
+  }
+  begin_teardown(std::move(end), SIGTERM);
+}
+
 void JobSupervisor::say(const std::string& text) { err_.write_message("hvrun: " + text + "\n"); }
 
 void JobSupervisor::progress() { loop_.check_progress(); }

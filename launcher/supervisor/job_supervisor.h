@@ -86,6 +86,7 @@ class JobSupervisor final : public ChildrenEvents {
   void rank_failed(const WorkerRecord& record) override;
   void start_failed(JobEnd end) override;
   void child_lost(JobEnd end) override;
+  void rank_dying(WorkerRecord& record, int wait_status) override;
   void say(const std::string& text) override;
   void progress() override;
 

@@ -4,6 +4,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <boost/asio/post.hpp>
+
 #include "launcher/process/process_group.h"
 #include "launcher/process/worker_process.h"
 #include "launcher/supervisor/job_verdict.h"
@@ -23,9 +25,22 @@ Status LocalWorkers::start(size_t index, const std::string& path,
                            const std::vector<std::string>& argv,
                            const std::vector<std::string>& envp, const std::vector<int>& cpus) {
   WorkerRecord& record = records_.at(index);
-  HVRUN_ASSIGN_OR_RETURN(SpawnedWorker spawned, spawn_worker(path, argv, envp, false, cpus));
+  std::vector<std::string> environment = envp;
+  if (dying_) environment.push_back(dying_->environment_entry(index));
+  HVRUN_ASSIGN_OR_RETURN(SpawnedWorker spawned, spawn_worker(path, argv, environment, false, cpus));
   record.pid = spawned.pid;
   if (guard_ != nullptr) guard_->watch(spawned.pid);
+  if (dying_) {
+    dying_->watch(index, spawned.pid, [this, index, self = std::weak_ptr<LocalWorkers*>(self_)](int status) {
+      asio::post(io_, [self, index, status] {
+        auto alive = self.lock();
+        if (!alive) return;
+        LocalWorkers& workers = **alive;
+        WorkerRecord& dying = workers.records_[index];
+        if (!dying.exited) workers.events_.rank_dying(dying, status);
+      });
+    });
+  }
   output_.begin(record);
   const int fds[2] = {spawned.stdout_fd, spawned.stderr_fd};
   for (int k = 0; k < 2; ++k) {
@@ -59,6 +74,17 @@ void LocalWorkers::close_pipe(Pipe& pipe) {
   output_.end(records_[pipe.index].rank, pipe.stream);
   error_code ignored;
   pipe.fd->close(ignored);
+}
+
+void LocalWorkers::watch_for_dying() {
+  if (dying_) return;
+  auto made = DyingWorkers::start(records_.capacity());
+  if (!made.is_ok()) {
+    spdlog::debug("workers' deaths are seen when they can be reaped only: {}", made.status().message());
+    return;
+  }
+  dying_ = std::move(made).value();
+  if (guard_ != nullptr) guard_->remove_on_exit("/dev/shm/" + dying_->segment_name());
 }
 
 WorkerRecord* LocalWorkers::reap() {

@@ -17,6 +17,7 @@
 #include <boost/asio/posix/stream_descriptor.hpp>
 
 #include "common/status.h"
+#include "launcher/process/dying_workers.h"
 #include "launcher/process/orphan_guard.h"
 #include "launcher/process/stray_processes.h"
 #include "launcher/supervisor/children.h"
@@ -35,6 +36,10 @@ class LocalWorkers final : public Children {
   // Call from the thread that lives as long as the job (PR_SET_PDEATHSIG is tied to it).
   Status start(size_t index, const std::string& path, const std::vector<std::string>& argv,
                const std::vector<std::string>& envp, const std::vector<int>& cpus);
+  // From now on every started worker is watched for the moment its death begins
+  // (process/dying_workers.h), reported as ChildrenEvents::rank_dying. Call before start();
+  // where the segment cannot be made, workers are not watched (their exits still are).
+  void watch_for_dying();
 
   WorkerRecord* reap() override;
   // A rank the coordinator names while it still runs: a dying process closes its sockets before
@@ -64,6 +69,9 @@ class LocalWorkers final : public Children {
 
   boost::asio::io_context& io_;
   std::vector<WorkerRecord>& records_;
+  std::unique_ptr<DyingWorkers> dying_;
+  // Expires with this object: a death reported after it is dropped.
+  std::shared_ptr<LocalWorkers*> self_ = std::make_shared<LocalWorkers*>(this);
   RankOutput& output_;
   ChildrenEvents& events_;
   OrphanGuard* guard_;

@@ -345,6 +345,36 @@ TEST(GpuExecutor, AQueuedResponseFailsAtTheOpTimeoutAndThePlaneWithIt) {
   release.set_value();
 }
 
+// The plane's own failure (here a host wait's op timeout) ends the work queued before a token:
+// the token's event still completes as the stream drains, yet its poll says the failure, not OK.
+TEST(HostDevicePlane, ATokenWhoseWorkTheOwnersFailureEndedFailsWithIt) {
+  auto plane = cuda::make_host_device_plane(
+      {.rank = 0, .size = 1, .host = "h", .op_timeout = std::chrono::milliseconds(200)});
+  ASSERT_TRUE(plane->use_device(0).is_ok());
+  cuda::HostStream caller("test-caller");
+  std::promise<void> release;
+  caller.enqueue([gate = release.get_future().share()] { gate.wait(); });
+  ASSERT_TRUE(plane->wait_for(&caller).is_ok());
+  float source = 1.0f, target = 0.0f;
+  Segment copy{&source, &target, 1};
+  ASSERT_TRUE(plane->copy_segments({&copy, 1}, {.dtype = DataType::kFloat32}).is_ok());
+  auto token = plane->record_completion();
+  ASSERT_TRUE(token.is_ok()) << token.status().to_string();
+  Status waited = plane->synchronize("the held copy");
+  EXPECT_EQ(waited.code(), StatusCode::kDeadlineExceeded) << waited.to_string();
+  std::optional<Status> polled;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!polled && std::chrono::steady_clock::now() < until) {
+    polled = plane->poll_completion(*token, "the held copy", until);
+    if (!polled) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_TRUE(polled.has_value());
+  EXPECT_EQ(polled->code(), StatusCode::kDeadlineExceeded) << polled->to_string();
+  release.set_value();
+  plane->release_completion(*token);
+  EXPECT_EQ(target, 0.0f);  // the copy never ran
+}
+
 // A training step reduces the same tensors from the same memory every step: the second step
 // launches the first one's staged tables and stages, builds and uploads nothing; tensors in
 // other memory get tables of their own.

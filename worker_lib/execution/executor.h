@@ -46,6 +46,8 @@ class Executor {
                             std::function<void(Status)> finish) {
     finish(execute(response, entries));
   }
+  // Returns once every response execute_then() left running has finished.
+  virtual void drain() {}
   // Any thread: the operation in progress and every later one fail with kAborted carrying
   // `reason`. Idempotent; the first reason wins.
   virtual void abort(const std::string& reason) = 0;

@@ -92,15 +92,20 @@ void PlanExecutor::execute_on_gpu(const v1::Response& r, const ResponseEntries& 
   std::shared_ptr<Phase> phase;
   if (phase_observer_)
     phase = std::make_shared<Phase>(Phase{phase_summary(r), telemetry::PhaseClock::now(), local_bytes(r, e)});
-  gpu_->execute_then(r, e, [this, joined = r.joined_ranks(), entries = e, phase,
-                            finished = std::move(finished)](Status status) {
+  auto finish = [this, joined = r.joined_ranks(), entries = e, phase,
+                 finished = std::move(finished)](Status status) {
     const auto end = telemetry::PhaseClock::now();
     if (phase)
       phase_observer_->on_phase(phase->summary, telemetry::Phase::kCollective, phase->start, end,
                                 phase->bytes, "nccl");
     complete(joined, entries, std::move(status));
     if (finished) finished(end);
-  });
+  };
+  if (gpu_asynchronous_) {
+    gpu_->execute_then(r, e, std::move(finish));
+  } else {
+    finish(gpu_->execute(r, e));
+  }
 }
 
 }  // namespace hvrun::detail

@@ -38,7 +38,18 @@ class PlanExecutor {
 
   // Responses on CUDA tensors go to `gpu` (the NCCL data plane, backends/nccl/gpu_executor.h);
   // without one they fail with a message saying so. Call before the first execute().
-  void set_gpu_executor(std::unique_ptr<Executor> gpu) { gpu_ = std::move(gpu); }
+  // `asynchronous`: execute() returns once the work is queued and the handles complete when the
+  // GPU finished it (the global set's); otherwise execute() waits for the GPU (the other
+  // process sets': their communicators must not run beside the global one's, which NCCL does
+  // not promise to make progress together, so the plan runner drains the global one first).
+  void set_gpu_executor(std::unique_ptr<Executor> gpu, bool asynchronous = true) {
+    gpu_ = std::move(gpu);
+    gpu_asynchronous_ = asynchronous;
+  }
+  // Returns once every CUDA response this executor left running has finished.
+  void drain_gpu() {
+    if (gpu_) gpu_->drain();
+  }
 
   // Any thread: every data plane's operation in progress and every later one fail with kAborted.
   void abort(const std::string& reason) {
@@ -71,6 +82,7 @@ class PlanExecutor {
 
   CpuExecutor cpu_;
   std::unique_ptr<Executor> gpu_;  // set once before execute() runs; may be null
+  bool gpu_asynchronous_ = true;
   std::function<Status(Status)> explain_;
   telemetry::PhaseObserver* phase_observer_ = nullptr;
   FlightRecorder* recorder_ = nullptr;

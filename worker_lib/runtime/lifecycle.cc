@@ -24,6 +24,15 @@ void RuntimeLifecycle::start() {
   p.telemetry->set_pile_up_callback(kPileUp, [sender = p.reporter.get()] { sender->wake(); });
   telemetry::register_for_steps(p.telemetry.get());
   p.reporter->start();
+  if (!p.config.death_watch.empty()) {
+    auto held = DeathWatchHolder::hold(p.config.death_watch);
+    if (held.is_ok()) {
+      p.death_watch = std::move(held).value();
+    } else {
+      SPDLOG_DEBUG("the launcher sees this rank's death once it can be reaped only: {}",
+                   held.status().message());
+    }
+  }
   phase_.store(Phase::kRunning);
 }
 
@@ -88,6 +97,7 @@ Status RuntimeLifecycle::shutdown(const std::optional<std::string>& failure) {
   if (p.gpu && p.reader->hosts_updated())
     p.gpu->membership_changed("slots were added to the job: the membership changes at this reset");
   if (p.gpu) p.gpu->carry_communicator_over();
+  p.death_watch.reset();  // a clean end: the launcher is not told of a death
   p.claim.reset();  // this process may init() again
   if (p.private_coordinator) p.private_coordinator->wait_for_exit();  // it ends on Goodbye
   phase_.store(Phase::kStopped);

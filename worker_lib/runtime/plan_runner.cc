@@ -217,6 +217,9 @@ void PlanRunner::execute_plan(v1::Plan& plan) {
       continue;
     }
     c_.submitter.remember_cache_ids(response, entries);
+    // Another process set's communicator runs only once the global one's work is done.
+    if (executor != &c_.executor && response.device() == v1::DEVICE_KIND_CUDA)
+      c_.executor.drain_gpu();
     if (!c_.telemetry.recording()) {
       executor->execute(response, entries);
       continue;

@@ -86,7 +86,7 @@ Result<std::unique_ptr<ProcessSetPlanes::Set>> ProcessSetPlanes::connect(uint32_
                                                   .allocator = config.device_allocator,
                                                   .plane_factory = cuda::device_plane_factory(config.device_plane)});
   set->gpu = gpu.get();
-  set->executor->set_gpu_executor(std::move(gpu));
+  set->executor->set_gpu_executor(std::move(gpu), /*asynchronous=*/false);
   if (job_.observer) {
     std::string name = set->members.size() == 1 ? "local" : set->backend->name();
     set->executor->set_phase_observer(job_.observer, name.substr(0, name.find('(')));

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "hvrun/hvrun.h"
+#include "worker_lib/runtime/death_watch_holder.h"
 #include "worker_lib/agreement/cached_rounds.h"
 #include "worker_lib/agreement/execution_lane.h"
 #include "worker_lib/agreement/fast_path.h"
@@ -44,6 +45,8 @@ struct RuntimeParts {
   // every part that talks to it.
   std::unique_ptr<PrivateCoordinator> private_coordinator;
   std::unique_ptr<LiveWorkerClaim> claim;  // from start() to the end of shutdown()
+  // The launcher's death watch held from start() to the end of a clean shutdown() (null: none).
+  std::unique_ptr<DeathWatchHolder> death_watch;
   // Registration's answer.
   Topology topology;
   std::string job_id;

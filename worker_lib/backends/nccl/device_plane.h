@@ -7,7 +7,9 @@
 // against mixing builds.
 //
 // Threads: every method except abort(), poll_completion() and release_completion() (any
-// thread) is called by one thread at a time: the thread holding
+// thread) is called by one thread at a time (the GPU executor's call lock orders them): the
+// completion thread, to have the plane take a failure a poll saw (synchronize()), or the
+// thread holding
 // the worker's executor lock (agreement/execution_lane.h). That is the background thread for
 // plans, and for rounds the ranks agreed on (agreement/cached_rounds.h) either it or a thread
 // about to wait on a handle, which runs the round itself instead of waking the background

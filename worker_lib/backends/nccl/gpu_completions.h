@@ -4,15 +4,17 @@
 // the GPU: the next response's pack, NCCL call and unpack are queued while this one runs.
 //
 // A response finishes (its `finish` gets the handles' status) when its token completes, or with
-// the plane's failure: NCCL's asynchronous error, the job's abort, its deadline (the op timeout
-// from when it was queued). A failure first goes to `on_failure`, which has the plane's owner
-// abort the communicator (device_plane.h: a poller only sees the failure), then to `finish`;
-// the later tokens of that plane fail with it. Tokens of one plane complete in order (one
-// stream), so only the oldest is polled.
+// the plane's failure: NCCL's asynchronous error, the job's abort, its deadline (the op timeout,
+// counted from when it could start running: its queuing, or the end of the response before
+// it). A failure first goes to `on_failure`, which has the plane's owner abort the communicator
+// (device_plane.h: a poller only sees the failure), then to `finish`; the other tokens of that
+// plane fail with it. Tokens of one plane complete in order (one stream), so only the oldest is
+// polled.
 //
-// Threads: track() and drain() from any thread; the poller thread starts with the first
-// tracked response (a job without CUDA tensors has none) and ends with the object, which drains
-// first.
+// Threads: track() and drain() from any thread; the poller thread ("hvrun-gpu-done") starts
+// with the first tracked response (a job without CUDA tensors has none) and ends with the
+// object, which drains first. `finish` runs on the poller: the handles' completion, and so a
+// handle's on_complete callback, run there.
 #pragma once
 
 #include <chrono>
@@ -35,7 +37,8 @@ class GpuCompletions {
     cuda::DevicePlane* plane = nullptr;  // outlives the response (the executor drains first)
     uint64_t token = 0;
     std::string what;  // "allreduce of 'a', 'b'", for the failure
-    std::chrono::steady_clock::time_point deadline;
+    std::chrono::steady_clock::time_point queued_at;
+    std::chrono::milliseconds op_timeout{0};
     std::function<void(Status)> finish;
   };
   // `on_failure(what)`: a token failed; the plane's owner makes the failure its own.
@@ -46,6 +49,8 @@ class GpuCompletions {
 
   void track(Queued queued);
   // Returns once every response tracked so far finished (each is bounded by its deadline).
+  // On the poller thread itself (a handle's callback) it returns at once: it cannot wait for
+  // the response it is finishing.
   void drain();
   // Responses queued and not finished (tests).
   size_t in_flight() const;

@@ -372,7 +372,8 @@ void GpuExecutor::execute_then(const v1::Response& r, const ResponseEntries& e,
   completions_.track({.plane = plane,
                       .token = token,
                       .what = describe(r, e),
-                      .deadline = std::chrono::steady_clock::now() + job_.op_timeout,
+                      .queued_at = std::chrono::steady_clock::now(),
+                      .op_timeout = job_.op_timeout,
                       .finish = std::move(finish)});
 }
 

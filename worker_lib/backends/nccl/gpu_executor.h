@@ -90,7 +90,7 @@ class GpuExecutor final : public Executor {
   void execute_then(const v1::Response& r, const ResponseEntries& e,
                     std::function<void(Status)> finish) override;
   // Waits until every response queued so far finished (each is bounded by the op timeout).
-  void drain() { completions_.drain(); }
+  void drain() override { completions_.drain(); }
   // Responses queued and not yet finished (tests).
   size_t in_flight() const { return completions_.in_flight(); }
   // Pack and unpack tables staged so far (tests: a step like the last one stages none).

@@ -68,7 +68,12 @@ void HostDevicePlane::abort(const std::string& reason) {
 }
 
 Status HostDevicePlane::fail(Status failure) {
-  // ncclCommAbort: the running and queued work ends, the peers learn of it.
+  // ncclCommAbort: the running and queued work ends, the peers learn of it. Every token still
+  // polled fails with it: the work before them is skipped, yet their events complete.
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!failure_seen_) failure_seen_ = failure;
+  }
   if (!failed_) {
     failed_ = failure;
     stop_.store(true);
@@ -256,6 +261,10 @@ Status HostDevicePlane::revoke_communicator() {
   // (the peers are revoked by their own reset, or see this rank gone).
   if (!failed_) failed_ = unavailable("rank " + std::to_string(who_.rank) + " on host " + who_.host +
                                       ": the host plane communicator was revoked for an elastic reset");
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!failure_seen_) failure_seen_ = *failed_;
+  }
   stop_.store(true);
   if (stream_) stream_->interrupt();
   return Status::ok();
@@ -425,8 +434,8 @@ std::optional<Status> HostDevicePlane::poll_completion(uint64_t token, const std
   // completes the event), then the event, then the abort and the deadline.
   const bool finished = event->done();
   std::optional<Status> failure = async_error();
-  if (!failure && finished) return Status::ok();
   if (!failure) failure = failure_seen();
+  if (!failure && finished) return Status::ok();
   if (!failure) {
     if (auto reason = abort_reason())
       return aborted("job aborted: " + *reason + " (while " + what + " ran on the host plane)");

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <system_error>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "worker_lib/backends/nccl/nccl_types.h"
@@ -127,30 +128,40 @@ Status CudaDevicePlane::fail(Status failure) {
   // or the job's abort (which the coordinator sends every rank) revokes it, so its work ends as
   // with an abort, but it stays. The op timeout still aborts: the peers, held in the collective
   // this rank gives up on, learn of it from NCCL at once, not at their own timeout.
+  // Every token still polled fails with it: the revoke or abort ends the work before them, so
+  // their events may complete with the results never made.
+  publish_failure(failure);
   if (comm_ && elastic_ && failure.code() != StatusCode::kDeadlineExceeded && shrink_support().is_ok()) {
     start_revoke();
     if (!failed_) failed_ = failure;
     return failure;
   }
-  if (comm_ && !abort_thread_.joinable()) {
+  ncclComm_t comm = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(comm_mutex_);  // a poller no longer reads it
+    comm = std::exchange(comm_, nullptr);
+  }
+  if (comm && !abort_thread_.joinable()) {
     // Ends NCCL's kernels and peers' connections to this rank. Off this thread: ncclCommAbort
     // may wait for the internal stream, which can be held by a caller's stream (a collective
     // queued behind work that never ends); the handle fails now, not when that work ends.
     try {
-      abort_thread_ = std::thread([comm = comm_, ordinal = ordinal_] {
+      abort_thread_ = std::thread([comm, ordinal = ordinal_] {
         if (ordinal >= 0) (void)cudaSetDevice(ordinal);
         (void)ncclCommAbort(comm);
       });
     } catch (const std::system_error&) {
-      (void)ncclCommAbort(comm_);  // no thread to be had: abort here
+      (void)ncclCommAbort(comm);  // no thread to be had: abort here
     }
-  }
-  {
-    std::lock_guard<std::mutex> lock(comm_mutex_);
-    comm_ = nullptr;
   }
   if (!failed_) failed_ = failure;
   return failure;
+}
+
+void CudaDevicePlane::publish_failure(const Status& failure) {
+  std::lock_guard<std::mutex> lock(abort_mutex_);
+  if (!failure_seen_) failure_seen_ = failure;
+  failure_flag_.store(true);
 }
 
 std::optional<Status> CudaDevicePlane::failure_seen() const {
@@ -401,8 +412,11 @@ Status CudaDevicePlane::release_to(void* caller_stream) {
 
 Result<const Segment*> CudaDevicePlane::stage_table(std::span<const Segment> chunks) {
   if (table_used_ + chunks.size() > table_capacity_) {
-    if (table_used_ > 0) HVRUN_RETURN_IF_ERROR(synchronize("growing the segment table"));
+    // The ring wraps: its entries may still be read by queued launches until the GPU is here.
+    if (table_used_ > 0) HVRUN_RETURN_IF_ERROR(synchronize("reusing the segment table"));
     table_used_ = 0;
+  }
+  if (chunks.size() > table_capacity_) {
     size_t capacity = std::max({chunks.size(), table_capacity_ * 2, size_t{4096}});
     (void)cudaFreeHost(host_table_);
     (void)cudaFree(device_table_);
@@ -682,7 +696,11 @@ std::optional<Status> CudaDevicePlane::poll_completion(uint64_t token, const std
   std::optional<Status> failure = failure_seen();
   if (!failure) {
     const cudaError_t q = cudaEventQuery(event);
-    if (q == cudaSuccess) return Status::ok();
+    // A failure published meanwhile may have ended the work before the event: it wins.
+    if (q == cudaSuccess) {
+      if (auto seen = failure_seen()) return *seen;
+      return Status::ok();
+    }
     if (q != cudaErrorNotReady) failure = cuda_status(q, what);
   }
   if (!failure) failure = async_error_of_comm(what);
@@ -692,10 +710,8 @@ std::optional<Status> CudaDevicePlane::poll_completion(uint64_t token, const std
     if (Clock::now() <= deadline) return std::nullopt;
     failure = gpu_timeout_status(who_, what, op_timeout_);
   }
-  std::lock_guard<std::mutex> lock(abort_mutex_);
-  if (!failure_seen_) failure_seen_ = *failure;
-  failure_flag_.store(true);
-  return *failure_seen_;
+  publish_failure(*failure);
+  return *failure_seen();
 }
 
 void CudaDevicePlane::release_completion(uint64_t token) {

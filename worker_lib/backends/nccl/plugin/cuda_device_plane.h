@@ -94,6 +94,8 @@ class CudaDevicePlane final : public DevicePlane {
   // A failure poll_completion() found on another thread: the owner's next call (or the wait it
   // is in) makes it the plane's own through fail(), which aborts the communicator.
   std::optional<Status> failure_seen() const;
+  // Makes `failure` what every poll_completion() answers from now on (any thread).
+  void publish_failure(const Status& failure);
   // Polled by poll_completion(): NCCL's asynchronous error, under comm_mutex_.
   std::optional<Status> async_error_of_comm(const std::string& what);
   // The fusion buffer registered with the communicator (ncclCommRegister) where this NCCL has
