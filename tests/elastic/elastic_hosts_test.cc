@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -141,6 +142,34 @@ class ElasticHostsTest : public NamespaceHostsTest<ElasticHostsTest> {
     const std::string path = dir_ + "/" + name;
     std::ofstream(path) << text;
     return path;
+  }
+
+  // A slow rank across hosts: the process started as rank 2 (on hostB) sleeps 60 ms before its
+  // allreduces at every step (and every rank marks its steps for the straggler attribution);
+  // the discovery script's third host gives the job's one spare its place on hostC.
+  // `straggler_flags`: the --replace-stragglers flags under test, if any.
+  static std::vector<std::string> straggler_job(const std::vector<std::string>& straggler_flags) {
+    const std::string hosts = hosts_file("straggler-hosts", "hostA:2\nhostB:2\nhostC:1\n");
+    std::vector<std::string> flags = {"-np", "4", "-H", "hostA:2,hostB:2", "--spares", "1",
+                                      "--host-discovery-script", "cat " + hosts};
+    flags.insert(flags.end(), straggler_flags.begin(), straggler_flags.end());
+    return job(flags, {{"ELASTIC_SLOW", "2:0.06"},
+                       {"ELASTIC_EPOCHS", "8"},
+                       {"ELASTIC_STEP_SLEEP", "0.1"}});
+  }
+
+  // straggler_job(straggler_flags) runs to its end with nobody stopped: the summary names rank
+  // 2 the straggler, yet the spare on hostC stays parked, and the world size stays 4.
+  void expect_straggler_kept(const std::vector<std::string>& straggler_flags) {
+    auto p = start_logged(straggler_job(straggler_flags), dir_, "straggler-kept");
+    expect_replayed(*p, 4, "4");
+    const std::string err = read_file(p->err_path);
+    EXPECT_NE(err.find("elastic: spare(s) started (hostC slot 0)"), std::string::npos) << err;
+    EXPECT_NE(err.find("hvrun: straggler: rank 2 on hostB was last in"), std::string::npos) << err;
+    for (const char* never : {"stopping it", "stopped as a straggler", "not replaced",
+                              "spare(s) in the lost ranks' place", "blacklisted"})
+      EXPECT_EQ(err.find(never), std::string::npos) << never << "\n" << err;
+    expect_nothing_left(err);
   }
 };
 
@@ -292,6 +321,47 @@ TEST_F(ElasticHostsTest, ALostHostsRanksAreReplacedBySparesOnAnotherHost) {
       << err;
   EXPECT_NE(err.find("elastic: spare(s) started (hostC slot 2)"), std::string::npos) << err;
   expect_nothing_left(err);
+}
+
+// --replace-stragglers across hosts: the slow rank on hostB is stopped through its agent
+// (SIGTERM) and the spare on hostC takes its place at the next membership; the world size stays
+// 4, no host is blacklisted (a slow rank's host did not fail), and the weights match the replay.
+TEST_F(ElasticHostsTest, AStragglerIsReplacedByASpareOnAnotherHostWhenAsked) {
+  auto p = start_logged(straggler_job({"--replace-stragglers", "--straggler-replace-ms", "20",
+                                       "--straggler-replace-window", "10"}),
+                        dir_, "straggler");
+  expect_replayed(*p, 4, "4");
+  const std::string err = read_file(p->err_path);
+  EXPECT_NE(err.find("elastic: spare(s) started (hostC slot 0), parked until a rank is lost; 1 "
+                     "spare(s) ready"),
+            std::string::npos)
+      << err;
+  std::smatch found;
+  ASSERT_TRUE(std::regex_search(
+      err, found,
+      std::regex(R"(elastic: rank 2 on host hostB \(the worker started as rank 2, pid \d+\) was )"
+                 R"(last by 20\.0 ms or more in (\d+) of the last 10 steps, ([\d.]+) ms late )"
+                 R"(at the median \(--replace-stragglers\): stopping it \(SIGTERM\); a spare )"
+                 R"(takes its place)")))
+      << err;
+  EXPECT_GT(std::stoi(found[1].str()), 5) << err;
+  EXPECT_GE(std::stod(found[2].str()), 20.0) << err;
+  EXPECT_NE(err.find("elastic: the worker started as rank 2 on host hostB was stopped as a "
+                     "straggler; spare(s) in the lost ranks' place: the worker started as rank 4 "
+                     "on host hostC; 4 ranks, 0 spare(s) left"),
+            std::string::npos)
+      << err;
+  EXPECT_EQ(err.find("blacklisted"), std::string::npos) << err;
+  expect_nothing_left(err);
+}
+
+// The same slow rank is never stopped otherwise: without --replace-stragglers, or with a
+// threshold its lateness never reaches.
+TEST_F(ElasticHostsTest, AStragglerIsNeverReplacedWithoutTheFlag) { expect_straggler_kept({}); }
+
+TEST_F(ElasticHostsTest, AStragglerIsNeverReplacedBelowTheThreshold) {
+  expect_straggler_kept({"--replace-stragglers", "--straggler-replace-ms", "1000",
+                         "--straggler-replace-window", "10"});
 }
 
 // The script stops naming hostC mid-run: hvrun has hostC's agent stop its two ranks (SIGTERM),
