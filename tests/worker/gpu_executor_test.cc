@@ -248,6 +248,28 @@ TEST(GpuExecutor, FusedAllreduceIsOnePackOneCollectiveOneUnpackOnEachStreamOnce)
             "init (a new unique id): no rank holds a communicator of an earlier membership");
 }
 
+// The host-memory plane (host_plane/) instead of the recording one.
+void use_host_plane(Fixture& f) {
+  f.job.plane_factory = [](const cuda::PluginContext& context) -> Result<std::unique_ptr<cuda::DevicePlane>> {
+    return cuda::make_host_device_plane(context);
+  };
+}
+
+// A caller's stream whose work does not end until release() (or the end of the test).
+struct HeldStream {
+  HeldStream() { stream.enqueue([gate = gate_.get_future().share()] { gate.wait(); }); }
+  ~HeldStream() { release(); }
+  void release() {
+    if (!released_) gate_.set_value();
+    released_ = true;
+  }
+  cuda::HostStream stream{"test-caller"};
+
+ private:
+  std::promise<void> gate_;
+  bool released_ = false;
+};
+
 // The plan executor's way: the response is queued (no host wait, the call returns at once)
 // and finished by the executor's own thread once the work completed.
 TEST(GpuExecutor, ExecuteThenQueuesWithoutWaitingAndFinishesWhenTheWorkIsDone) {
@@ -276,13 +298,9 @@ TEST(GpuExecutor, ExecuteThenQueuesWithoutWaitingAndFinishesWhenTheWorkIsDone) {
 // response queued behind it finishes after it.
 TEST(GpuExecutor, AResponseHeldOnTheStreamDoesNotHoldTheThreadThatQueuedIt) {
   Fixture f;
-  f.job.plane_factory = [](const cuda::PluginContext& context) -> Result<std::unique_ptr<cuda::DevicePlane>> {
-    return cuda::make_host_device_plane(context);
-  };
+  use_host_plane(f);
   GpuExecutor ex(f.job);
-  cuda::HostStream caller("test-caller");
-  std::promise<void> release;
-  caller.enqueue([gate = release.get_future().share()] { gate.wait(); });
+  HeldStream caller;
   std::vector<float> a{1, 2, 3}, b{4, 5};
   std::vector<std::pair<int, std::thread::id>> order;
   std::mutex order_mutex;
@@ -297,7 +315,7 @@ TEST(GpuExecutor, AResponseHeldOnTheStreamDoesNotHoldTheThreadThatQueuedIt) {
   };
   const auto start = std::chrono::steady_clock::now();
   ex.execute_then(response(v1::COLLECTIVE_OP_ALLREDUCE, {{"a", {3}}}),
-                  {cuda_op("a", {3}, a.data(), a.data(), &caller)}, finish(1));
+                  {cuda_op("a", {3}, a.data(), a.data(), &caller.stream)}, finish(1));
   ex.execute_then(response(v1::COLLECTIVE_OP_ALLREDUCE, {{"b", {2}}}),
                   {cuda_op("b", {2}, b.data(), b.data(), nullptr)}, finish(2));
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
@@ -307,7 +325,7 @@ TEST(GpuExecutor, AResponseHeldOnTheStreamDoesNotHoldTheThreadThatQueuedIt) {
     std::lock_guard<std::mutex> lock(order_mutex);
     EXPECT_TRUE(order.empty());
   }
-  release.set_value();
+  caller.release();
   auto done = both.get_future();
   ASSERT_EQ(done.wait_for(std::chrono::seconds(20)), std::future_status::ready);
   ASSERT_EQ(order.size(), 2u);
@@ -322,17 +340,13 @@ TEST(GpuExecutor, AResponseHeldOnTheStreamDoesNotHoldTheThreadThatQueuedIt) {
 TEST(GpuExecutor, AQueuedResponseFailsAtTheOpTimeoutAndThePlaneWithIt) {
   Fixture f;
   f.job.op_timeout = std::chrono::milliseconds(300);
-  f.job.plane_factory = [](const cuda::PluginContext& context) -> Result<std::unique_ptr<cuda::DevicePlane>> {
-    return cuda::make_host_device_plane(context);
-  };
+  use_host_plane(f);
   GpuExecutor ex(f.job);
-  cuda::HostStream caller("test-caller");
-  std::promise<void> release;
-  caller.enqueue([gate = release.get_future().share()] { gate.wait(); });
+  HeldStream caller;
   std::vector<float> a{1, 2, 3};
   std::promise<Status> failed;
   ex.execute_then(response(v1::COLLECTIVE_OP_ALLREDUCE, {{"a", {3}}}),
-                  {cuda_op("a", {3}, a.data(), a.data(), &caller)},
+                  {cuda_op("a", {3}, a.data(), a.data(), &caller.stream)},
                   [&](Status s) { failed.set_value(std::move(s)); });
   auto done = failed.get_future();
   ASSERT_EQ(done.wait_for(std::chrono::seconds(20)), std::future_status::ready);
@@ -342,7 +356,6 @@ TEST(GpuExecutor, AQueuedResponseFailsAtTheOpTimeoutAndThePlaneWithIt) {
   Status next = ex.execute(response(v1::COLLECTIVE_OP_ALLREDUCE, {{"a", {3}}}),
                            {cuda_op("a", {3}, a.data(), a.data(), nullptr)});
   EXPECT_EQ(next.code(), StatusCode::kDeadlineExceeded) << next.to_string();
-  release.set_value();
 }
 
 // The plane's own failure (here a host wait's op timeout) ends the work queued before a token:
@@ -351,10 +364,8 @@ TEST(HostDevicePlane, ATokenWhoseWorkTheOwnersFailureEndedFailsWithIt) {
   auto plane = cuda::make_host_device_plane(
       {.rank = 0, .size = 1, .host = "h", .op_timeout = std::chrono::milliseconds(200)});
   ASSERT_TRUE(plane->use_device(0).is_ok());
-  cuda::HostStream caller("test-caller");
-  std::promise<void> release;
-  caller.enqueue([gate = release.get_future().share()] { gate.wait(); });
-  ASSERT_TRUE(plane->wait_for(&caller).is_ok());
+  HeldStream caller;
+  ASSERT_TRUE(plane->wait_for(&caller.stream).is_ok());
   float source = 1.0f, target = 0.0f;
   Segment copy{&source, &target, 1};
   ASSERT_TRUE(plane->copy_segments({&copy, 1}, {.dtype = DataType::kFloat32}).is_ok());
@@ -370,7 +381,7 @@ TEST(HostDevicePlane, ATokenWhoseWorkTheOwnersFailureEndedFailsWithIt) {
   }
   ASSERT_TRUE(polled.has_value());
   EXPECT_EQ(polled->code(), StatusCode::kDeadlineExceeded) << polled->to_string();
-  release.set_value();
+  caller.release();
   plane->release_completion(*token);
   EXPECT_EQ(target, 0.0f);  // the copy never ran
 }
