@@ -1,9 +1,9 @@
 #include "worker_lib/backends/nccl/gpu_completions.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <utility>
-
-#include "worker_lib/runtime/named_thread.h"
 
 namespace hvrun::detail {
 namespace {
@@ -47,7 +47,7 @@ void GpuCompletions::track(Queued queued) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     queue_.push_back(std::move(queued));
-    if (!thread_.joinable()) thread_ = start_named_thread("hvrun-gpu-done", [this] { run(); });
+    if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
   }
   changed_.notify_all();
 }
@@ -64,6 +64,7 @@ size_t GpuCompletions::in_flight() const {
 }
 
 void GpuCompletions::run() {
+  pthread_setname_np(pthread_self(), "hvrun-gpu-done");  // as the runtime names its threads
   PollPause pause;
   // When the front response could start running: the end of the one before it, or its queuing.
   Clock::time_point previous_end = Clock::now();
