@@ -153,6 +153,17 @@ void register_all(TestClient& client, int world_size) {
   for (auto& worker : workers) worker.join();
 }
 
+// Rank 1 opens its stream, is welcomed, then drops the connection without Goodbye (as a
+// killed worker does): the coordinator aborts the job naming it.
+void vanish_as_rank_1(TestClient& client) {
+  TestStream vanishing(client);
+  ASSERT_TRUE(vanishing.hello(1));
+  v1::CoordinatorMessage welcome;
+  ASSERT_TRUE(vanishing.read(&welcome));
+  vanishing.cancel();
+  (void)vanishing.finish();
+}
+
 // Rank 0 registered but had not opened its stream when rank 1 vanished: it must hear that, not
 // find the coordinator gone (which it would report as its own failure).
 TEST(Daemon, ARankOpeningItsStreamAfterAnAbortHearsWhy) {
@@ -166,10 +177,7 @@ TEST(Daemon, ARankOpeningItsStreamAfterAnAbortHearsWhy) {
   v1::CoordinatorMessage message;
   ASSERT_TRUE(witness.read(&message));
   ASSERT_TRUE(message.has_welcome());
-  TestStream vanishing(client);
-  ASSERT_TRUE(vanishing.hello(1));
-  ASSERT_TRUE(vanishing.read(&message));
-  vanishing.cancel();
+  vanish_as_rank_1(client);
   ASSERT_TRUE(witness.read(&message));  // the job is aborted now
   ASSERT_TRUE(message.has_abort()) << message.DebugString();
 
@@ -190,13 +198,8 @@ TEST(Daemon, WaitsForLateRanksOnlyBriefly) {
   ASSERT_NE(address, "");
   TestClient client(address);
   register_all(client, 2);
-  TestStream vanishing(client);
-  ASSERT_TRUE(vanishing.hello(1));
-  v1::CoordinatorMessage message;
-  ASSERT_TRUE(vanishing.read(&message));
   const auto cancelled = std::chrono::steady_clock::now();
-  vanishing.cancel();
-  vanishing.finish();
+  vanish_as_rank_1(client);
   EXPECT_EQ(daemon.wait_exit(std::chrono::seconds(10)), 1);
   EXPECT_LT(std::chrono::steady_clock::now() - cancelled, std::chrono::seconds(8));
 }

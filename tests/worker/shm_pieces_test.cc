@@ -278,7 +278,8 @@ class RecordingObserver final : public telemetry::PhaseObserver {
     uint64_t bytes;
     std::string backend;
   };
-  void on_phase(const v1::Response&, telemetry::Phase phase, telemetry::PhaseClock::time_point start,
+  using telemetry::PhaseObserver::on_phase;
+  void on_phase(const telemetry::ResponseGist&, telemetry::Phase phase, telemetry::PhaseClock::time_point start,
                 telemetry::PhaseClock::time_point end, uint64_t bytes,
                 std::string_view backend) override {
     calls.push_back({phase, start, end, bytes, std::string(backend)});

@@ -55,24 +55,6 @@ void PlanExecutor::complete(const google::protobuf::RepeatedField<int32_t>& join
   }
 }
 
-namespace {
-
-// What the telemetry reads of a response (its op, tensor count and first name), kept past the
-// response for a phase that ends on another thread.
-v1::Response phase_summary(const v1::Response& r) {
-  v1::Response summary;
-  summary.set_op(r.op());
-  summary.set_device(r.device());
-  summary.mutable_tensors()->Reserve(r.tensors_size());
-  for (int i = 0; i < r.tensors_size(); ++i) {
-    v1::ResponseTensor* t = summary.add_tensors();
-    if (i == 0) t->set_name(r.tensors(0).name());
-  }
-  return summary;
-}
-
-}  // namespace
-
 void PlanExecutor::execute_on_gpu(const v1::Response& r, const ResponseEntries& e,
                                   Finished finished) {
   if (!gpu_) {
@@ -85,19 +67,25 @@ void PlanExecutor::execute_on_gpu(const v1::Response& r, const ResponseEntries& 
   // NCCL packs, reduces and unpacks on its stream: one collective phase for the whole, from
   // queuing to the GPU's end.
   struct Phase {
-    v1::Response summary;
+    v1::CollectiveOp op;
+    int tensors;
+    std::string first_name;  // the response may be gone when the phase ends
     telemetry::PhaseClock::time_point start;
     uint64_t bytes = 0;
   };
   std::shared_ptr<Phase> phase;
-  if (phase_observer_)
-    phase = std::make_shared<Phase>(Phase{phase_summary(r), telemetry::PhaseClock::now(), local_bytes(r, e)});
+  if (phase_observer_) {
+    const telemetry::ResponseGist gist = telemetry::ResponseGist::of(r);
+    phase = std::make_shared<Phase>(Phase{gist.op, gist.tensors, std::string(gist.first_name),
+                                          telemetry::PhaseClock::now(), local_bytes(r, e)});
+  }
   auto finish = [this, joined = r.joined_ranks(), entries = e, phase,
                  finished = std::move(finished)](Status status) {
     const auto end = telemetry::PhaseClock::now();
     if (phase)
-      phase_observer_->on_phase(phase->summary, telemetry::Phase::kCollective, phase->start, end,
-                                phase->bytes, "nccl");
+      phase_observer_->on_phase(telemetry::ResponseGist{phase->op, phase->tensors, phase->first_name},
+                                telemetry::Phase::kCollective, phase->start, end, phase->bytes,
+                                "nccl");
     complete(joined, entries, std::move(status));
     if (finished) finished(end);
   };

@@ -37,6 +37,20 @@ inline const char* phase_name(Phase phase) {
 
 using PhaseClock = std::chrono::steady_clock;
 
+// What an observer reads of a response: its op, its tensor count and its first tensor's name
+// (the view lives as long as the call). A phase that ends after the response is gone (a CUDA
+// response finishes on another thread) keeps these three, not the response.
+struct ResponseGist {
+  v1::CollectiveOp op = v1::COLLECTIVE_OP_ALLREDUCE;
+  int tensors = 0;
+  std::string_view first_name;
+
+  static ResponseGist of(const v1::Response& r) {
+    return {r.op(), r.tensors_size(), r.tensors_size() > 0 ? std::string_view(r.tensors(0).name())
+                                                           : std::string_view()};
+  }
+};
+
 class PhaseObserver {
  public:
   virtual ~PhaseObserver() = default;
@@ -44,8 +58,12 @@ class PhaseObserver {
   // "hierarchical", "nccl", "local" (size 1, nothing crossed a wire). Count a response's tensors
   // and bytes once: kCollective does (call it exactly once per response that moved data, also
   // with zero length when the backend was not needed).
-  virtual void on_phase(const v1::Response& response, Phase phase, PhaseClock::time_point start,
+  virtual void on_phase(const ResponseGist& response, Phase phase, PhaseClock::time_point start,
                         PhaseClock::time_point end, uint64_t bytes, std::string_view backend) = 0;
+  void on_phase(const v1::Response& response, Phase phase, PhaseClock::time_point start,
+                PhaseClock::time_point end, uint64_t bytes, std::string_view backend) {
+    on_phase(ResponseGist::of(response), phase, start, end, bytes, backend);
+  }
   // One collective of one tensor that the ranks agreed to run without the coordinator (the fast
   // path), from `start` to `end`, on whichever thread ran it; `on_gpu`: of CUDA tensors (the
   // GPU executor's). Counted apart from the backend's planned collectives; an observer that

@@ -66,27 +66,27 @@ std::string_view WorkerTelemetry::backend_of(const v1::Response& r) const {
                                             : std::string_view(cpu_backend_);
 }
 
-std::string WorkerTelemetry::response_lane(const v1::Response& r) {
-  if (r.tensors_size() == 0) return op_text(r.op());
-  if (r.tensors_size() == 1) return r.tensors(0).name();
-  return "fused " + std::to_string(r.tensors_size()) + ": " + r.tensors(0).name() + " + " +
-         std::to_string(r.tensors_size() - 1) + " more";
+std::string WorkerTelemetry::response_lane(const ResponseGist& r) {
+  if (r.tensors == 0) return op_text(r.op);
+  if (r.tensors == 1) return std::string(r.first_name);
+  return "fused " + std::to_string(r.tensors) + ": " + std::string(r.first_name) + " + " +
+         std::to_string(r.tensors - 1) + " more";
 }
 
-void WorkerTelemetry::on_phase(const v1::Response& response, Phase phase,
+void WorkerTelemetry::on_phase(const ResponseGist& response, Phase phase,
                                PhaseClock::time_point start, PhaseClock::time_point end,
                                uint64_t bytes, std::string_view backend) {
   const uint64_t ns = ns_between(start, end);
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    v1::CollectiveStats& c = counters(response.op(), backend);
+    v1::CollectiveStats& c = counters(response.op, backend);
     switch (phase) {
       case Phase::kPack: c.set_pack_ns(c.pack_ns() + ns); break;
       case Phase::kUnpack: c.set_unpack_ns(c.unpack_ns() + ns); break;
       case Phase::kCollective:
         c.set_collective_ns(c.collective_ns() + ns);
         c.set_responses(c.responses() + 1);
-        c.set_tensors(c.tensors() + static_cast<uint64_t>(response.tensors_size()));
+        c.set_tensors(c.tensors() + static_cast<uint64_t>(response.tensors));
         c.set_bytes(c.bytes() + bytes);
         break;
     }
@@ -101,8 +101,8 @@ void WorkerTelemetry::on_phase(const v1::Response& response, Phase phase,
   auto& args = *event.mutable_args();
   args["backend"] = std::string(backend);
   args["bytes"] = std::to_string(bytes);
-  args["op"] = op_text(response.op());
-  if (response.tensors_size() > 1) args["tensors"] = std::to_string(response.tensors_size());
+  args["op"] = op_text(response.op);
+  if (response.tensors > 1) args["tensors"] = std::to_string(response.tensors);
   add_event(std::move(event));
 }
 

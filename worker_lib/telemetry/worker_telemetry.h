@@ -37,8 +37,9 @@ class WorkerTelemetry final : public PhaseObserver {
   // `cpu_backend`: the name CPU responses are counted under ("shm", "gloo", "hierarchical").
   explicit WorkerTelemetry(std::string cpu_backend, size_t max_buffered_events = 200000);
 
-  // PhaseObserver (loop thread).
-  void on_phase(const v1::Response& response, Phase phase, PhaseClock::time_point start,
+  // PhaseObserver (the thread that ran the response, or the GPU executor's that finished it).
+  using PhaseObserver::on_phase;
+  void on_phase(const ResponseGist& response, Phase phase, PhaseClock::time_point start,
                 PhaseClock::time_point end, uint64_t bytes, std::string_view backend) override;
 
   // An API thread submitted `name` (timeline: "submitted" instant).
@@ -101,7 +102,8 @@ class WorkerTelemetry final : public PhaseObserver {
   std::string_view backend_of(const v1::Response& r) const;
   // The lane a response's data-plane phases go to: the tensor's name, or "fused N: first + M
   // more" for a fused response.
-  static std::string response_lane(const v1::Response& r);
+  static std::string response_lane(const ResponseGist& r);
+  static std::string response_lane(const v1::Response& r) { return response_lane(ResponseGist::of(r)); }
   // Appends an event (mutex_ held); honours the bound. Returns true when the pile-up callback
   // should run.
   bool push_event(v1::TimelineEvent event);

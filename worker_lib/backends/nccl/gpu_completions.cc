@@ -5,29 +5,11 @@
 #include <algorithm>
 #include <utility>
 
+#include "worker_lib/backends/nccl/poll_backoff.h"
+
 namespace hvrun::detail {
 namespace {
-
 using Clock = std::chrono::steady_clock;
-
-// Between polls of a token that is not done: yields for the first ~100 µs (a step's collective
-// often takes that little, and its finish is the step's latency), then sleeps 50 µs per poll so
-// that a long collective costs no core.
-class PollPause {
- public:
-  void pause() {
-    if (Clock::now() - start_ < std::chrono::microseconds(100)) {
-      std::this_thread::yield();
-    } else {
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-    }
-  }
-  void restart() { start_ = Clock::now(); }
-
- private:
-  Clock::time_point start_ = Clock::now();
-};
-
 }  // namespace
 
 GpuCompletions::GpuCompletions(std::function<void(const std::string&)> on_failure)
@@ -65,7 +47,7 @@ size_t GpuCompletions::in_flight() const {
 
 void GpuCompletions::run() {
   pthread_setname_np(pthread_self(), "hvrun-gpu-done");  // as the runtime names its threads
-  PollPause pause;
+  cuda::PollBackoff pause;
   // When the front response could start running: the end of the one before it, or its queuing.
   Clock::time_point previous_end = Clock::now();
   bool front_new = true;

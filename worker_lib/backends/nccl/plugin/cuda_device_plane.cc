@@ -11,6 +11,7 @@
 #include "worker_lib/backends/nccl/nccl_types.h"
 #include "worker_lib/backends/nccl/plugin/fusion_kernels.h"
 #include "worker_lib/backends/nccl/plugin/nccl_optional.h"
+#include "worker_lib/backends/nccl/poll_backoff.h"
 #include "worker_lib/backends/nccl/segment_table.h"
 
 namespace hvrun::detail::cuda {
@@ -19,21 +20,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr size_t kBufferRounding = size_t{2} << 20;  // device buffers grow in 2 MiB steps
 
-// Host waits poll: spin with yields for the first ~200 µs (a step's collective is often that
-// short), then sleep 50 µs between polls so a long wait costs no core.
-class Backoff {
- public:
-  void pause() {
-    if (Clock::now() - start_ < std::chrono::microseconds(200)) {
-      std::this_thread::yield();
-    } else {
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-    }
-  }
-
- private:
-  Clock::time_point start_ = Clock::now();
-};
 
 std::string bytes_text(size_t bytes) { return std::to_string(bytes) + " bytes"; }
 
@@ -271,7 +257,7 @@ void CudaDevicePlane::register_fusion() {
   ncclResult_t r = nccl.comm_register(comm_, fusion_, fusion_capacity_, &handle);
   // A non-blocking communicator may finish the registration later: polled, briefly.
   const auto deadline = Clock::now() + std::min<std::chrono::milliseconds>(op_timeout_, std::chrono::seconds(10));
-  Backoff backoff;
+  PollBackoff backoff;
   while (r == ncclInProgress && Clock::now() < deadline) {
     backoff.pause();
     if (ncclCommGetAsyncError(comm_, &r) != ncclSuccess) r = ncclInternalError;
@@ -301,7 +287,7 @@ Status CudaDevicePlane::shrink_support() const {
 Status CudaDevicePlane::wait_until_quiescent() {
   if (abort_thread_.joinable()) abort_thread_.join();
   const auto deadline = Clock::now() + op_timeout_;
-  Backoff backoff;
+  PollBackoff backoff;
   for (;;) {
     // Quiescent is anything but in progress: an error the lost rank left is the shrink's to
     // handle (NCCL_SHRINK_ABORT).
@@ -515,7 +501,7 @@ Status CudaDevicePlane::nccl_call(ncclResult_t result, const std::string& what) 
   if (result == ncclSuccess) return Status::ok();
   if (result != ncclInProgress || comm_ == nullptr) return fail(nccl_status(result, what));
   const auto deadline = Clock::now() + op_timeout_;
-  Backoff backoff;
+  PollBackoff backoff;
   while (true) {
     ncclResult_t state = ncclSuccess;
     ncclResult_t polled = ncclCommGetAsyncError(comm_, &state);
@@ -623,7 +609,7 @@ Status CudaDevicePlane::synchronize(const std::string& what) {
   HVRUN_RETURN_IF_ERROR(usable(what));
   HVRUN_RETURN_IF_ERROR(cuda_status(cudaEventRecord(done_, stream_), "cudaEventRecord"));
   const auto deadline = Clock::now() + op_timeout_;
-  Backoff backoff;
+  PollBackoff backoff;
   while (true) {
     cudaError_t q = cudaEventQuery(done_);
     if (q == cudaSuccess) {
