@@ -3,9 +3,15 @@
 One worker per process, as in Horovod (the module-level state is the process's, not a job's:
 a job is the set of processes hvrun started). init() after shutdown() registers again: every
 rank of the job must do the same (test suites do it per test case).
+
+A hot spare (hvrun --spares) is not given a worker by its first init(): it gets a stand-in with
+the identity it will likely have (see _ParkedSpare) and runs the trainer's start-up (model,
+optimizer, data) while the job trains. hvrun.elastic.run registers it for real, where it waits
+for a place: when a rank is lost, the spare's start-up is already done.
 """
 import atexit
 import itertools
+import os
 import sys
 import threading
 import traceback
@@ -37,12 +43,75 @@ def _tell_listeners(worker):
         listener(worker)
 
 
+_PARKED_MESSAGE = (
+    "this process is a hot spare (hvrun --spares), parked until a rank is lost: it joins the "
+    "job in hvd.elastic.run, and until then it has no rank and takes part in no collective. "
+    "Call collectives inside the function hvd.elastic.run wraps (its state.sync() gives a "
+    "spare the model and optimizer state)")
+
+
+class _ParkedSpare:
+    """A hot spare's stand-in for the worker until hvrun.elastic.run registers it. rank() and
+    size() answer what the spare will likely be given, so start-up code that reads them (a
+    learning rate scaled by size(), "rank 0 writes the logs") behaves as it will after the
+    reset: the job's size at launch, and its last rank (a spare joins after the survivors;
+    never rank 0 of a job with two ranks or more). local_rank() is its own slot's on its
+    host, so a GPU chosen by local rank is one no rank uses. Anything else (a collective, a
+    process set) raises: the spare is in no membership yet."""
+
+    def __init__(self, environ):
+        def number(key, default):
+            try:
+                return int(environ.get(key, default))
+            except ValueError:
+                return default
+        self.size = max(number("HVRUN_SIZE", 1), 1)
+        self.rank = self.size - 1
+        self.local_rank = max(number("HVRUN_LOCAL_RANK", 0), 0)
+        self.local_size = max(number("HVRUN_LOCAL_SIZE", 1), self.local_rank + 1)
+        self.cross_rank = max(number("HVRUN_CROSS_RANK", 0), 0)
+        self.cross_size = max(number("HVRUN_CROSS_SIZE", 1), self.cross_rank + 1)
+
+    def hosts_updated(self):
+        return False
+
+    def shutdown(self):
+        pass  # it never registered: nobody waits for its goodbye
+
+    def shutdown_with_failure(self, reason):
+        pass  # the launcher reports the spare's exit (and its output) itself
+
+    def __getattr__(self, name):
+        raise HvrunError("hvrun: %s (called: %s)" % (_PARKED_MESSAGE, name),
+                         "FAILED_PRECONDITION")
+
+
+_spare_parked = False  # this process's first init() gave it a _ParkedSpare
+
+
+def _is_unplaced_spare():
+    environ = os.environ
+    return (environ.get("HVRUN_ELASTIC_SPARE") == "1" and
+            environ.get("HVRUN_ELASTIC", "0").strip().lower() in ("1", "true", "yes", "on"))
+
+
+def is_parked_spare():
+    """True while this process is a hot spare that init() parked (see _ParkedSpare)."""
+    return isinstance(_worker, _ParkedSpare)
+
+
 def init():
     """Joins the job hvrun started (HVRUN_* environment); started without a launcher, a job of
-    size 1 with a coordinator of its own. Idempotent while initialized."""
-    global _worker, _op_timeout_s, _error_before_init
+    size 1 with a coordinator of its own. Idempotent while initialized. A hot spare's first
+    init() parks it without registering (see _ParkedSpare); its next one registers and waits
+    for a place."""
+    global _worker, _op_timeout_s, _error_before_init, _spare_parked
     with _lock:
         if _worker is not None:
+            return
+        if not _spare_parked and _is_unplaced_spare():
+            _spare_parked = True
+            _worker = _ParkedSpare(os.environ)
             return
         _error_before_init = _last_error()
         worker, code, message = _core.Worker.init()
@@ -62,7 +131,8 @@ def shutdown():
     with _lock:
         worker, _worker = _worker, None
     if worker is not None:
-        _tell_listeners(None)
+        if not isinstance(worker, _ParkedSpare):
+            _tell_listeners(None)
         worker.shutdown()
 
 
@@ -146,7 +216,8 @@ def _shutdown_at_exit():
         worker, _worker = _worker, None
     if worker is None:
         return
-    _tell_listeners(None)
+    if not isinstance(worker, _ParkedSpare):
+        _tell_listeners(None)
     if failure is None:
         worker.shutdown()
     else:

@@ -30,7 +30,6 @@ NumPy package's, so this module also works for a trainer that uses plain ``hvrun
 import copy
 import functools
 import os
-import pickle
 
 from hvrun import _state
 from hvrun.exceptions import HorovodInternalError, HostsUpdatedInterrupt
@@ -65,21 +64,12 @@ def _numpy_any_rank(flag, name=HOSTS_UPDATED_NAME):
 def _numpy_broadcast_object(obj, root_rank=0, name=_OBJECT_STATE_NAME):
     import numpy as np
 
-    from hvrun import numpy_ops
-    try:
-        import cloudpickle as pickler  # as hvrun.torch does: lambdas and local classes travel
-    except ImportError:
-        pickler = pickle
-    if _state.worker().rank == root_rank:
-        payload = np.frombuffer(pickler.dumps(obj), dtype=np.uint8).copy()
-        numpy_ops.broadcast_(np.array([payload.size], dtype=np.int64), root_rank, name + ".sz")
-        numpy_ops.broadcast_(payload, root_rank, name + ".t")
-        return obj
-    length = np.zeros(1, dtype=np.int64)
-    numpy_ops.broadcast_(length, root_rank, name + ".sz")
-    payload = np.empty(int(length[0]), dtype=np.uint8)
-    numpy_ops.broadcast_(payload, root_rank, name + ".t")
-    return pickle.loads(payload.tobytes())
+    from hvrun import _object_wire, numpy_ops
+    # One allgather to which only the root contributes (see hvrun._object_wire).
+    is_root = _state.worker().rank == root_rank
+    payload = np.frombuffer(_object_wire.dumps(obj) if is_root else b"", dtype=np.uint8).copy()
+    data = numpy_ops.allgather(payload, name + ".obj")
+    return obj if is_root else _object_wire.loads(data.tobytes())
 
 
 class State:
@@ -201,6 +191,11 @@ def run_fn(func, reset=_default_reset):
             # caller as they would without the decorator.
             state.sync()
             return func(state, *args, **kwargs)
+        if _state.is_parked_spare():
+            # A hot spare: its start-up is done; now it registers and waits for a lost rank's
+            # place, then joins the new membership as a reset's survivors do.
+            reset()
+            state.on_reset()
         skip_sync = False
         while True:
             try:

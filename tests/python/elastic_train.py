@@ -18,6 +18,11 @@ attribution. ELASTIC_MISMATCH=STEP makes every rank allreduce a tensor of its ow
 of the program, which a reset cannot mend). ELASTIC_GROW="FILE:STEP:TEXT" makes rank 0 write TEXT into FILE (the discovery script's input)
 at step STEP. ELASTIC_EPOCHS, ELASTIC_STEP_SLEEP (seconds per step) and ELASTIC_PRINT_STEPS
 make room and a progress line for tests that act from outside.
+
+ELASTIC_SPARE_READY=FILE: a hot spare prints what init() gave it and what a collective before
+hvd.elastic.run does, then creates FILE once its start-up is done (model, optimizer, state
+built); the process ELASTIC_KILL names waits for FILE before it dies, so the spare's start-up
+is known to have run before any rank was lost.
 """
 import json
 import os
@@ -28,6 +33,7 @@ import time
 import torch
 
 import hvrun.torch as hvd
+from hvrun import HvrunError
 
 N, D, BATCH, LR = 96, 4, 4, 0.05
 EPOCHS = int(os.environ.get("ELASTIC_EPOCHS", "2"))
@@ -36,6 +42,24 @@ STEP_SLEEP = float(os.environ.get("ELASTIC_STEP_SLEEP", "0"))
 PRINT_STEPS = os.environ.get("ELASTIC_PRINT_STEPS") == "1"  # rank 0: "STEP n SIZE s" per step
 LAUNCH_ID = int(os.environ.get("HVRUN_RANK", "-1"))
 SLOW = os.environ.get("ELASTIC_SLOW", "").split(":") if os.environ.get("ELASTIC_SLOW") else None
+SPARE_READY = os.environ.get("ELASTIC_SPARE_READY", "")
+IS_SPARE = os.environ.get("HVRUN_ELASTIC_SPARE") == "1"
+
+
+def report_spare_start_up():
+    try:
+        hvd.allreduce(torch.zeros(1), name="spare.too_early")
+        collective = "ran"
+    except HvrunError as e:
+        collective = "refused: %s" % e
+    print("SPARE STARTED rank %d size %d local_rank %d; a collective %s"
+          % (hvd.rank(), hvd.size(), hvd.local_rank(), collective), flush=True)
+
+
+def wait_for_the_spare():
+    deadline = time.monotonic() + 60
+    while not os.path.exists(SPARE_READY) and time.monotonic() < deadline:
+        time.sleep(0.01)
 
 
 def fault(name, parts=2):
@@ -79,6 +103,8 @@ def main():
             mine = list(iter(state.sampler))
             for start in range(0, len(mine), BATCH):
                 if kill and int(kill[0]) == LAUNCH_ID and state.step == int(kill[1]):
+                    if SPARE_READY:
+                        wait_for_the_spare()
                     print("KILLING myself (launched as rank %d) at step %d" % (LAUNCH_ID, state.step),
                           flush=True)
                     os.kill(os.getpid(), signal.SIGKILL)
@@ -116,6 +142,9 @@ def main():
             state.sampler.set_epoch(state.epoch)
             state.commit()
 
+    if IS_SPARE and SPARE_READY:
+        report_spare_start_up()
+        open(SPARE_READY, "w").close()
     train(state)
     if hvd.rank() == 0:
         print("RESULT " + json.dumps({"weights": model.weight.detach().view(-1).tolist(),

@@ -142,10 +142,18 @@ def reference_run():
     return check_job(out, code, final_size=3, sizes_seen=[3])
 
 
-def test_a_spare_takes_a_killed_ranks_place_and_the_world_size_stays():
+def test_a_spare_takes_a_killed_ranks_place_and_the_world_size_stays(tmp_path):
+    ready = tmp_path / "spare-ready"
     code, out = elastic_job(["-np", "3", "--spares", "1", "--elastic-timeout", "60"],
-                            {"ELASTIC_KILL": "1:5"})
+                            {"ELASTIC_KILL": "1:5", "ELASTIC_SPARE_READY": str(ready)})
     assert re.search(r"spare\(s\) started \(\S+ slot 3\), parked until a rank is lost", out), out
+    # The spare ran the trainer's start-up up to hvd.elastic.run before rank 1 died (rank 1
+    # waited for it): init() parked it without a place, with the identity it will likely get
+    # (the last rank of 3; its own slot's local rank), and refused a collective, saying why.
+    assert re.search(r"SPARE STARTED rank 2 size 3 local_rank 3; a collective refused: hvrun: "
+                     r"this process is a hot spare \(hvrun --spares\), parked until a rank is "
+                     r"lost: it joins the job in hvd.elastic.run", out), out
+    assert out.index("SPARE STARTED") < out.index("KILLING myself"), out
     assert "KILLING myself (launched as rank 1) at step 5" in out, out
     assert re.search(r"elastic: the worker started as rank 1 on host \S+ \(pid \d+\) was killed "
                      r"by SIGKILL; blacklisted: \S+ \(1 failure, blacklisted for the rest of the "

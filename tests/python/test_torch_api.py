@@ -367,6 +367,21 @@ def test_broadcast_and_allgather_object():
     assert gathered == [{"rank": i, "payload": list(range(i + 3))} for i in range(n)]
 
 
+def test_objects_of_any_size_and_none():
+    """One allgather carries an object (see hvrun/_object_wire.py): sizes that differ per rank,
+    a megabyte, None, and ranks that send nothing all arrive whole."""
+    r, n = ranks()
+
+    def big(k):
+        return bytes([k]) * (1 << 20) + b"x" * k
+
+    assert hvd.broadcast_object(big(r), root_rank=n - 1, name="obj.big") == big(n - 1)
+    assert hvd.broadcast_object(None, root_rank=0, name="obj.none") is None
+    gathered = hvd.allgather_object(big(r) if r % 2 == 0 else None, name="obj.mixed")
+    assert gathered == [big(k) if k % 2 == 0 else None for k in range(n)]
+    assert hvd.allgather_object(b"", name="obj.empty") == [b""] * n
+
+
 def test_barrier_repeated():
     for _ in range(3):
         hvd.barrier()

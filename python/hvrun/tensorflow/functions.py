@@ -1,9 +1,8 @@
 """Variables and Python objects across ranks, as horovod.tensorflow.functions."""
-import pickle
-
 import numpy as np
 import tensorflow as tf
 
+from hvrun import _object_wire
 from hvrun.basics import rank
 from hvrun.process_sets import global_process_set
 from hvrun.tensorflow.mpi_ops import _executing_eagerly, allgather, broadcast
@@ -49,20 +48,14 @@ def _part(name, suffix):
 
 
 def broadcast_object(obj, root_rank=0, session=None, name=None, process_set=global_process_set):
-    """root_rank's `obj` (pickled there) on every member of `process_set`."""
+    """root_rank's `obj` (pickled there) on every member of `process_set`: one collective, an
+    allgather to which only root_rank contributes."""
     name = _object_name(obj, name)
-    if rank() == root_rank:
-        payload = np.frombuffer(pickle.dumps(obj), dtype=np.uint8)
-        length = tf.constant([payload.size], dtype=tf.int32)
-        _to_numpy(broadcast(length, root_rank, name=_part(name, ".sz"), process_set=process_set), session)
-        _to_numpy(broadcast(tf.constant(payload), root_rank, name=_part(name, ".t"),
-                            process_set=process_set), session)
-        return obj
-    length = _to_numpy(broadcast(tf.constant([0], dtype=tf.int32), root_rank, name=_part(name, ".sz"),
-                                 process_set=process_set), session)
-    data = _to_numpy(broadcast(tf.zeros([int(length[0])], dtype=tf.uint8), root_rank,
-                               name=_part(name, ".t"), process_set=process_set), session)
-    return pickle.loads(data.tobytes())
+    is_root = rank() == root_rank
+    payload = np.frombuffer(_object_wire.dumps(obj) if is_root else b"", dtype=np.uint8)
+    data = _to_numpy(allgather(tf.constant(payload, dtype=tf.uint8), name=_part(name, ".obj"),
+                               process_set=process_set), session)
+    return obj if is_root else _object_wire.loads(data.tobytes())
 
 
 def broadcast_object_fn(root_rank=0, session=None, name=None, process_set=global_process_set):
@@ -73,18 +66,12 @@ def broadcast_object_fn(root_rank=0, session=None, name=None, process_set=global
 
 
 def allgather_object(obj, session=None, name=None, process_set=global_process_set):
-    """The list of every member's `obj`, in rank order."""
+    """The list of every member's `obj`, in rank order (one collective)."""
     name = _object_name(obj, name)
-    payload = np.frombuffer(pickle.dumps(obj), dtype=np.uint8)
-    lengths = _to_numpy(allgather(tf.constant([payload.size], dtype=tf.int32), name=_part(name, ".sz"),
-                                  process_set=process_set), session)
-    gathered = _to_numpy(allgather(tf.constant(payload), name=_part(name, ".t"),
-                                   process_set=process_set), session).tobytes()
-    objects, offset = [], 0
-    for n in lengths.tolist():
-        objects.append(pickle.loads(gathered[offset:offset + n]))
-        offset += n
-    return objects
+    payload = np.frombuffer(_object_wire.framed(obj), dtype=np.uint8)
+    data = _to_numpy(allgather(tf.constant(payload, dtype=tf.uint8), name=_part(name, ".obj"),
+                               process_set=process_set), session)
+    return _object_wire.unframed(data.tobytes())
 
 
 __all__ = ["broadcast_variables", "broadcast_object", "broadcast_object_fn", "allgather_object"]

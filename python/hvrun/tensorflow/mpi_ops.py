@@ -105,6 +105,10 @@ def init(comm=None, process_sets=None):
         _state.init()
         w = _state.worker()
         set_global_ranks(w.size)
+        if _state.is_parked_spare():
+            # No collective yet: its real layout comes with the init() hvd.elastic.run makes.
+            set_layout([w.local_size])
+            return
         # Every rank's local size, so is_homogeneous() reports the real host layout.
         set_layout(_numpy_allgather(np.array([w.local_size], dtype=np.int32),
                                     name="hvrun.init.local_sizes"))

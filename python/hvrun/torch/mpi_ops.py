@@ -735,10 +735,10 @@ def join(device=-1):
 # ---- basics
 
 def _before_parking():
-    """A hot spare (hvrun --spares) parks in init() until a lost rank's place is its. What a
-    PyTorch trainer's start-up imports lazily after init() would then be paid inside the reset,
-    with every rank waiting: torch.optim's first optimizer imports torch._dynamo (over a second
-    on a loaded 2-vCPU host). The spare pays it before it parks, while the job runs."""
+    """A hot spare (hvrun --spares) waits for a lost rank's place in hvd.elastic.run. What a
+    PyTorch trainer imports lazily inside its training function would then be paid inside the
+    reset, with every rank waiting: torch.optim's first optimizer imports torch._dynamo (over a
+    second on a loaded 2-vCPU host). The spare pays it at init(), while the job runs."""
     if os.environ.get("HVRUN_ELASTIC_SPARE") != "1":
         return
     try:
@@ -760,6 +760,10 @@ def init(comm=None, process_sets=None):
     _state.init()
     w = _worker()
     set_global_ranks(w.size)
+    if _state.is_parked_spare():
+        # No collective yet: its real layout comes with the init() hvd.elastic.run makes.
+        set_layout([w.local_size])
+        return
     # Homogeneous: every host runs as many ranks as every other. Each rank's local size is its
     # host's rank count, so one allgather at init gives the real layout to every rank.
     local_sizes = synchronize(allgather_async(torch.tensor([w.local_size], dtype=torch.int32),

@@ -329,6 +329,11 @@ def test_broadcast_variables_objects_and_allgather_object():
         {"rank": 1, "list": [0, 1, 2, 3]}
     assert hvd.broadcast_object_fn(root_rank=0)(r * 7) == 0
     assert hvd.allgather_object(("r", r)) == [("r", k) for k in range(n)]
+    # One allgather per object: sizes that differ per rank, None, a large one.
+    assert hvd.allgather_object(b"y" * (r * 70000) if r else None, name="obj.mixed") == \
+        [b"y" * (k * 70000) if k else None for k in range(n)]
+    assert hvd.broadcast_object(b"z" * (200000 + r), root_rank=n - 1, name="obj.big") == \
+        b"z" * (200000 + n - 1)
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -1,13 +1,21 @@
 """TorchState and ObjectState: training state that hvrun.torch.elastic.run keeps across resets."""
 import copy
+import functools
 
 import torch
 
 from hvrun import elastic as _elastic
+from hvrun.torch.basics import rank
 from hvrun.torch.elastic.sampler import ElasticSampler
-from hvrun.torch.functions import (allgather_object, broadcast_object, broadcast_optimizer_state,
-                                   broadcast_parameters)
-from hvrun.torch.mpi_ops import Max, allreduce
+from hvrun.torch.functions import (_OptimizerSync, _parameter_tensors, allgather_object,
+                                   broadcast_object)
+from hvrun.torch.handles import run_together
+from hvrun.torch.mpi_ops import Max, allreduce, broadcast_async_
+
+# The collective of TorchState.sync that carries every object (each rank's part).
+_SYNC_OBJECTS_NAME = "hvrun.elastic.torch_state"
+# Where rank 0's part holds the plain attributes (never an attribute's name).
+_PLAIN = "<plain attributes>"
 
 
 def _any_rank(flag):
@@ -31,7 +39,12 @@ def _cpu_copy(obj):
 
 
 class _Handler:
-    """How TorchState saves, restores and syncs one attribute of a kind it knows."""
+    """How TorchState saves, restores and syncs one attribute of a kind it knows.
+
+    A sync takes two collectives for the whole state, whatever it holds: an allgather of one
+    object per rank (each handler's sync_object(), under its name), then rank 0's tensors
+    broadcast in place, all together (each handler's sync_tensors(parts), parts being every
+    rank's object in rank order); finish_sync(parts) then applies what came."""
 
     def __init__(self, name, value):
         self.name = name
@@ -45,6 +58,15 @@ class _Handler:
     def reset(self):
         pass
 
+    def sync_object(self, is_root):
+        return None
+
+    def sync_tensors(self, parts):
+        return []
+
+    def finish_sync(self, parts):
+        pass
+
 
 class _ModelHandler(_Handler):
     def save(self):
@@ -53,8 +75,8 @@ class _ModelHandler(_Handler):
     def restore(self):
         self.value.load_state_dict(self._saved)  # copies into the parameters, in place
 
-    def sync(self):
-        broadcast_parameters(self.value.state_dict(), root_rank=0)
+    def sync_tensors(self, parts):
+        return [("%s.%s" % (self.name, n), t) for n, t in _parameter_tensors(self.value.state_dict())]
 
 
 class _OptimizerHandler(_Handler):
@@ -66,19 +88,28 @@ class _OptimizerHandler(_Handler):
         # dtype): hand it a copy, so that later steps cannot change what was saved.
         self.value.load_state_dict(_cpu_copy(self._saved))
 
-    def sync(self):
+    def sync_object(self, is_root):
         # A rank whose optimizer has no state yet (one that just joined) takes a step on zero
-        # gradients inside broadcast_optimizer_state to create it; with weight decay that step
-        # moves the parameters. Put them back: the model's own sync decides their values.
+        # gradients to create it; with weight decay that step moves the parameters. Put them
+        # back: the model's own sync decides their values.
         params = [p for group in self.value.param_groups for p in group["params"]]
         before = None
         if not self.value.state:
             before = [p.detach().clone() for p in params]
-        broadcast_optimizer_state(self.value, root_rank=0)
+        self._sync = _OptimizerSync(self.value)
         if before is not None:
             with torch.no_grad():
                 for p, b in zip(params, before):
                     p.copy_(b)
+        return self._sync.meta if is_root else None
+
+    def sync_tensors(self, parts):
+        self._sync.check(parts[0][self.name], root_rank=0)
+        return [("%s.%s" % (self.name, n), t) for n, t in self._sync.tensors]
+
+    def finish_sync(self, parts):
+        self._sync.load(parts[0][self.name])
+        self._sync = None
 
     def reset(self):
         # hvrun.torch.DistributedOptimizer keeps the handles of allreduces it started; those of
@@ -94,12 +125,14 @@ class _SamplerHandler(_Handler):
     def restore(self):
         self.value.load_state_dict(copy.deepcopy(self._saved))
 
-    def sync(self):
+    def sync_object(self, is_root):
+        return self.value.state_dict()
+
+    def finish_sync(self, parts):
         # Each rank recorded only what it processed itself: the epoch's processed set is the
         # union over the ranks that are in rank 0's epoch (a rank that just joined may still be
         # at another epoch, with nothing processed that counts).
-        states = allgather_object(self.value.state_dict(),
-                                  name="hvrun.elastic.sampler." + self.name)
+        states = [part[self.name] for part in parts]
         epoch = states[0]["epoch"]
         processed = set()
         for s in states:
@@ -174,9 +207,19 @@ class TorchState(_elastic.ObjectState):
         super().restore()
 
     def sync(self):
+        # Two collectives in all (see _Handler): a reset's recovery waits for every one.
+        is_root = rank() == 0
+        part = {name: h.sync_object(is_root) for name, h in self._handlers.items()}
+        if is_root and self._object_names:
+            part[_PLAIN] = self._current_objects()
+        parts = allgather_object(part, name=_SYNC_OBJECTS_NAME)
+        tensors = [t for h in self._handlers.values() for t in h.sync_tensors(parts)]
+        run_together(functools.partial(broadcast_async_, t, 0, name) for name, t in tensors)
         for handler in self._handlers.values():
-            handler.sync()
-        super().sync()  # the plain attributes, then save() of everything
+            handler.finish_sync(parts)
+        for name, value in parts[0].get(_PLAIN, {}).items():
+            setattr(self, name, value)
+        self.save()
 
     def reset(self):
         for handler in self._handlers.values():
