@@ -243,6 +243,9 @@ class Worker {
   int cross_rank() const { return topology().cross_rank; }
   int cross_size() const { return topology().cross_size; }
   const std::string& job_id() const;
+  // Every rank's host, by rank, as the coordinator placed them (empty where it did not say):
+  // how many ranks each host runs, without a collective.
+  const std::vector<std::string>& rank_hosts() const;
 
   // ---- Asynchronous collectives. Errors (bad arguments, after shutdown) come back as an
   // ---- already-failed handle, never as an exception.

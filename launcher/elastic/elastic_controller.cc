@@ -220,11 +220,14 @@ void ElasticController::start_spares(const std::vector<ElasticSlot>& slots) {
 void ElasticController::wait_for_hosts(const std::string& lost) {
   if (waiting_for_hosts_) return;
   const ElasticOptions& o = membership_.options();
-  if (!runner_.start) {
-    // Nothing can add ranks to this job: waiting would only delay the failure.
+  if (!runner_.start || o.discovery_script.empty()) {
+    // Nothing can add ranks to this job (only a discovery script offers slots once it runs):
+    // waiting would only delay the failure.
     runner_.fail("elastic: " + std::to_string(membership_.size()) +
                  " ranks, fewer than --min-np " + std::to_string(o.min_np) +
-                 ", and this job cannot add ranks; lost: " + lost);
+                 ", and this job cannot add ranks" +
+                 (o.discovery_script.empty() ? " (no --host-discovery-script offers slots)" : "") +
+                 "; lost: " + lost);
     return;
   }
   waiting_for_hosts_ = true;

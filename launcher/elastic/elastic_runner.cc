@@ -86,9 +86,7 @@ int ElasticRunner::run(const std::vector<ElasticSlot>& first) {
   side.say = [this](const std::string& text) { supervisor().say(text); };
   side.fail = [this](const std::string& text) { supervisor().post_control_plane_failure(text, -1); };
   side.hold = [this](bool held) { children_->held = held; };
-  // No slot is discovered here, so the controller never calls it; that it is set keeps a job
-  // short of --min-np waiting --elastic-timeout before it fails, as single-host elastic jobs
-  // always have (docs/elastic.md).
+  // Spares, and the slots a discovery script offers (growth, a lost rank's host back).
   side.start = [this](const ElasticSlot& slot, bool spare) { return start_member(slot, spare); };
   // Spares at the end of the training, and a straggler replaced by a spare.
   side.stop = [this](int id) {

@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
@@ -59,6 +60,11 @@ std::chrono::milliseconds job_grace_period(const std::vector<std::string>& worke
       static_cast<int64_t>(settings.get(setting::kGracePeriodSeconds) * 1000.0));
 }
 
+// Whether hvrun started this worker in an elastic job (its environment says HVRUN_ELASTIC=1).
+bool is_elastic_worker(const std::vector<std::string>& worker_envp) {
+  return std::find(worker_envp.begin(), worker_envp.end(), "HVRUN_ELASTIC=1") != worker_envp.end();
+}
+
 // The agent's side of its workers' output and exits: frames to hvrun, nothing decided here
 // (hvrun's supervisor judges the job; see supervisor/job_supervisor.h).
 class Agent final : public RankOutput, public ChildrenEvents {
@@ -73,6 +79,11 @@ class Agent final : public RankOutput, public ChildrenEvents {
 
   void exit_recorded(const WorkerRecord& w) override {
     send(encode_frame("EXIT", {std::to_string(w.rank), std::to_string(w.wait_status)}));
+  }
+  // An elastic job's worker began to die (its death watch): hvrun changes the membership at
+  // once instead of after the exit, which the kernel's teardown of the process delays.
+  void rank_dying(WorkerRecord& w, int wait_status) override {
+    send(encode_frame("DYING", {std::to_string(w.rank), std::to_string(wait_status)}));
   }
   // Failures, start failures and losses are hvrun's to weigh, from the frames it gets.
   void rank_failed(const WorkerRecord&) override {}
@@ -223,6 +234,7 @@ void Agent::start_workers() {
                     [this] { finish(); }});
   local_.emplace(io_, workers_, *this, *this, guard_ ? &*guard_ : nullptr,
                  job_grace_period(envps_.empty() ? std::vector<std::string>{} : envps_.front()));
+  if (!envps_.empty() && is_elastic_worker(envps_.front())) local_->watch_for_dying();
   coordinator_timer_ = std::make_unique<asio::steady_timer>(io_);
   loop_->start(*local_);
 

@@ -229,6 +229,9 @@ void AgentLinks::on_frame(size_t index, const Frame& f) {
                                     " could not be started: " + f.payload});
   } else if (f.type == "EXIT") {
     on_worker_exit(static_cast<int>(f.int_arg(0)), static_cast<int>(f.int_arg(1, 0)));
+  } else if (f.type == "DYING") {
+    WorkerRecord* w = record(static_cast<int>(f.int_arg(0)));
+    if (w != nullptr && !w->exited) events_.rank_dying(*w, static_cast<int>(f.int_arg(1, 0)));
   } else if (f.type == "NOTE") {
     events_.say(link.agent.host + ": " + f.payload);
   } else if (f.type == "BYE") {

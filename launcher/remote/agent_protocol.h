@@ -16,6 +16,7 @@
 //   START_FAILED RANK     payload why       KILL                SIGKILL every worker's group now
 //   OUT RANK 1|2          payload bytes     PROCESSES TAG       payload PID list
 //   EXIT RANK WAIT_STATUS
+//   DYING RANK WAIT_STATUS  (an elastic job's worker began to die; EXIT follows)
 //   PROCESS TAG PID       payload what /proc says of PID (common/proc_state.h encoding)
 //   PROCESSES_DONE TAG    (every PID of PROCESSES TAG answered)
 //   NOTE                  payload text

@@ -34,6 +34,18 @@ def cross_rank():
 _homogeneous = True
 
 
+def placement_local_sizes(worker):
+    """Every rank's local size (its host's rank count), from the hosts the coordinator placed
+    the ranks on: no collective. None where the coordinator did not say."""
+    hosts = list(worker.rank_hosts)
+    if len(hosts) != worker.size:
+        return None
+    counts = {}
+    for host in hosts:
+        counts[host] = counts.get(host, 0) + 1
+    return [counts[host] for host in hosts]
+
+
 def set_layout(local_sizes):
     """init(): every rank's local size (its host's rank count), gathered; is_homogeneous() says
     whether every host runs as many ranks, as Horovod's does from its init."""

@@ -111,6 +111,11 @@ class State:
     def reset(self):
         """Hook for subclasses: refresh what depends on the membership (rank, size)."""
 
+    def warm_up(self):
+        """Hook for subclasses: a hot spare calls it before it parks, while the job trains, to
+        make what its first sync() would otherwise make with every rank waiting (no
+        collective: it has no rank yet)."""
+
     def commit(self):
         """Keeps a copy of the state (save()), then check_host_updates(). A collective: every
         rank commits at the same points of training."""
@@ -194,6 +199,7 @@ def run_fn(func, reset=_default_reset):
         if _state.is_parked_spare():
             # A hot spare: its start-up is done; now it registers and waits for a lost rank's
             # place, then joins the new membership as a reset's survivors do.
+            state.warm_up()
             reset()
             state.on_reset()
         skip_sync = False

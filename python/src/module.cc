@@ -207,6 +207,7 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("cross_rank", &Worker::cross_rank)
       .def_property_readonly("cross_size", &Worker::cross_size)
       .def_property_readonly("job_id", &Worker::job_id)
+      .def_property_readonly("rank_hosts", &Worker::rank_hosts)
       // For native extensions of this process that use the C++ API on the same worker (the
       // TensorFlow op library attaches it): valid until shutdown() returns.
       .def_property_readonly("address", [](Worker& w) { return reinterpret_cast<uintptr_t>(&w); })

@@ -126,7 +126,8 @@ class AgentProcess {
   const std::vector<pid_t>& workers() const { return workers_; }
 
   // HELLO, interfaces, then the job: `n` workers running `script`.
-  void start_job(const std::string& script, int n, const std::string& coordinator) {
+  void start_job(const std::string& script, int n, const std::string& coordinator,
+                 const std::vector<std::string>& extra_env = {}) {
     auto hello = until("HELLO", std::chrono::seconds(10));
     ASSERT_TRUE(hello);
     EXPECT_FALSE(hello->payload.empty());
@@ -142,9 +143,11 @@ class AgentProcess {
     EXPECT_EQ(probed->args.at(1), "fail");  // nothing listens on port 1
     send(encode_frame("CWD", {}, "/"));
     send(encode_frame("ARGV", {}, join_list({"/bin/sh", "-c", script})));
-    for (int r = 0; r < n; ++r)
-      send(encode_frame("WORKER", {std::to_string(r)},
-                        join_list({"HVRUN_RANK=" + std::to_string(r), "HVRUN_SECRET=s3cret"})));
+    for (int r = 0; r < n; ++r) {
+      std::vector<std::string> env = {"HVRUN_RANK=" + std::to_string(r), "HVRUN_SECRET=s3cret"};
+      env.insert(env.end(), extra_env.begin(), extra_env.end());
+      send(encode_frame("WORKER", {std::to_string(r)}, join_list(env)));
+    }
     send(encode_frame("START", {}, coordinator));
   }
 
@@ -174,6 +177,43 @@ TEST(AgentTest, RunsWorkersStreamsOutputAndReportsExits) {
   EXPECT_EQ(WEXITSTATUS(exits[0]), 0);
   EXPECT_EQ(WEXITSTATUS(exits[1]), 1);
   EXPECT_EQ(agent.wait_exit(std::chrono::seconds(5)), 0);
+}
+
+// An elastic job's worker killed on an agent's host: the agent says DYING, with the status the
+// exit will carry, before its EXIT (the worker's 512 MiB take the kernel a while to release).
+TEST(AgentTest, AnElasticWorkersDeathIsReportedAsItBegins) {
+  AgentProcess agent;
+  agent.start_job("exec " + bin_path("launcher_death_watch_worker") + " 512", 1, "unix:/x",
+                  {"HVRUN_ELASTIC=1"});
+  auto held = agent.until("OUT", std::chrono::seconds(20));
+  ASSERT_TRUE(held);
+  ASSERT_EQ(held->payload, "held\n");
+  ASSERT_EQ(agent.workers().size(), 1u);
+  ASSERT_EQ(::kill(agent.workers()[0], SIGKILL), 0);
+  std::vector<Frame> before_exit;
+  auto exit = agent.until("EXIT", std::chrono::seconds(10), &before_exit);
+  ASSERT_TRUE(exit);
+  const Frame* dying = nullptr;
+  for (const Frame& f : before_exit)
+    if (f.type == "DYING") dying = &f;
+  ASSERT_NE(dying, nullptr) << "no DYING frame before the EXIT";
+  EXPECT_EQ(dying->int_arg(0), 0);
+  const int status = static_cast<int>(dying->int_arg(1));
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << status;
+  EXPECT_EQ(dying->int_arg(1), exit->int_arg(1));
+}
+
+// Outside an elastic job nothing gains by it: the worker is not watched, and only EXIT tells.
+TEST(AgentTest, AFixedJobsWorkerIsNotWatched) {
+  AgentProcess agent;
+  agent.start_job("exec " + bin_path("launcher_death_watch_worker") + " 0", 1, "unix:/x");
+  auto out = agent.until("OUT", std::chrono::seconds(20));
+  ASSERT_TRUE(out);
+  EXPECT_EQ(out->payload, "unwatched\n");
+  ASSERT_EQ(::kill(agent.workers().at(0), SIGKILL), 0);
+  std::vector<Frame> before_exit;
+  ASSERT_TRUE(agent.until("EXIT", std::chrono::seconds(10), &before_exit));
+  for (const Frame& f : before_exit) EXPECT_NE(f.type, "DYING");
 }
 
 TEST(AgentTest, AClosedConnectionKillsTheWorkersAtOnce) {

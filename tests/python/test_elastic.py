@@ -94,12 +94,15 @@ def test_below_min_np_waits_for_the_host_to_come_back(tmp_path):
 
 
 def test_below_min_np_fails_naming_what_was_lost():
-    code, out = elastic_job(["-np", "2", "--min-np", "2", "--elastic-timeout", "3"],
+    # Without a discovery script nothing can offer a slot: the job fails at once, not after
+    # --elastic-timeout (600 s here).
+    code, out = elastic_job(["-np", "2", "--min-np", "2", "--elastic-timeout", "600"],
                             {"ELASTIC_KILL": "1:5"}, timeout=90)
     assert code != 0, out
-    assert re.search(r"elastic: 1 ranks, fewer than --min-np 2, and no host came back within "
-                     r"3 s \(--elastic-timeout\); lost: the worker started as rank 1 on host "
-                     r"\S+ \(pid \d+\) was killed by SIGKILL", out), out
+    assert re.search(r"elastic: 1 ranks, fewer than --min-np 2, and this job cannot add ranks "
+                     r"\(no --host-discovery-script offers slots\); lost: the worker started as "
+                     r"rank 1 on host \S+ \(pid \d+\) was killed by SIGKILL", out), out
+    assert "waiting up to" not in out, out
 
 
 def test_discovered_slots_join_at_the_next_commit(tmp_path):

@@ -185,6 +185,7 @@ void mark_step() { detail::telemetry::mark_step_everywhere(); }
 void mark_phase(std::string_view name) { detail::telemetry::mark_phase_everywhere(name); }
 const Topology& Worker::topology() const { return runtime_->topology(); }
 const std::string& Worker::job_id() const { return runtime_->job_id(); }
+const std::vector<std::string>& Worker::rank_hosts() const { return runtime_->rank_hosts(); }
 
 namespace {
 template <typename InputView>

@@ -121,6 +121,7 @@ class Runtime {
   // Elastic jobs: the coordinator said slots were added since this init (Worker::hosts_updated).
   bool hosts_updated() const { return parts_.reader->hosts_updated(); }
   const std::string& job_id() const { return parts_.job_id; }
+  const std::vector<std::string>& rank_hosts() const { return parts_.rank_hosts; }
   const Config& config() const { return parts_.config; }
   // Any thread: allocator for library-allocated CUDA outputs (see hvrun::DeviceAllocator).
   void set_device_allocator(DeviceAllocator allocator) {

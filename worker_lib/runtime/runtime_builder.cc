@@ -20,6 +20,7 @@ Status RuntimeBuilder::register_rank() {
   HVRUN_ASSIGN_OR_RETURN(registered_, register_worker(p.config, *p.client));
   p.topology = registered_.topology;
   p.job_id = registered_.response.job_id();
+  p.rank_hosts = registered_.hosts;
   logging::set_rank(p.topology.rank);
   SPDLOG_DEBUG("registered as rank {} of {} (job {})", p.topology.rank, p.topology.size, p.job_id);
   return Status::ok();

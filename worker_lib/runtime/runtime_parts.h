@@ -8,6 +8,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "hvrun/hvrun.h"
 #include "worker_lib/runtime/death_watch_holder.h"
@@ -50,6 +51,7 @@ struct RuntimeParts {
   // Registration's answer.
   Topology topology;
   std::string job_id;
+  std::vector<std::string> rank_hosts;  // every rank's host, by rank (empty: not said)
   std::unique_ptr<CoordinatorClient> client;
   // The data planes: the job's CPU backend, the global set's executor (and its GPU executor),
   // the other process sets'.

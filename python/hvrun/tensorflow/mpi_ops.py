@@ -30,7 +30,8 @@ from hvrun.basics import (ccl_built, cross_rank, cross_size, cuda_built, ddl_bui
                           gloo_built, gloo_enabled, is_homogeneous, is_initialized, local_rank,
                           local_size, mpi_built, mpi_enabled,
                           mpi_threads_supported,
-                          nccl_built, rank, rocm_built, set_layout, size, start_timeline,
+                          nccl_built, placement_local_sizes, rank, rocm_built, set_layout, size,
+                          start_timeline,
                           stop_timeline)
 from hvrun.numpy_ops import allgather as _numpy_allgather
 from hvrun.process_sets import (ProcessSet, add_initial_process_sets,  # noqa: F401
@@ -109,9 +110,13 @@ def init(comm=None, process_sets=None):
             # No collective yet: its real layout comes with the init() hvd.elastic.run makes.
             set_layout([w.local_size])
             return
-        # Every rank's local size, so is_homogeneous() reports the real host layout.
-        set_layout(_numpy_allgather(np.array([w.local_size], dtype=np.int32),
-                                    name="hvrun.init.local_sizes"))
+        # Every rank's local size, so is_homogeneous() reports the real host layout: from the
+        # coordinator's placement, else gathered.
+        local_sizes = placement_local_sizes(w)
+        if local_sizes is None:
+            local_sizes = _numpy_allgather(np.array([w.local_size], dtype=np.int32),
+                                           name="hvrun.init.local_sizes")
+        set_layout(local_sizes)
         add_initial_process_sets(process_sets)
 
 

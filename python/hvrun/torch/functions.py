@@ -11,7 +11,8 @@ import torch
 from hvrun import _object_wire
 from hvrun.torch.basics import rank
 from hvrun.torch.handles import run_together
-from hvrun.torch.mpi_ops import allgather, broadcast_async_, global_process_set
+from hvrun.torch.mpi_ops import (allgather, allgather_async, broadcast_async_, global_process_set,
+                                 synchronize)
 
 
 def broadcast_parameters(params, root_rank, process_set=global_process_set):
@@ -54,9 +55,17 @@ def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set
 def allgather_object(obj, name=None, process_set=global_process_set):
     """Returns the list of every rank's `obj`, in rank order (one collective)."""
     name = name if name is not None else type(obj).__name__
-    data = allgather(_bytes_tensor(_object_wire.framed(obj)), name=name + ".obj",
-                     process_set=process_set)
-    return _object_wire.unframed(data.numpy().tobytes())
+    return _gathered_objects(synchronize(_start_allgather_object(obj, name, process_set)))
+
+
+def _start_allgather_object(obj, name, process_set=global_process_set):
+    """allgather_object's collective, started: its handle's result goes to _gathered_objects."""
+    return allgather_async(_bytes_tensor(_object_wire.framed(obj)), name=name + ".obj",
+                           process_set=process_set)
+
+
+def _gathered_objects(result):
+    return _object_wire.unframed(result.numpy().tobytes())
 
 
 def _sparse_parameter_ids(model):

@@ -35,7 +35,7 @@ from hvrun.torch import handles as _handles
 from hvrun.torch.handles import _table
 from hvrun.torch.handles import _in_flight  # the names in flight: one set, mutated in place
 from hvrun.torch.tensor_refs import _TORCH_DTYPES, _contiguous, _from_output, _ref
-from hvrun.basics import set_layout
+from hvrun.basics import placement_local_sizes, set_layout
 from hvrun.process_sets import (ProcessSet, add_initial_process_sets,  # noqa: F401
                                 check_initial_process_sets,
                                 add_process_set, global_process_set, process_set_id,
@@ -764,11 +764,14 @@ def init(comm=None, process_sets=None):
         # No collective yet: its real layout comes with the init() hvd.elastic.run makes.
         set_layout([w.local_size])
         return
-    # Homogeneous: every host runs as many ranks as every other. Each rank's local size is its
-    # host's rank count, so one allgather at init gives the real layout to every rank.
-    local_sizes = synchronize(allgather_async(torch.tensor([w.local_size], dtype=torch.int32),
-                                              name="hvrun.init.local_sizes"))
-    set_layout(local_sizes.tolist())
+    # Homogeneous: every host runs as many ranks as every other. The coordinator's placement
+    # says it; else each rank's local size is its host's rank count, and one allgather at init
+    # gives the real layout to every rank.
+    local_sizes = placement_local_sizes(w)
+    if local_sizes is None:
+        local_sizes = synchronize(allgather_async(torch.tensor([w.local_size], dtype=torch.int32),
+                                                  name="hvrun.init.local_sizes")).tolist()
+    set_layout(local_sizes)
     add_initial_process_sets(process_sets)
 
 

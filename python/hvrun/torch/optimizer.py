@@ -13,6 +13,7 @@ import warnings
 
 import torch
 
+from hvrun import _state
 from hvrun.elastic import is_elastic
 from hvrun.torch.compression import Compression
 from hvrun.torch.basics import size
@@ -112,8 +113,12 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         """Parameter groups, in the order of the set's first rank (every rank forms the same)."""
         params = [p for group in self.param_groups for p in group["params"] if p.requires_grad]
         root = 0 if self.process_set.process_set_id == 0 else self.process_set.ranks[0]
-        order = broadcast_object([self._parameter_names.get(p) for p in params], root_rank=root,
-                                 name="DistributedOptimizer.groups", process_set=self.process_set)
+        order = [self._parameter_names.get(p) for p in params]
+        # A parked hot spare takes part in no collective: its own order (the same model code
+        # lists its parameters as the ranks' did).
+        if not _state.is_parked_spare():
+            order = broadcast_object(order, root_rank=root, name="DistributedOptimizer.groups",
+                                     process_set=self.process_set)
         params.sort(key=lambda p: order.index(self._parameter_names.get(p)))
         if isinstance(self._groups, list):
             known = {id(p) for p in params}

@@ -7,8 +7,8 @@ import torch
 from hvrun import elastic as _elastic
 from hvrun.torch.basics import rank
 from hvrun.torch.elastic.sampler import ElasticSampler
-from hvrun.torch.functions import (_OptimizerSync, _parameter_tensors, allgather_object,
-                                   broadcast_object)
+from hvrun.torch.functions import (_gathered_objects, _OptimizerSync, _parameter_tensors,
+                                   _start_allgather_object, broadcast_object)
 from hvrun.torch.handles import run_together
 from hvrun.torch.mpi_ops import Max, allreduce, broadcast_async_
 
@@ -41,10 +41,13 @@ def _cpu_copy(obj):
 class _Handler:
     """How TorchState saves, restores and syncs one attribute of a kind it knows.
 
-    A sync takes two collectives for the whole state, whatever it holds: an allgather of one
-    object per rank (each handler's sync_object(), under its name), then rank 0's tensors
-    broadcast in place, all together (each handler's sync_tensors(parts), parts being every
-    rank's object in rank order); finish_sync(parts) then applies what came."""
+    A sync takes one or two rounds of collectives for the whole state, whatever it holds.
+    First, together: an allgather of one object per rank (each handler's sync_object(), under
+    its name) and rank 0's tensors that need nothing of it, broadcast in place (each handler's
+    sync_tensors()). Then, when there are any, the tensors that depend on rank 0's object
+    (checked_sync_tensors(parts), parts being every rank's object in rank order: an optimizer's,
+    once this rank knows it holds the same ones as rank 0). finish_sync(parts) then applies
+    what came."""
 
     def __init__(self, name, value):
         self.name = name
@@ -58,10 +61,16 @@ class _Handler:
     def reset(self):
         pass
 
+    def warm_up(self):
+        pass
+
     def sync_object(self, is_root):
         return None
 
-    def sync_tensors(self, parts):
+    def sync_tensors(self):
+        return []
+
+    def checked_sync_tensors(self, parts):
         return []
 
     def finish_sync(self, parts):
@@ -75,7 +84,7 @@ class _ModelHandler(_Handler):
     def restore(self):
         self.value.load_state_dict(self._saved)  # copies into the parameters, in place
 
-    def sync_tensors(self, parts):
+    def sync_tensors(self):
         return [("%s.%s" % (self.name, n), t) for n, t in _parameter_tensors(self.value.state_dict())]
 
 
@@ -88,22 +97,32 @@ class _OptimizerHandler(_Handler):
         # dtype): hand it a copy, so that later steps cannot change what was saved.
         self.value.load_state_dict(_cpu_copy(self._saved))
 
-    def sync_object(self, is_root):
+    def _sync_keeping_parameters(self):
         # A rank whose optimizer has no state yet (one that just joined) takes a step on zero
-        # gradients to create it; with weight decay that step moves the parameters. Put them
-        # back: the model's own sync decides their values.
+        # gradients to create it (_OptimizerSync); with weight decay that step moves the
+        # parameters. Put them back: the model's own sync decides their values.
         params = [p for group in self.value.param_groups for p in group["params"]]
         before = None
         if not self.value.state:
             before = [p.detach().clone() for p in params]
-        self._sync = _OptimizerSync(self.value)
+        sync = _OptimizerSync(self.value)
         if before is not None:
             with torch.no_grad():
                 for p, b in zip(params, before):
                     p.copy_(b)
+        return sync
+
+    def warm_up(self):
+        # A hot spare makes its optimizer's state (and runs the optimizer once) while the job
+        # trains, not in the reset's sync with every rank waiting.
+        if not self.value.state:
+            self._sync_keeping_parameters()
+
+    def sync_object(self, is_root):
+        self._sync = self._sync_keeping_parameters()
         return self._sync.meta if is_root else None
 
-    def sync_tensors(self, parts):
+    def checked_sync_tensors(self, parts):
         self._sync.check(parts[0][self.name], root_rank=0)
         return [("%s.%s" % (self.name, n), t) for n, t in self._sync.tensors]
 
@@ -207,14 +226,19 @@ class TorchState(_elastic.ObjectState):
         super().restore()
 
     def sync(self):
-        # Two collectives in all (see _Handler): a reset's recovery waits for every one.
+        # One or two rounds in all (see _Handler): a reset's recovery waits for each.
         is_root = rank() == 0
         part = {name: h.sync_object(is_root) for name, h in self._handlers.items()}
         if is_root and self._object_names:
             part[_PLAIN] = self._current_objects()
-        parts = allgather_object(part, name=_SYNC_OBJECTS_NAME)
-        tensors = [t for h in self._handlers.values() for t in h.sync_tensors(parts)]
-        run_together(functools.partial(broadcast_async_, t, 0, name) for name, t in tensors)
+        first = [t for h in self._handlers.values() for t in h.sync_tensors()]
+        gathered = run_together(
+            [functools.partial(_start_allgather_object, part, _SYNC_OBJECTS_NAME)] +
+            [functools.partial(broadcast_async_, t, 0, name) for name, t in first])[0]
+        parts = _gathered_objects(gathered)
+        then = [t for h in self._handlers.values() for t in h.checked_sync_tensors(parts)]
+        if then:
+            run_together(functools.partial(broadcast_async_, t, 0, name) for name, t in then)
         for handler in self._handlers.values():
             handler.finish_sync(parts)
         for name, value in parts[0].get(_PLAIN, {}).items():
@@ -224,3 +248,7 @@ class TorchState(_elastic.ObjectState):
     def reset(self):
         for handler in self._handlers.values():
             handler.reset()
+
+    def warm_up(self):
+        for handler in self._handlers.values():
+            handler.warm_up()
