@@ -211,7 +211,8 @@ struct WithSpares {
   std::unique_ptr<ElasticController> controller;
   WithSpares() {
     controller = std::make_unique<ElasticController>(
-        ElasticOptions{.enabled = true, .start_np = 4, .min_np = 4, .max_np = 4, .spares = 2},
+        ElasticOptions{.enabled = true, .start_np = 4, .min_np = 4, .max_np = 4,
+                       .discovery_script = "./hosts.sh", .spares = 2},
         runner.hooks(), runner.side(), io);
     const ElasticSlot first[] = {{"a", 0}, {"a", 1}, {"b", 0}, {"b", 1}};
     for (int i = 0; i < 4; ++i) {
@@ -310,6 +311,27 @@ TEST(ElasticController, AHostLostWithItsSpareIsReplacedBySparesElsewhere) {
   EXPECT_FALSE(w.runner.spare[6]);
   EXPECT_EQ(w.controller->membership().size(), 4);
   EXPECT_EQ(w.runner.membership_changes, 1);  // "slots were added", ending the wait
+}
+
+// Without a discovery script no slot can come: short of --min-np, the job fails at once rather
+// than waiting --elastic-timeout for nothing.
+TEST(ElasticController, ShortOfMinNpWithoutADiscoveryScriptFailsAtOnce) {
+  boost::asio::io_context io;
+  FakeRunner runner;
+  ElasticController controller(ElasticOptions{.enabled = true, .start_np = 2, .min_np = 2},
+                               runner.hooks(), runner.side(), io);
+  for (int i = 0; i < 2; ++i) {
+    runner.side().start({"a", i}, false);
+    controller.started(i, {"a", i});
+  }
+  runner.exit(1, kKilledByTerm);
+  EXPECT_TRUE(controller.absorb());
+  ASSERT_EQ(runner.failed.size(), 1u);
+  EXPECT_NE(runner.failed[0].find("elastic: 1 ranks, fewer than --min-np 2, and this job cannot "
+                                  "add ranks (no --host-discovery-script offers slots); lost: "),
+            std::string::npos)
+      << runner.failed[0];
+  EXPECT_EQ(runner.membership_changes, 0);
 }
 
 TEST(ElasticController, ASpareThatEndsChangesNoMembership) {
