@@ -245,8 +245,9 @@ constexpr std::array kCatalog = {
                 .description = "Elastic jobs (this, --max-np or --host-discovery-script makes "
                                "the job elastic; docs/elastic.md): a lost rank ends only the "
                                "membership and the survivors go on; with fewer slots than this "
-                               "the job waits up to --elastic-timeout for hosts, then fails "
-                               "naming what was lost. 0 = -np."},
+                               "the job waits up to --elastic-timeout for the discovery script's "
+                               "hosts (without a script it fails at once), then fails naming "
+                               "what was lost. 0 = -np."},
     SettingSpec{.name = "max_np", .flag = "--max-np", .env = "HVRUN_MAX_NP",
                 .kind = SettingKind::kInt, .default_value = "0", .min = 0, .max = 1000000,
                 .unit = "ranks", .scope = "launcher",
@@ -319,8 +320,9 @@ constexpr std::array kCatalog = {
                 .kind = SettingKind::kInt, .default_value = "0", .min = 0, .max = 4096,
                 .unit = "workers", .scope = "launcher",
                 .description = "Elastic jobs (a job with spares is elastic): this many hot "
-                               "spares, started with the job and run up to their "
-                               "registration in init(), outside the membership; a lost rank's "
+                               "spares, started with the job, which run the trainer's start-up "
+                               "(in Python up to hvd.elastic.run, in C++ and C up to init()) and "
+                               "park outside the membership; a lost rank's "
                                "place goes to a spare at the next membership, so the world "
                                "size stays, and a spare used is replaced when the discovery "
                                "script offers a slot."},
