@@ -321,7 +321,7 @@ constexpr std::array kCatalog = {
                 .unit = "workers", .scope = "launcher",
                 .description = "Elastic jobs (a job with spares is elastic): this many hot "
                                "spares, started with the job, which run the trainer's start-up "
-                               "(in Python up to hvd.elastic.run, in C++ and C up to init()) and "
+                               "(up to hvd.elastic.run, or elastic::run in C++ and C) and "
                                "park outside the membership; a lost rank's "
                                "place goes to a spare at the next membership, so the world "
                                "size stays, and a spare used is replaced when the discovery "
