@@ -89,10 +89,14 @@ class _ParkedSpare:
 _spare_parked = False  # this process's first init() gave it a _ParkedSpare
 
 
-def _is_unplaced_spare():
-    environ = os.environ
-    return (environ.get("HVRUN_ELASTIC_SPARE") == "1" and
-            environ.get("HVRUN_ELASTIC", "0").strip().lower() in ("1", "true", "yes", "on"))
+def in_elastic_job():
+    """True in a job hvrun started elastic (HVRUN_ELASTIC=1)."""
+    return os.environ.get("HVRUN_ELASTIC", "0").strip().lower() in ("1", "true", "yes", "on")
+
+
+def is_spare_process():
+    """True in a process hvrun started as a hot spare (HVRUN_ELASTIC_SPARE=1), placed or not."""
+    return os.environ.get("HVRUN_ELASTIC_SPARE") == "1"
 
 
 def is_parked_spare():
@@ -109,7 +113,7 @@ def init():
     with _lock:
         if _worker is not None:
             return
-        if not _spare_parked and _is_unplaced_spare():
+        if not _spare_parked and is_spare_process() and in_elastic_job():
             _spare_parked = True
             _worker = _ParkedSpare(os.environ)
             return

@@ -29,7 +29,6 @@ NumPy package's, so this module also works for a trainer that uses plain ``hvrun
 """
 import copy
 import functools
-import os
 
 from hvrun import _state
 from hvrun.exceptions import HorovodInternalError, HostsUpdatedInterrupt
@@ -41,7 +40,7 @@ _OBJECT_STATE_NAME = "hvrun.elastic.object_state"
 
 def is_elastic():
     """True inside an elastic job (the launcher sets HVRUN_ELASTIC=1)."""
-    return os.environ.get("HVRUN_ELASTIC", "0").strip().lower() in ("1", "true", "yes", "on")
+    return _state.in_elastic_job()
 
 
 def local_hosts_updated():

@@ -739,7 +739,7 @@ def _before_parking():
     PyTorch trainer imports lazily inside its training function would then be paid inside the
     reset, with every rank waiting: torch.optim's first optimizer imports torch._dynamo (over a
     second on a loaded 2-vCPU host). The spare pays it at init(), while the job runs."""
-    if os.environ.get("HVRUN_ELASTIC_SPARE") != "1":
+    if not _state.is_spare_process():
         return
     try:
         import torch._dynamo  # noqa: F401
